@@ -1,0 +1,101 @@
+"""Longitudinal panels as numpy arrays: validation, pivoting and window histograms.
+
+A panel holds n people, each reporting one value of a finite alphabet A per period.
+Values are encoded as alphabet indices (0..|A|−1).  A window string
+s = (x^{t−k+1}, …, x^t) ∈ A^k is encoded base |A| with the earliest period most
+significant, so the last k−1 values of a window code w are ``w % |A|^(k−1)``
+(Bun et al. 2024, Alg. 1: C^t_s counts people whose last k values spell s).
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from continual_synth.mechanisms.errors import InputError
+
+
+def encode_values(values: np.ndarray, alphabet: Sequence, where: str = "input") -> np.ndarray:
+    """Alphabet indices (int8) of ``values``; a value outside the alphabet is an error."""
+    values = np.asarray(values)
+    try:
+        alphabet_array = np.asarray(list(alphabet), dtype=values.dtype)
+    except (TypeError, ValueError):
+        alphabet_array = np.asarray([str(a) for a in alphabet])
+        values = values.astype(str)
+    order = np.argsort(alphabet_array, kind="stable")
+    sorted_alphabet = alphabet_array[order]
+    position = np.clip(np.searchsorted(sorted_alphabet, values), 0, len(sorted_alphabet) - 1)
+    found = sorted_alphabet[position] == values
+    if not found.all():
+        row = int(np.flatnonzero(~found)[0])
+        raise InputError(f"{where}: value {values[row]!r} (row {row}) is not in the alphabet "
+                         f"{list(alphabet)}; {int((~found).sum())} value(s) are outside it")
+    return order[position].astype(np.int8)
+
+
+def pivot(ids: np.ndarray, periods: np.ndarray, codes: np.ndarray, first_period: int,
+          num_periods: int, missing_code: Optional[int] = None,
+          where: str = "input") -> Tuple[np.ndarray, np.ndarray]:
+    """``(unique ids, matrix)`` with ``matrix[i, j]`` the code of ids[i] at first_period + j.
+
+    Errors name the id and period: a period outside the range, an id reporting twice in
+    a period, an id missing a period (unless ``missing_code`` fills it).
+    """
+    periods = np.asarray(periods, dtype=np.int64)
+    offset = periods - first_period
+    outside = (offset < 0) | (offset >= num_periods)
+    if outside.any():
+        row = int(np.flatnonzero(outside)[0])
+        raise InputError(f"{where}: period {periods[row]} (id {ids[row]!r}) is outside the "
+                         f"expected periods {first_period}..{first_period + num_periods - 1}")
+    unique_ids, person = np.unique(np.asarray(ids), return_inverse=True)
+    cell = person.astype(np.int64) * num_periods + offset
+    counts = np.bincount(cell, minlength=unique_ids.size * num_periods)
+    if (counts > 1).any():
+        bad = int(np.flatnonzero(counts > 1)[0])
+        raise InputError(f"{where}: id {unique_ids[bad // num_periods]!r} reports "
+                         f"{counts[bad]} times in period {first_period + bad % num_periods}; "
+                         f"{int((counts > 1).sum())} duplicate report(s) in all")
+    matrix = np.empty(unique_ids.size * num_periods, dtype=np.int8)
+    if (counts == 0).any():
+        if missing_code is None:
+            bad = int(np.flatnonzero(counts == 0)[0])
+            raise InputError(f"{where}: id {unique_ids[bad // num_periods]!r} has no report in "
+                             f"period {first_period + bad % num_periods}; "
+                             f"{int((counts == 0).sum())} missing report(s) in all "
+                             f"(pass --missing-value to fill them)")
+        matrix[:] = missing_code
+    matrix[cell] = codes
+    return unique_ids, matrix.reshape(unique_ids.size, num_periods)
+
+
+def advance_suffix(suffix: np.ndarray, codes: np.ndarray, alphabet_size: int,
+                   window: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Append one period: ``(window codes ending now, new (k−1)-suffix codes)``.
+
+    ``suffix`` holds each person's last k−1 values (fewer before period k) as a base-|A|
+    code; the window code is suffix·|A| + value, meaningful once k periods were seen.
+    """
+    window_codes = suffix.astype(np.int64) * alphabet_size + codes
+    return window_codes, window_codes % (alphabet_size ** (window - 1))
+
+
+def window_histograms(matrix: np.ndarray, alphabet_size: int, window: int) -> np.ndarray:
+    """Histograms C^t for t = k..T: an array (T − k + 1) × |A|^k from a people × T matrix."""
+    num_people, horizon = matrix.shape
+    bins = alphabet_size ** window
+    out = np.zeros((max(horizon - window + 1, 0), bins), dtype=np.int64)
+    suffix = np.zeros(num_people, dtype=np.int64)
+    for t in range(horizon):
+        window_codes, suffix = advance_suffix(suffix, matrix[:, t], alphabet_size, window)
+        if t + 1 >= window:
+            out[t + 1 - window] = np.bincount(window_codes, minlength=bins)
+    return out
+
+
+def decode_windows(window_codes: np.ndarray, alphabet_size: int, window: int) -> np.ndarray:
+    """The k values (alphabet indices, earliest first) of each window code: n × k int8."""
+    powers = alphabet_size ** np.arange(window - 1, -1, -1, dtype=np.int64)
+    return ((np.asarray(window_codes, dtype=np.int64)[:, None] // powers) % alphabet_size
+            ).astype(np.int8)

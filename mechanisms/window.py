@@ -1,0 +1,282 @@
+"""Algorithm 1 of Bun, Gaboardi, Neunhoeffer and Zhang (2024): private synthetic data
+preserving fixed-time-window queries, as a pure state machine.
+
+``state, release = step(state, C^t)`` for t = 1..T, where C^t is the true histogram
+of the k-period windows ending at t (None before t = k).  For t ≥ k:
+
+    Ĉ^t_s = C^t_s + n_pad + N_Z(0, σ²)                 (noisy padded histogram)
+    t = k:  p^k_s = Ĉ^k_s  — the synthetic people are created
+    t > k:  p^t = consistent extension of p^{t−1} towards Ĉ^t   (see consistency.py)
+
+Privacy (Theorem 3.1, recalibrated per shared/papers/README.md point 1).  Each of
+the R = T − k + 1 histograms has L2 sensitivity Δ₂ = 1 when neighbours add or remove
+one person (``add-remove``, the paper's calibration) and √2 when one person's whole
+sequence is replaced (``replace``, the paper's definition, our default).  With
+σ² = Δ₂² R / (2ρ) each update is (ρ/R)-zCDP and the whole run ρ-zCDP.
+
+Accuracy (Theorem 3.2, for |A| = 2 with add-remove): with probability ≥ 1 − β,
+max_{s,t} |p^t_s − (C^t_s + n_pad)| ≤ (√(R/ρ) + 1/√2) √(log(2^k R / β)).  In terms of
+the noise σ in force this is λ = (σ + ½)·√(2 log(|A|^k R / β)): the proof's error is
+a variance-σ² mixture of the noise draws (the |A|-ary consistency step also keeps
+the variance, see tests) plus a mean-zero rounding term of range ≤ 1, i.e.
+½-subgaussian, union-bounded over |A|^k R bins.  n_pad defaults to ⌈λ⌉.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from continual_synth.mechanisms import accounting
+from continual_synth.mechanisms.consistency import consistent_extension
+from continual_synth.mechanisms.samplers import Sampler
+
+ALGORITHM = "bun2024-algorithm-1-fixed-time-window"
+
+
+@dataclass(frozen=True)
+class WindowConfig:
+    """Public parameters of one fixed-window release (all go into the manifest)."""
+
+    window: int
+    horizon: int
+    rho: float
+    alphabet: Tuple = (0, 1)
+    neighbor: str = "replace"
+    beta: float = 0.05
+    n_pad: Optional[int] = None
+    delta: float = 1e-6
+
+    def __post_init__(self):
+        if not (isinstance(self.window, int) and isinstance(self.horizon, int)):
+            raise ValueError("window and horizon must be integers")
+        if not 1 <= self.window <= self.horizon:
+            raise ValueError(f"need 1 <= window <= horizon, got window={self.window}, "
+                             f"horizon={self.horizon}")
+        if not (self.rho > 0 and math.isfinite(self.rho)):
+            raise ValueError(f"rho must be positive, got {self.rho!r}")
+        if not 0 < self.beta < 1:
+            raise ValueError(f"beta must be in (0, 1), got {self.beta!r}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
+        accounting.check_neighbor(self.neighbor)
+        alphabet = tuple(self.alphabet)
+        if len(alphabet) < 2 or len(set(alphabet)) != len(alphabet):
+            raise ValueError(f"the alphabet needs at least two distinct values, got {alphabet}")
+        object.__setattr__(self, "alphabet", alphabet)
+        if self.n_pad is None:
+            object.__setattr__(self, "n_pad", int(math.ceil(self.error_bound)))
+        elif int(self.n_pad) != self.n_pad or self.n_pad < 0:
+            raise ValueError(f"n_pad must be a non-negative integer, got {self.n_pad!r}")
+        else:
+            object.__setattr__(self, "n_pad", int(self.n_pad))
+
+    @property
+    def alphabet_size(self) -> int:
+        return len(self.alphabet)
+
+    @property
+    def num_updates(self) -> int:
+        """R = T − k + 1 private histograms."""
+        return self.horizon - self.window + 1
+
+    @property
+    def num_bins(self) -> int:
+        return self.alphabet_size ** self.window
+
+    @property
+    def num_groups(self) -> int:
+        """|A|^(k−1) groups of synthetic people (their last k−1 values)."""
+        return self.alphabet_size ** (self.window - 1)
+
+    @property
+    def l2_sensitivity(self) -> float:
+        return accounting.histogram_l2_sensitivity(self.neighbor)
+
+    @property
+    def noise_variance(self) -> float:
+        """σ² = Δ₂² R / (2ρ): each of the R histograms is (ρ/R)-zCDP."""
+        return accounting.gaussian_sigma2(self.l2_sensitivity, self.rho / self.num_updates)
+
+    @property
+    def rho_per_update(self) -> float:
+        return accounting.gaussian_rho(self.l2_sensitivity, self.noise_variance)
+
+    @property
+    def error_bound(self) -> float:
+        """Theorem 3.2's λ at β (counts): (σ + ½)·√(2 log(|A|^k R / β))."""
+        sigma = math.sqrt(self.noise_variance)
+        return (sigma + 0.5) * math.sqrt(2 * math.log(self.num_bins * self.num_updates / self.beta))
+
+    def to_dict(self) -> Dict:
+        data = asdict(self)
+        data["alphabet"] = list(self.alphabet)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Dict) -> "WindowConfig":
+        fields = {k: data[k] for k in ("window", "horizon", "rho", "alphabet", "neighbor",
+                                       "beta", "n_pad", "delta") if k in data}
+        fields["alphabet"] = tuple(fields["alphabet"])
+        return cls(**fields)
+
+
+@dataclass
+class WindowState:
+    """Everything Algorithm 1 carries between periods, on the synthetic side.
+
+    ``counts`` is p^{t−1} (the synthetic window histogram, |A|^k integers) once the
+    synthetic people exist.  The ledger records every privacy debit.
+    """
+
+    config: WindowConfig
+    ledger: accounting.BudgetLedger
+    period: int = 0
+    counts: Optional[np.ndarray] = None
+    clamp_events: int = 0
+    periods_released: List[int] = field(default_factory=list)
+
+    @classmethod
+    def initial(cls, config: WindowConfig) -> "WindowState":
+        return cls(config=config, ledger=accounting.BudgetLedger(total=config.rho, unit="rho"))
+
+    @property
+    def num_synthetic(self) -> int:
+        return 0 if self.counts is None else int(self.counts.sum())
+
+    def to_dict(self) -> Dict:
+        return {"config": self.config.to_dict(), "ledger": self.ledger.to_dict(),
+                "period": self.period,
+                "counts": None if self.counts is None else self.counts.tolist(),
+                "clamp_events": self.clamp_events, "periods_released": list(self.periods_released)}
+
+    @classmethod
+    def from_dict(cls, data: Dict) -> "WindowState":
+        counts = data.get("counts")
+        return cls(config=WindowConfig.from_dict(data["config"]),
+                   ledger=accounting.BudgetLedger.from_dict(data["ledger"]),
+                   period=int(data["period"]),
+                   counts=None if counts is None else np.asarray(counts, dtype=np.int64),
+                   clamp_events=int(data["clamp_events"]),
+                   periods_released=[int(p) for p in data["periods_released"]])
+
+
+@dataclass(frozen=True)
+class WindowRelease:
+    """What one period releases: the synthetic counts to materialise.
+
+    At t = k, ``initial_counts[s]`` synthetic people get the k values of window s
+    (periods 1..k are released).  At t > k, ``extension[z, c]`` people of group z
+    get value c at period t.
+    """
+
+    period: int
+    initial_counts: Optional[np.ndarray] = None
+    extension: Optional[np.ndarray] = None
+    clamp_events: int = 0
+
+
+def check_step(state: WindowState, period: int) -> None:
+    """Refuse, before any data is read, a period out of order or beyond the horizon,
+    or one whose noise would overspend the budget."""
+    config = state.config
+    if period > config.horizon:
+        raise ValueError(f"period {period} is beyond the horizon T={config.horizon}")
+    if period != state.period + 1:
+        raise ValueError(f"period {period} is out of order: the state has seen periods "
+                         f"1..{state.period}, so the next period is {state.period + 1}")
+    if period >= config.window:
+        state.ledger.check(config.rho_per_update, f"period {period}")
+
+
+def step(state: WindowState, histogram: Optional[np.ndarray], sampler: Sampler
+         ) -> Tuple[WindowState, Optional[WindowRelease]]:
+    """One period of Algorithm 1: returns the new state and the period's release.
+
+    ``histogram`` is C^t (|A|^k true counts of the windows ending at t) for t ≥ k, and
+    ignored before.  The input state is not modified.
+    """
+    config = state.config
+    period = state.period + 1
+    check_step(state, period)
+    new_state = replace(state, period=period, ledger=accounting.BudgetLedger.from_dict(
+        state.ledger.to_dict()), periods_released=list(state.periods_released))
+    if period < config.window:
+        return new_state, None
+    histogram = np.asarray(histogram, dtype=np.int64)
+    if histogram.shape != (config.num_bins,):
+        raise ValueError(f"period {period}: expected a histogram of {config.num_bins} bins, "
+                         f"got shape {histogram.shape}")
+    noise = sampler.discrete_gaussian(config.noise_variance, config.num_bins)
+    noisy = histogram + config.n_pad + noise
+    new_state.ledger.charge(config.rho_per_update, f"period {period}", period=period,
+                            mechanism="discrete Gaussian", noise_variance=config.noise_variance,
+                            l2_sensitivity=config.l2_sensitivity)
+    if period == config.window:
+        clamped = int((noisy < 0).sum())
+        counts = np.maximum(noisy, 0)
+        release = WindowRelease(period=period, initial_counts=counts, clamp_events=clamped)
+        new_state.periods_released.extend(range(1, period + 1))
+    else:
+        width = config.alphabet_size
+        group_sizes = state.counts.reshape(width, config.num_groups).sum(axis=0)
+        extension, clamped = consistent_extension(
+            group_sizes, noisy.reshape(config.num_groups, width), sampler.rng)
+        counts = extension.reshape(-1)
+        release = WindowRelease(period=period, extension=extension, clamp_events=clamped)
+        new_state.periods_released.append(period)
+    new_state.counts = counts
+    new_state.clamp_events = state.clamp_events + clamped
+    return new_state, release
+
+
+def debias_counts(synthetic_counts: np.ndarray, n_pad: int) -> np.ndarray:
+    """Debiased window counts: subtract the n_pad padding records of every bin
+    (shared/papers/README.md point 5)."""
+    return np.asarray(synthetic_counts) - n_pad
+
+
+def manifest_fields(state: WindowState) -> Dict:
+    """The privacy and debiasing facts of a release, for ``manifest.json``."""
+    config = state.config
+    spent = state.ledger.spent
+    epsilon = accounting.zcdp_to_approx_dp(spent, config.delta) if spent > 0 else 0.0
+    return {
+        "algorithm": ALGORITHM,
+        "paper": "Bun, Gaboardi, Neunhoeffer, Zhang (2024), Algorithm 1",
+        "window": config.window,
+        "horizon": config.horizon,
+        "alphabet": list(config.alphabet),
+        "neighbor": config.neighbor,
+        "rho": config.rho,
+        "rho_spent": spent,
+        "rho_per_period": config.rho_per_update,
+        "epsilon": epsilon,
+        "delta": config.delta,
+        "privacy_statement": (
+            f"{spent:.6g}-zCDP so far (of {config.rho:.6g}) for neighbouring panels that "
+            f"{'replace one person' + chr(39) + 's whole sequence' if config.neighbor == 'replace' else 'add or remove one person'}; "
+            f"this implies ({epsilon:.4g}, {config.delta:g})-DP"),
+        "noise": "discrete Gaussian",
+        "noise_variance": config.noise_variance,
+        "l2_sensitivity": config.l2_sensitivity,
+        "beta": config.beta,
+        "n_pad": config.n_pad,
+        "error_bound": config.error_bound,
+        "error_bound_note": ("Theorem 3.2: with probability >= 1 - beta, every released "
+                             "window count is within error_bound of the true count + n_pad"),
+        "num_synthetic": state.num_synthetic,
+        "periods_released": list(state.periods_released),
+        "last_period_seen": state.period,
+        "clamp_events": state.clamp_events,
+        "debias": {
+            "subtract_per_bin": config.n_pad,
+            "padding_records": config.n_pad * config.num_bins,
+            "real_population_estimate": state.num_synthetic - config.n_pad * config.num_bins,
+            "how": ("for a query summing |S| window bins: subtract n_pad * |S| from the "
+                    "synthetic count; for a proportion divide by num_synthetic - "
+                    "|alphabet|^window * n_pad"),
+        },
+    }

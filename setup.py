@@ -1,0 +1,49 @@
+"""Packaging for continual-synth.
+
+The repository keeps the design card's top-level folders (``mechanisms/``,
+``transforms/``, ``pipelines/``, ``runners/``); ``package_dir`` installs them
+all under the single import namespace ``continual_synth`` so nothing installs a
+top-level package called ``transforms``.  The same file ships the code to Beam
+workers (``--setup_file ./setup.py``).
+"""
+from setuptools import setup
+
+SUBPACKAGES = ["mechanisms", "transforms", "pipelines", "runners"]
+
+setup(
+    name="continual-synth",
+    version="0.1.0",
+    description=(
+        "Differentially private synthetic data released continually, as data "
+        "keeps arriving, with published privacy accounting (Apache Beam pipelines)."
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.9",
+    packages=["continual_synth"] + [f"continual_synth.{name}" for name in SUBPACKAGES],
+    package_dir={"continual_synth": "continual_synth",
+                 **{f"continual_synth.{name}": name for name in SUBPACKAGES}},
+    package_data={"continual_synth.pipelines": ["data/*"]},
+    install_requires=[
+        "apache-beam>=2.60",
+        "numpy>=1.24",
+        "pyarrow>=14",
+        "fastavro>=1.9",
+        "opendp>=0.12",
+        "matplotlib>=3.7",
+        "scipy>=1.10",
+    ],
+    extras_require={
+        "dask": ["apache-beam[dask]>=2.60", "dask>=2024.1", "distributed>=2024.1"],
+        "test": ["pytest>=7", "apache-beam[dask]>=2.60", "dask>=2024.1",
+                 "distributed>=2024.1"],
+    },
+    entry_points={"console_scripts": ["continual-synth=continual_synth.pipelines.cli:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "License :: OSI Approved :: Apache Software License",
+        "Topic :: Scientific/Engineering",
+        "Topic :: Security",
+    ],
+)

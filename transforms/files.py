@@ -1,0 +1,139 @@
+"""Reading and writing whole files of records as Arrow tables.
+
+Used by the Beam read/write stages (one file or one batch at a time) and by the
+driver-side jobs that read small things (a truth panel for evaluation, a period
+file).  Formats: Parquet (pyarrow), CSV (pyarrow.csv) and Avro (fastavro).
+"""
+from __future__ import annotations
+
+import io
+import os
+from typing import Iterable, List, Optional
+
+import fastavro
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+FORMATS = ("parquet", "csv", "avro")
+_EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".avro": "avro"}
+
+
+from continual_synth.mechanisms.errors import InputError  # noqa: F401  (re-exported)
+
+
+def detect_format(path: str, fmt: Optional[str] = None) -> str:
+    """The format named by ``fmt``, else the one the file extension names."""
+    if fmt:
+        if fmt not in FORMATS:
+            raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        return fmt
+    ext = os.path.splitext(path.rstrip("/"))[1].lower()
+    if ext in _EXTENSIONS:
+        return _EXTENSIONS[ext]
+    if os.path.isdir(path):
+        found = {detect_format(p) for p in list_data_files(path)}
+        if len(found) == 1:
+            return found.pop()
+        if not found:
+            raise InputError(f"{path}: no .parquet, .csv or .avro files in this directory")
+        raise InputError(f"{path}: mixes formats {sorted(found)}; pass --format")
+    raise InputError(f"{path}: cannot tell the format from the extension; pass --format")
+
+
+def list_data_files(path: str) -> List[str]:
+    """Data files of a dataset: ``path`` itself, or the data files under a directory.
+
+    Hidden and underscore-prefixed entries (staging areas, Beam temp dirs) and
+    ``manifest.json`` are skipped.
+    """
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such file or directory")
+    if os.path.isfile(path):
+        return [path]
+    out = []
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        for name in sorted(files):
+            if name.startswith((".", "_")):
+                continue
+            if os.path.splitext(name)[1].lower() in _EXTENSIONS:
+                out.append(os.path.join(root, name))
+    return out
+
+
+def read_file(path: str, fmt: Optional[str] = None) -> pa.Table:
+    """One data file as an Arrow table."""
+    fmt = detect_format(path, fmt)
+    try:
+        if fmt == "parquet":
+            return pq.read_table(path)
+        if fmt == "csv":
+            return pacsv.read_csv(path)
+        with open(path, "rb") as handle:
+            return avro_bytes_to_table(handle)
+    except InputError:
+        raise
+    except Exception as exc:  # pyarrow / fastavro parse errors name no file
+        raise InputError(f"{path}: cannot read as {fmt}: {exc}") from exc
+
+
+def avro_bytes_to_table(handle) -> pa.Table:
+    """Decode an Avro container (file object) into columns with fastavro."""
+    reader = fastavro.reader(handle)
+    fields = [f["name"] for f in reader.writer_schema["fields"]]
+    columns = {name: [] for name in fields}
+    for record in reader:
+        for name in fields:
+            columns[name].append(record[name])
+    return pa.table(columns)
+
+
+def read_dataset(path: str, fmt: Optional[str] = None) -> pa.Table:
+    """All data files of a file or directory, concatenated into one table."""
+    files = list_data_files(path)
+    if not files:
+        raise InputError(f"{path}: no .parquet, .csv or .avro files found")
+    tables = [read_file(f, fmt) for f in files]
+    return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+
+
+def avro_schema(table_schema: pa.Schema) -> dict:
+    """An Avro record schema for a flat Arrow schema of ints, floats and strings."""
+    fields = []
+    for field in table_schema:
+        if pa.types.is_integer(field.type):
+            kind = "long"
+        elif pa.types.is_floating(field.type):
+            kind = "double"
+        elif pa.types.is_boolean(field.type):
+            kind = "boolean"
+        else:
+            kind = "string"
+        fields.append({"name": field.name, "type": kind})
+    return {"type": "record", "name": "Record", "fields": fields}
+
+
+def table_to_csv_text(table: pa.Table, header: bool) -> str:
+    """A table as CSV text without a trailing newline."""
+    sink = io.BytesIO()
+    pacsv.write_csv(table, sink, write_options=pacsv.WriteOptions(include_header=header))
+    return sink.getvalue().decode("utf-8").rstrip("\n")
+
+
+def write_file(table: pa.Table, path: str, fmt: str) -> None:
+    """Write one table to one file (directories created as needed)."""
+    fmt = detect_format(path, fmt)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    if fmt == "parquet":
+        pq.write_table(table, path)
+    elif fmt == "csv":
+        pacsv.write_csv(table, path)
+    else:
+        with open(path, "wb") as handle:
+            fastavro.writer(handle, avro_schema(table.schema), _records(table))
+
+
+def _records(table: pa.Table) -> Iterable[dict]:
+    for batch in table.to_batches():
+        yield from batch.to_pylist()
