@@ -86,7 +86,9 @@ class SeededSampler(Sampler):
     name = "seeded"
     for_publication = False
 
-    def __init__(self, seed: int):
+    def __init__(self, seed):
+        """``seed``: an int, or a sequence of ints (e.g. ``[seed, period]`` for one step
+        of an incremental job)."""
         super().__init__(np.random.default_rng(seed))
 
     def discrete_laplace(self, scale: float, size: int) -> np.ndarray:
@@ -111,7 +113,7 @@ class SeededSampler(Sampler):
         return out
 
 
-def make_sampler(seed: Optional[int]) -> Sampler:
+def make_sampler(seed) -> Sampler:
     """The exact OpenDP sampler, or the seeded simulation sampler when a seed is given."""
     return OpenDPSampler() if seed is None else SeededSampler(seed)
 

@@ -1,0 +1,166 @@
+"""The ``continual-synth`` command line.
+
+    continual-synth window run  --input PANEL --output DIR --window K --horizon T --rho R [...]
+    continual-synth window init --state STATE --window K --horizon T --rho R [...]
+    continual-synth window step --state STATE --input PERIOD_FILE --output DIR
+    continual-synth evaluate window --truth PANEL --synthetic DIR [--report REPORT_DIR]
+    continual-synth demo --output DIR
+
+Arguments the command does not know (``--runner``, ``--direct_num_workers`` …) are
+passed to Apache Beam as pipeline options.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+from typing import List, Optional
+
+# Beam logs import-time warnings and each failing DoFn's traceback; the command
+# reports errors itself, so keep Beam quiet unless --verbose is given.
+logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _add_privacy_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--window", type=int, required=True, help="window length k (periods)")
+    parser.add_argument("--horizon", type=int, required=True, help="number of periods T")
+    parser.add_argument("--rho", type=float, required=True, help="total zCDP budget ρ")
+    parser.add_argument("--neighbor", choices=["replace", "add-remove"], default="replace",
+                        help="neighbouring relation (default: replace one person's sequence)")
+    parser.add_argument("--beta", type=float, default=0.05,
+                        help="failure probability of the Theorem 3.2 bound (default 0.05)")
+    parser.add_argument("--n-pad", type=int, default=None,
+                        help="padding records per bin (default: Theorem 3.2's bound at β)")
+    parser.add_argument("--alphabet", default="0,1", help="values a report can take (default 0,1)")
+    parser.add_argument("--delta", type=float, default=1e-6,
+                        help="δ of the (ε, δ) reading in the manifest (default 1e-6)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="use the reproducible simulation sampler (NOT for publication)")
+    parser.add_argument("--format", dest="out_format", default="parquet",
+                        choices=["parquet", "csv", "avro"], help="output format")
+    parser.add_argument("--id-col", default="id")
+    parser.add_argument("--period-col", default="period")
+    parser.add_argument("--value-col", default="value")
+    parser.add_argument("--missing-value", default=None,
+                        help="fill a missing report with this value instead of failing")
+    parser.add_argument("--shards", type=int, default=16,
+                        help="shards of people for pivoting and emission (default 16)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="continual-synth",
+        description="Continual differentially private synthetic data (Apache Beam pipelines).")
+    parser.add_argument("--verbose", action="store_true", help="show Beam's logs")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    window = commands.add_parser("window", help="fixed-time-window synthesizer (Bun et al. "
+                                 "2024, Algorithm 1)").add_subparsers(dest="action", required=True)
+    run = window.add_parser("run", help="synthesize a whole panel in one job")
+    run.add_argument("--input", required=True, help="long panel: file or directory")
+    run.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
+    run.add_argument("--output", required=True, help="release directory")
+    _add_privacy_options(run)
+
+    init = window.add_parser("init", help="create the state of an incremental release")
+    init.add_argument("--state", required=True, help="state directory (holds private data)")
+    _add_privacy_options(init)
+
+    step = window.add_parser("step", help="ingest the next period and release it")
+    step.add_argument("--state", required=True)
+    step.add_argument("--input", required=True, help="one period's reports (id, value)")
+    step.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
+    step.add_argument("--output", required=True, help="release directory")
+    step.add_argument("--period", type=int, default=None,
+                      help="the period this file holds (checked; default: the next one)")
+
+    evaluate = commands.add_parser("evaluate", help="evaluate a release against the truth"
+                                   ).add_subparsers(dest="action", required=True)
+    ev_window = evaluate.add_parser("window", help="window histograms, Theorem 3.2 bound, "
+                                    "quarterly queries")
+    ev_window.add_argument("--truth", required=True)
+    ev_window.add_argument("--synthetic", required=True)
+    ev_window.add_argument("--report", default=None, help="directory for summary.json and plots")
+    ev_window.add_argument("--id-col", default="id")
+    ev_window.add_argument("--period-col", default="period")
+    ev_window.add_argument("--value-col", default="value")
+
+    demo = commands.add_parser("demo", help="run everything on an embedded SIPP-like panel")
+    demo.add_argument("--output", required=True)
+    demo.add_argument("--seed", type=int, default=None,
+                      help="reproducible simulation sampler (NOT for publication)")
+    return parser
+
+
+def _config(args):
+    from continual_synth.mechanisms.window import WindowConfig
+    from continual_synth.pipelines.options import parse_alphabet
+    return WindowConfig(window=args.window, horizon=args.horizon, rho=args.rho,
+                        alphabet=parse_alphabet(args.alphabet), neighbor=args.neighbor,
+                        beta=args.beta, n_pad=args.n_pad, delta=args.delta)
+
+
+def _common(args, config):
+    from continual_synth.pipelines.options import PanelColumns, parse_value
+    return dict(seed=args.seed, out_format=args.out_format,
+                columns=PanelColumns(args.id_col, args.period_col, args.value_col),
+                missing_value=parse_value(args.missing_value, config.alphabet),
+                num_shards=args.shards)
+
+
+def dispatch(args, beam_args: List[str]) -> dict:
+    from continual_synth.pipelines import window as window_jobs
+    if args.command == "window":
+        if args.action == "step":
+            return window_jobs.step(args.state, args.input, args.output,
+                                    in_format=args.input_format, period=args.period,
+                                    beam_args=beam_args)
+        config = _config(args)
+        if args.action == "run":
+            return window_jobs.run(args.input, args.output, config, in_format=args.input_format,
+                                   beam_args=beam_args, **_common(args, config))
+        state = window_jobs.init(args.state, config, **_common(args, config))
+        return {"status": "initialised", "state": args.state,
+                "n_pad": config.n_pad, "error_bound": config.error_bound}
+    if args.command == "evaluate":
+        from continual_synth.pipelines.evaluate_window import evaluate_window
+        summary = evaluate_window(args.truth, args.synthetic, args.report, id_col=args.id_col,
+                                  period_col=args.period_col, value_col=args.value_col)
+        return _headline(summary)
+    from continual_synth.pipelines.demo import demo
+    return demo(args.output, seed=args.seed, beam_args=beam_args)
+
+
+def _headline(summary: dict) -> dict:
+    """The few numbers worth printing from an evaluation summary."""
+    keys = [k for k in summary if not isinstance(summary[k], (list, dict))]
+    return {k: summary[k] for k in keys}
+
+
+def _clean_message(exc: BaseException) -> str:
+    return re.sub(r" \[while running '[^']*'\]", "", str(exc)).strip()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(argv)
+    if args.verbose:
+        logging.getLogger().setLevel(logging.INFO)
+    unknown = [a for a in beam_args if not a.startswith("--")]
+    if unknown:
+        parser.error(f"unrecognised arguments: {' '.join(unknown)}")
+    from continual_synth.mechanisms.accounting import BudgetExceededError
+    from continual_synth.mechanisms.errors import InputError, StateError
+    try:
+        result = dispatch(args, beam_args)
+    except (InputError, StateError, BudgetExceededError, ValueError) as exc:
+        print(f"continual-synth: error: {_clean_message(exc)}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Atomic files and release directories.
+
+A job writes its files into a hidden staging directory inside the output directory
+and moves them into place only once they are complete; JSON documents (manifest,
+state) are replaced atomically (temporary file, fsync, rename).  A crash leaves
+either the old document or the new one, never a mix.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import uuid
+from typing import Dict, List, Optional
+
+import numpy as np
+
+
+def _default(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def write_json_atomic(path: str, document: Dict) -> None:
+    """Replace ``path`` by ``document`` atomically."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    temporary = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2, default=_default)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    _fsync_directory(directory)
+
+
+def read_json(path: str) -> Optional[Dict]:
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _fsync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def new_staging_dir(output_dir: str) -> str:
+    """A fresh hidden staging directory inside ``output_dir`` (skipped by readers)."""
+    path = os.path.join(output_dir, f".staging-{uuid.uuid4().hex}")
+    os.makedirs(path)
+    return path
+
+
+def publish_staged_files(staging_dir: str, output_dir: str, name_prefix: str) -> List[str]:
+    """Move the data files written under ``staging_dir`` into ``output_dir`` as
+    ``<name_prefix>-NNNNN.<ext>`` (existing files of that prefix are replaced) and
+    remove the staging directory."""
+    for stale in glob.glob(os.path.join(output_dir, f"{name_prefix}-*")):
+        os.remove(stale)
+    staged = sorted(p for p in glob.glob(os.path.join(staging_dir, "*"))
+                    if os.path.isfile(p) and not os.path.basename(p).startswith("."))
+    moved = []
+    for index, path in enumerate(staged):
+        extension = os.path.splitext(path)[1]
+        target = os.path.join(output_dir, f"{name_prefix}-{index:05d}{extension}")
+        os.replace(path, target)
+        moved.append(target)
+    _fsync_directory(output_dir)
+    shutil.rmtree(staging_dir, ignore_errors=True)
+    return moved
+
+
+def remove_stale_staging(output_dir: str) -> None:
+    """Remove staging directories left by crashed runs (their files were never published)."""
+    for path in glob.glob(os.path.join(output_dir, ".staging-*")):
+        shutil.rmtree(path, ignore_errors=True)

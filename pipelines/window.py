@@ -1,0 +1,327 @@
+"""Fixed-time-window synthesizer jobs (Bun et al. 2024, Algorithm 1).
+
+* :func:`run` — the whole panel in one Beam pipeline (batch or backfill).
+* :func:`init` + :func:`step` — one period per run (a monthly DAG task), the state
+  kept in a directory between runs.
+
+Both fold the same state machine (:mod:`continual_synth.mechanisms.window`) and
+emit with the same sharded emission, so they are the same algorithm.
+
+Incremental crash safety: a step (1) reads the period and computes C^t in a
+pipeline that writes the people's new history to a fresh versioned folder,
+(2) adds the noise and commits the state with the ledger charged and the
+period's plan marked *pending*, (3) emits and publishes the synthetic records and
+the manifest, (4) commits the state with nothing pending.  A crash before (2)
+leaves the old state and nothing released; after (2) a re-run of the same step
+reads no data, draws no noise and spends nothing: it finishes (3)-(4) with the
+saved plan and emission seed, reproducing the same records.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from typing import Dict, Optional, Sequence
+
+import apache_beam as beam
+import numpy as np
+
+from continual_synth.mechanisms import emission, window
+from continual_synth.mechanisms.errors import InputError, StateError
+from continual_synth.mechanisms.samplers import make_sampler
+from continual_synth.pipelines import release_dir
+from continual_synth.pipelines.options import (PanelColumns, missing_code, pipeline_options,
+                                               record_schema)
+from continual_synth.transforms.emit import (EmitSyntheticPanel, create_shard, extend_shard,
+                                             synthetic_path)
+from continual_synth.transforms.files import FORMATS, list_data_files
+from continual_synth.transforms.histogram import (PanelWindowHistograms, SumArrays,
+                                                  history_path, step_shard_histogram)
+from continual_synth.transforms.read import ReadRecordBatches
+from continual_synth.transforms.shard import GroupByShard
+from continual_synth.transforms.synthesize import SynthesizeWindowPanel
+from continual_synth.transforms.validate import ValidatePanelBatches
+from continual_synth.transforms.write import WriteRecordBatches
+
+DEFAULT_SHARDS = 16
+MANIFEST = "manifest.json"
+STATE = "state.json"
+
+
+def _check_format(out_format: str) -> None:
+    if out_format not in FORMATS:
+        raise InputError(f"unknown output format {out_format!r}; choose one of {FORMATS}")
+
+
+def _check_fresh_output(output_dir: str) -> None:
+    if os.path.exists(os.path.join(output_dir, MANIFEST)):
+        raise InputError(f"{output_dir} already holds a release (manifest.json); "
+                         f"choose an empty output directory")
+
+
+# --------------------------------------------------------------------------- batch
+
+
+def run(input_path: str, output_dir: str, config: window.WindowConfig, *,
+        seed: Optional[int] = None, in_format: Optional[str] = None,
+        out_format: str = "parquet", columns: PanelColumns = PanelColumns(),
+        missing_value=None, num_shards: int = DEFAULT_SHARDS,
+        beam_args: Sequence[str] = ()) -> Dict:
+    """Synthesize a whole panel (periods 1..T) in one pipeline; return the manifest."""
+    _check_format(out_format)
+    fill = missing_code(missing_value, config.alphabet)
+    reader = ReadRecordBatches(input_path, in_format)  # fails early on a missing input
+    os.makedirs(output_dir, exist_ok=True)
+    _check_fresh_output(output_dir)
+    release_dir.remove_stale_staging(output_dir)
+    staging = release_dir.new_staging_dir(output_dir)
+    plan_path = os.path.join(staging, ".manifest.json")
+    try:
+        with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
+            histograms = (pipeline
+                          | "Read" >> reader
+                          | "Validate" >> ValidatePanelBatches(
+                              columns.id_col, columns.period_col, columns.value_col,
+                              config.alphabet, (1, config.horizon), where=input_path)
+                          | "Shard" >> GroupByShard(num_shards)
+                          | "WindowHistograms" >> PanelWindowHistograms(config, fill))
+            plan = histograms | "Synthesize" >> SynthesizeWindowPanel(config, num_shards, seed)
+            _ = plan | "SaveManifest" >> beam.Map(
+                lambda p: release_dir.write_json_atomic(plan_path, p["manifest"]))
+            (plan
+             | "Emit" >> EmitSyntheticPanel(num_shards, config.alphabet, config.window,
+                                            config.horizon)
+             | "Write" >> WriteRecordBatches(os.path.join(staging, "part"), out_format,
+                                             record_schema(config.alphabet)))
+        manifest = release_dir.read_json(plan_path)
+        if manifest is None:
+            raise InputError(f"{input_path}: the panel holds no records")
+        os.remove(plan_path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    release_dir.publish_staged_files(staging, output_dir, "synthetic")
+    manifest.update({"format": out_format, "mode": "run"})
+    release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), manifest)
+    return manifest
+
+
+# --------------------------------------------------------------------- incremental
+
+
+def init(state_dir: str, config: window.WindowConfig, *, seed: Optional[int] = None,
+         out_format: str = "parquet", columns: PanelColumns = PanelColumns(),
+         missing_value=None, num_shards: int = DEFAULT_SHARDS) -> Dict:
+    """Create a state directory for an incremental release."""
+    _check_format(out_format)
+    missing_code(missing_value, config.alphabet)
+    if os.path.exists(os.path.join(state_dir, STATE)):
+        raise StateError(f"{state_dir} already holds a state; use a new directory")
+    state = {
+        "kind": "window",
+        "window_state": window.WindowState.initial(config).to_dict(),
+        "seed": seed, "sampler": make_sampler(seed).name if seed is not None else "opendp",
+        "format": out_format, "columns": vars(columns), "missing_value": missing_value,
+        "num_shards": num_shards, "fingerprints": {}, "pending": None,
+        "history_version": 0, "synthetic_version": 0,
+        "shard_sizes": None, "shard_group_sizes": None, "output_dir": None,
+    }
+    release_dir.write_json_atomic(os.path.join(state_dir, STATE), state)
+    return state
+
+
+def load_state(state_dir: str) -> Dict:
+    state = release_dir.read_json(os.path.join(state_dir, STATE))
+    if state is None:
+        raise StateError(f"{state_dir}: no state here; run 'continual-synth window init' first")
+    if state.get("kind") != "window":
+        raise StateError(f"{state_dir}: not a window-synthesizer state")
+    return state
+
+
+def fingerprint(path: str) -> str:
+    """SHA-256 of the input's bytes: recognises a re-run of a period already ingested."""
+    digest = hashlib.sha256()
+    for file_path in list_data_files(path):
+        with open(file_path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optional[str] = None,
+         period: Optional[int] = None, beam_args: Sequence[str] = ()) -> Dict:
+    """Ingest the next period; return a summary (``status`` says what happened)."""
+    state = load_state(state_dir)
+    wstate = window.WindowState.from_dict(state["window_state"])
+    config = wstate.config
+    if state["output_dir"] and os.path.abspath(output_dir) != state["output_dir"]:
+        raise StateError(f"this state releases into {state['output_dir']}, not {output_dir}")
+    digest = fingerprint(input_path)
+    seen_period = state["fingerprints"].get(digest)
+    pending = state["pending"]
+    if pending is not None:
+        if period not in (None, pending["period"]) or seen_period not in (None, pending["period"]):
+            raise StateError(f"period {pending['period']} was computed but not published "
+                             f"(interrupted run); re-run the step with that period's file")
+        return _publish(state_dir, output_dir, state, wstate, beam_args, resumed=True)
+    if seen_period is not None or (period is not None and period <= wstate.period):
+        done = seen_period if seen_period is not None else period
+        return {"status": "already-released", "period": done,
+                "message": f"period {done} was already ingested; nothing read, nothing spent"}
+    target = wstate.period + 1
+    if period is not None and period != target:
+        raise StateError(f"period {period} is out of order: the next period is {target}")
+    window.check_step(wstate, target)  # horizon and budget, before reading any data
+    histogram = _period_histogram(state, config, input_path, in_format, target, state_dir,
+                                  beam_args)
+    sampler = make_sampler(None if state["seed"] is None else [state["seed"], target])
+    wstate, release = window.step(wstate, histogram, sampler)
+    state["pending"] = None
+    if release is not None:
+        if release.initial_counts is not None:
+            plan = emission.initial_shard_plan(release.initial_counts, state["num_shards"],
+                                               sampler.rng)
+            state["shard_sizes"] = emission.shard_sizes(wstate.num_synthetic,
+                                                        state["num_shards"]).tolist()
+        else:
+            plan = emission.extension_shard_plan(np.asarray(state["shard_group_sizes"]),
+                                                 release.extension, sampler.rng)
+        state["shard_group_sizes"] = emission.group_sizes_after(
+            plan.reshape(state["num_shards"], -1), config.alphabet_size).tolist()
+        state["pending"] = {"period": target, "plan": plan.tolist(),
+                            "emission_seed": int(sampler.rng.integers(2 ** 63))}
+    state["window_state"] = wstate.to_dict()
+    state["history_version"] = target
+    state["fingerprints"][digest] = target
+    state["output_dir"] = os.path.abspath(output_dir)
+    release_dir.write_json_atomic(os.path.join(state_dir, STATE), state)  # commit point
+    _remove_version(state_dir, "history", target - 1)
+    return _publish(state_dir, output_dir, state, wstate, beam_args, resumed=False)
+
+
+def _period_histogram(state: Dict, config: window.WindowConfig, input_path: str,
+                      in_format: Optional[str], period: int, state_dir: str,
+                      beam_args: Sequence[str]) -> np.ndarray:
+    """C^t for the step's period (zeros before t = k), writing the new history."""
+    columns = PanelColumns(**state["columns"])
+    fill = missing_code(state["missing_value"], config.alphabet)
+    num_shards = state["num_shards"]
+    reader = ReadRecordBatches(input_path, in_format)
+    shutil.rmtree(os.path.dirname(history_path(state_dir, period, 0)), ignore_errors=True)
+    result_path = os.path.join(state_dir, f".histogram-{period:04d}.npy")
+    with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
+        batches = (pipeline
+                   | "Read" >> reader
+                   | "Validate" >> _ValidatePeriod(columns, config.alphabet, period, input_path))
+        grouped = batches | "Shard" >> GroupByShard(num_shards)
+        every_shard = pipeline | "AllShards" >> beam.Create([(j, None) for j in range(num_shards)])
+        _ = ({"data": grouped, "all": every_shard}
+             | "JoinShards" >> beam.CoGroupByKey()
+             | "StepShard" >> beam.MapTuple(lambda shard, parts: step_shard_histogram(
+                 shard, parts["data"][0] if parts["data"] else None, config, period,
+                 state_dir, fill))
+             | "Counts" >> beam.MapTuple(lambda people, counts: np.concatenate([[people], counts]))
+             | "Sum" >> beam.CombineGlobally(SumArrays())
+             | "Save" >> beam.Map(lambda total: np.save(result_path, total)))
+    total = np.load(result_path)
+    os.remove(result_path)
+    if total[0] == 0:
+        raise InputError(f"{input_path}: no records for period {period}")
+    return total[1:]
+
+
+class _ValidatePeriod(beam.PTransform):
+    """Validation of a step's file: a period column, if present, must be the period."""
+
+    def __init__(self, columns: PanelColumns, alphabet, period: int, where: str):
+        super().__init__()
+        self._args = (columns, tuple(alphabet), period, where)
+
+    def expand(self, batches):
+        columns, alphabet, period, where = self._args
+        has_period = beam.pvalue.AsSingleton(
+            batches | beam.Map(lambda t: columns.period_col in t.column_names)
+            | beam.CombineGlobally(all))
+        return batches | "EncodePeriod" >> beam.Map(
+            lambda table, with_period: _encode_step_batch(table, columns, alphabet, period,
+                                                          where, with_period),
+            with_period=has_period)
+
+
+def _encode_step_batch(table, columns, alphabet, period, where, with_period):
+    from continual_synth.transforms.validate import encode_panel_batch
+    if with_period:
+        periods = table.column(columns.period_col).to_numpy(zero_copy_only=False)
+        wrong = periods != period
+        if wrong.any():
+            raise InputError(f"{where}: holds period {periods[np.flatnonzero(wrong)[0]]}, but "
+                             f"the next period of this state is {period}")
+    return encode_panel_batch(table, columns.id_col, None, columns.value_col, alphabet,
+                              (period, period), where=where)
+
+
+def _publish(state_dir: str, output_dir: str, state: Dict, wstate: window.WindowState,
+             beam_args: Sequence[str], resumed: bool) -> Dict:
+    """Emit the pending period's records, publish them and the manifest, clear pending."""
+    config = wstate.config
+    pending = state["pending"]
+    os.makedirs(output_dir, exist_ok=True)
+    release_dir.remove_stale_staging(output_dir)
+    if pending is not None:
+        period = pending["period"]
+        staging = release_dir.new_staging_dir(output_dir)
+        plan = {"plans": {period: np.asarray(pending["plan"])},
+                "shard_sizes": np.asarray(state["shard_sizes"]),
+                "emission_seed": pending["emission_seed"]}
+        shards, fmt = state["num_shards"], state["format"]
+        with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
+            (pipeline
+             | "Shards" >> beam.Create(range(shards))
+             | "Reshuffle" >> beam.Reshuffle()
+             | "EmitShard" >> beam.FlatMap(lambda shard: _emit_step_shard(
+                 shard, period, plan, config, state_dir))
+             | "Write" >> WriteRecordBatches(os.path.join(staging, "part"), fmt,
+                                             record_schema(config.alphabet)))
+        release_dir.publish_staged_files(staging, output_dir, f"synthetic-t{period:04d}")
+    manifest = {**window.manifest_fields(wstate), "sampler": state["sampler"],
+                "for_publication": state["seed"] is None, "format": state["format"],
+                "mode": "incremental"}
+    if wstate.period < config.window:
+        manifest["note"] = (f"nothing is released before period {config.window} (the window "
+                            f"length); periods 1..{config.window} are released at period "
+                            f"{config.window}")
+    release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), manifest)
+    if pending is not None:
+        state["pending"] = None
+        state["synthetic_version"] = pending["period"]
+        release_dir.write_json_atomic(os.path.join(state_dir, STATE), state)
+        _remove_version(state_dir, "synthetic", pending["period"] - 1)
+    released = pending is not None
+    return {"status": "released" if released else "ingested", "period": wstate.period,
+            "resumed": resumed, "rho_spent": wstate.ledger.spent,
+            "message": (f"period {wstate.period}: "
+                        + ("released" if released else
+                           f"ingested; nothing released before period {config.window}"))}
+
+
+def _emit_step_shard(shard: int, period: int, plan: Dict, config: window.WindowConfig,
+                     state_dir: str):
+    """One shard's records for one step, saving its people's new window codes."""
+    alphabet, k = config.alphabet, config.window
+    if period == k:
+        people, tables = create_shard(shard, plan, alphabet, k)
+    else:
+        first_id = int(np.sum(plan["shard_sizes"][:shard]))
+        people = emission.ShardPeople(first_id, np.load(synthetic_path(state_dir, period - 1,
+                                                                       shard)))
+        tables = [extend_shard(people, shard, period, plan, alphabet, k)]
+    path = synthetic_path(state_dir, period, shard)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    np.save(path, people.window_codes)
+    return tables
+
+
+def _remove_version(state_dir: str, kind: str, version: int) -> None:
+    if version >= 1:
+        shutil.rmtree(os.path.join(state_dir, kind, f"v{version:04d}"), ignore_errors=True)

@@ -1,0 +1,64 @@
+"""Shard stage: split batches by a stable hash of the person id.
+
+All of one person's records land in the same shard, so a shard can pivot its
+people without seeing any other shard.  Integer ids are hashed vectorised with the
+splitmix64 finaliser; other ids (strings) through BLAKE2b of each distinct id in
+the batch.  Both are stable across processes, machines and runs.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Tuple
+
+import apache_beam as beam
+import numpy as np
+import hashlib
+
+import pyarrow as pa
+
+
+def shard_of(ids: np.ndarray, num_shards: int) -> np.ndarray:
+    """Shard index of each id (stable: the same id always maps to the same shard)."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind in "iub":
+        hashed = _splitmix64(ids.astype(np.int64).view(np.uint64))
+    else:
+        distinct, inverse = np.unique(ids.astype(str), return_inverse=True)
+        hashed = np.array([int.from_bytes(hashlib.blake2b(v.encode(), digest_size=8).digest(),
+                                          "little") for v in distinct], dtype=np.uint64)[inverse]
+    return (hashed % np.uint64(num_shards)).astype(np.int64)
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser: a bijective, well-mixed 64-bit hash."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def split_by_shard(table: pa.Table, num_shards: int) -> Iterator[Tuple[int, pa.Table]]:
+    """``(shard, sub-table)`` pairs covering ``table``'s rows."""
+    shard = shard_of(table.column("id").to_numpy(zero_copy_only=False), num_shards)
+    order = np.argsort(shard, kind="stable")
+    bounds = np.searchsorted(shard[order], np.arange(num_shards + 1))
+    ordered = table.take(pa.array(order))
+    for j in range(num_shards):
+        if bounds[j + 1] > bounds[j]:
+            yield j, ordered.slice(bounds[j], bounds[j + 1] - bounds[j])
+
+
+class GroupByShard(beam.PTransform):
+    """``PCollection[pa.Table] → PCollection[(shard, pa.Table)]``, one table per shard."""
+
+    def __init__(self, num_shards: int):
+        super().__init__()
+        self._num_shards = num_shards
+
+    def expand(self, batches):
+        num_shards = self._num_shards
+        return (batches
+                | "SplitByShard" >> beam.FlatMap(lambda table: split_by_shard(table, num_shards))
+                | "GroupByShard" >> beam.GroupByKey()
+                | "ConcatShard" >> beam.MapTuple(
+                    lambda shard, tables: (shard, pa.concat_tables(list(tables)))))

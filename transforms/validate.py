@@ -1,0 +1,67 @@
+"""Validate stage: check columns and domains of panel batches and encode values.
+
+Each output batch is an Arrow table with columns ``id`` (as given), ``period``
+(int16) and ``code`` (int8 alphabet index).  Problems raise
+:class:`~continual_synth.mechanisms.errors.InputError` naming the column, the value
+and the row, before anything is written.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.panel import encode_values
+
+
+def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
+                       value_col: str, alphabet: Sequence, period_range: Sequence[int],
+                       where: str = "input") -> pa.Table:
+    """Validated ``(id, period, code)`` table; ``period_col`` None means the whole
+    batch belongs to the single period ``period_range[0]``."""
+    needed = [c for c in (id_col, period_col, value_col) if c]
+    missing = [c for c in needed if c not in table.column_names]
+    if missing:
+        raise InputError(f"{where}: missing column(s) {missing}; found {table.column_names} "
+                         f"(use --id-col/--period-col/--value-col)")
+    ids = table.column(id_col)
+    values = table.column(value_col)
+    for name, column in ((id_col, ids), (value_col, values)):
+        if column.null_count:
+            raise InputError(f"{where}: column {name!r} has {column.null_count} empty value(s)")
+    first, last = period_range
+    if period_col:
+        periods = table.column(period_col)
+        if periods.null_count or not pa.types.is_integer(periods.type):
+            raise InputError(f"{where}: column {period_col!r} must hold whole-number periods "
+                             f"without gaps, found type {periods.type}")
+        periods = periods.to_numpy()
+        outside = (periods < first) | (periods > last)
+        if outside.any():
+            row = int(np.flatnonzero(outside)[0])
+            raise InputError(f"{where}: period {periods[row]} (row {row}) is outside "
+                             f"{first}..{last}")
+    else:
+        periods = np.full(table.num_rows, first)
+    value_array = values.to_numpy(zero_copy_only=False)
+    codes = encode_values(value_array, alphabet, where=f"{where}, column {value_col!r}")
+    return pa.table({"id": ids, "period": pa.array(periods.astype(np.int16)),
+                     "code": pa.array(codes)})
+
+
+class ValidatePanelBatches(beam.PTransform):
+    """``PCollection[pa.Table] → PCollection[pa.Table(id, period, code)]``."""
+
+    def __init__(self, id_col: str, period_col: Optional[str], value_col: str,
+                 alphabet: Sequence, period_range: Sequence[int], where: str = "input"):
+        super().__init__()
+        self._args = (id_col, period_col, value_col, tuple(alphabet), tuple(period_range), where)
+
+    def expand(self, batches):
+        args = self._args
+        return (batches
+                | "DropEmpty" >> beam.Filter(lambda table: table.num_rows > 0)
+                | "Encode" >> beam.Map(lambda table: encode_panel_batch(table, *args)))
