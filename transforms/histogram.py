@@ -9,7 +9,7 @@ reports with its people's last k−1 values kept in the state directory.
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -41,18 +41,17 @@ class SumArrays(beam.CombineFn):
         return accumulator
 
 
-def shard_window_histograms(table: pa.Table, config: WindowConfig,
+def shard_window_histograms(columns: Dict[str, np.ndarray], config: WindowConfig,
                             missing_code: Optional[int]) -> np.ndarray:
     """[number of people, C^k, …, C^T flattened]: one shard's contribution."""
-    _, matrix = pivot(table.column("id").to_numpy(zero_copy_only=False),
-                      table.column("period").to_numpy(), table.column("code").to_numpy(),
+    _, matrix = pivot(columns["id"], columns["period"], columns["code"],
                       1, config.horizon, missing_code=missing_code, where="panel")
     counts = window_histograms(matrix, config.alphabet_size, config.window)
     return np.concatenate([[matrix.shape[0]], counts.reshape(-1)])
 
 
 class PanelWindowHistograms(beam.PTransform):
-    """``PCollection[(shard, table)] → PCollection[(num_people, (T−k+1) × |A|^k array)]``
+    """``PCollection[(shard, columns)] → PCollection[(num_people, (T−k+1) × |A|^k array)]``
     with a single element."""
 
     def __init__(self, config: WindowConfig, missing_code: Optional[int] = None):
@@ -75,7 +74,8 @@ def history_path(state_dir: str, version: int, shard: int) -> str:
     return os.path.join(state_dir, "history", f"v{version:04d}", f"shard-{shard:05d}.parquet")
 
 
-def step_shard_histogram(shard: int, table: Optional[pa.Table], config: WindowConfig,
+def step_shard_histogram(shard: int, columns: Optional[Dict[str, np.ndarray]],
+                         config: WindowConfig,
                          period: int, state_dir: str, missing_code: Optional[int]
                          ) -> Tuple[int, np.ndarray]:
     """Join one period's reports of one shard with the shard's history.
@@ -85,11 +85,9 @@ def step_shard_histogram(shard: int, table: Optional[pa.Table], config: WindowCo
     duplicate or a missing report is an error naming the id.
     """
     where = f"period {period}"
-    if table is None:
-        table = pa.table({"id": pa.array([], pa.int64()), "period": pa.array([], pa.int16()),
-                          "code": pa.array([], pa.int8())})
-    ids = table.column("id").to_numpy(zero_copy_only=False)
-    codes = table.column("code").to_numpy()
+    if columns is None:
+        columns = {"id": np.zeros(0, dtype=np.int64), "code": np.zeros(0, dtype=np.int8)}
+    ids, codes = columns["id"], columns["code"]
     unique_ids, first_index, counts = np.unique(ids, return_index=True, return_counts=True)
     if (counts > 1).any():
         bad = unique_ids[np.flatnonzero(counts > 1)[0]]

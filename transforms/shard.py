@@ -7,7 +7,7 @@ the batch.  Both are stable across processes, machines and runs.
 """
 from __future__ import annotations
 
-from typing import Iterator, Tuple
+from typing import Dict, Iterable, Iterator, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -37,19 +37,30 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
-def split_by_shard(table: pa.Table, num_shards: int) -> Iterator[Tuple[int, pa.Table]]:
-    """``(shard, sub-table)`` pairs covering ``table``'s rows."""
-    shard = shard_of(table.column("id").to_numpy(zero_copy_only=False), num_shards)
+def split_by_shard(table: pa.Table, num_shards: int) -> Iterator[Tuple[int, Dict[str, np.ndarray]]]:
+    """``(shard, columns)`` pairs covering ``table``'s rows, each a dict of compact
+    numpy copies.  (Pickling an Arrow slice would ship its parent's whole buffers.)"""
+    columns = {name: table.column(name).to_numpy(zero_copy_only=False)
+               for name in table.column_names}
+    shard = shard_of(columns["id"], num_shards)
     order = np.argsort(shard, kind="stable")
     bounds = np.searchsorted(shard[order], np.arange(num_shards + 1))
-    ordered = table.take(pa.array(order))
+    ordered = {name: column[order] for name, column in columns.items()}
     for j in range(num_shards):
         if bounds[j + 1] > bounds[j]:
-            yield j, ordered.slice(bounds[j], bounds[j + 1] - bounds[j])
+            yield j, {name: column[bounds[j]:bounds[j + 1]].copy()
+                      for name, column in ordered.items()}
+
+
+def concat_columns(parts: Iterable[Dict[str, np.ndarray]]) -> Dict[str, np.ndarray]:
+    """One dict of columns from several."""
+    parts = list(parts)
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
 class GroupByShard(beam.PTransform):
-    """``PCollection[pa.Table] → PCollection[(shard, pa.Table)]``, one table per shard."""
+    """``PCollection[pa.Table] → PCollection[(shard, {column: numpy array})]``, one
+    element per non-empty shard."""
 
     def __init__(self, num_shards: int):
         super().__init__()
@@ -60,5 +71,4 @@ class GroupByShard(beam.PTransform):
         return (batches
                 | "SplitByShard" >> beam.FlatMap(lambda table: split_by_shard(table, num_shards))
                 | "GroupByShard" >> beam.GroupByKey()
-                | "ConcatShard" >> beam.MapTuple(
-                    lambda shard, tables: (shard, pa.concat_tables(list(tables)))))
+                | "ConcatShard" >> beam.MapTuple(lambda shard, parts: (shard, concat_columns(parts))))
