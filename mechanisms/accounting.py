@@ -125,8 +125,9 @@ class BudgetLedger:
 
     def check(self, amount: float, label: str) -> None:
         """Raise :class:`BudgetExceededError` if ``amount`` more would overspend."""
-        if amount < 0:
-            raise ValueError("a charge cannot be negative")
+        if not (math.isfinite(amount) and amount >= 0):
+            raise ValueError(f"{label}: a charge must be a finite non-negative number, "
+                             f"got {amount!r}")
         if self.spent + amount > self.total * (1 + self._TOLERANCE):
             raise BudgetExceededError(
                 f"{label}: spending {self.unit}={amount:.6g} would exceed the budget "

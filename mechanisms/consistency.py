@@ -51,23 +51,31 @@ def unbiased_group_rounding(numerators: np.ndarray, denominator: int,
 
 
 def clamp_into_group(counts: np.ndarray, group_size: int, rng: np.random.Generator) -> np.ndarray:
-    """Integer water-filling: non-negative counts summing to ``group_size``.
+    """Integer Euclidean projection onto {x ≥ 0 integer, Σx = ``group_size``} of counts
+    that already sum to ``group_size`` but have negative entries.
 
-    ``counts`` already sums to ``group_size`` but has negative entries; their deficit
-    is taken evenly (ties at random) from the positive entries until none is negative.
+    The real projection is x_i = max(v_i − τ, 0) with survivors S = {i : v_i > τ} and
+    τ = (Σ_S v − G)/|S| (the standard sorting algorithm).  Here every survivor gives up
+    ⌊τ⌋ and a uniformly random (Σ_S v − G) mod |S| of them one more, so the deficit is
+    taken evenly; survivors stay ≥ 0 because v_i > τ implies v_i ≥ ⌈τ⌉.
     """
-    x = np.asarray(counts, dtype=np.int64).copy()
-    if x.sum() != group_size or group_size < 0:
+    values = np.asarray(counts, dtype=np.int64)
+    if group_size < 0 or values.sum() != group_size:
         raise ValueError("counts must sum to a non-negative group size")
-    while (x < 0).any():
-        deficit = -x[x < 0].sum()
-        x[x < 0] = 0
-        positive = np.flatnonzero(x > 0)
-        share, extra = divmod(int(deficit), positive.size)
-        x[positive] -= share
-        if extra:
-            x[rng.choice(positive, size=extra, replace=False)] -= 1
-    return x
+    if group_size == 0:
+        return np.zeros_like(values)
+    descending = np.sort(values)[::-1]
+    excess = np.cumsum(descending) - group_size
+    sizes = np.arange(1, values.size + 1)
+    survivors = int(np.flatnonzero(descending * sizes > excess)[-1]) + 1
+    cut, extra = divmod(int(excess[survivors - 1]), survivors)
+    # survivors are the `survivors` largest values; ties at the threshold broken at random
+    order = np.lexsort((rng.random(values.size), -values))[:survivors]
+    out = np.zeros_like(values)
+    out[order] = values[order] - cut
+    if extra:
+        out[rng.choice(order, size=extra, replace=False)] -= 1
+    return out
 
 
 def consistent_extension(group_sizes: np.ndarray, noisy_targets: np.ndarray,
