@@ -7,7 +7,8 @@
     continual-synth demo --output DIR
 
 Arguments the command does not know (``--runner``, ``--direct_num_workers`` …) are
-passed to Apache Beam as pipeline options.
+passed to Apache Beam as pipeline options; ``--runner dask-local`` runs on a local
+dask.distributed cluster (see :mod:`continual_synth.runners.presets`).
 """
 from __future__ import annotations
 
@@ -111,6 +112,12 @@ def _common(args, config):
 
 
 def dispatch(args, beam_args: List[str]) -> dict:
+    from continual_synth.runners.presets import resolved_beam_args
+    with resolved_beam_args(beam_args) as resolved:
+        return _dispatch(args, resolved)
+
+
+def _dispatch(args, beam_args: List[str]) -> dict:
     from continual_synth.pipelines import window as window_jobs
     if args.command == "window":
         if args.action == "step":
@@ -136,7 +143,8 @@ def dispatch(args, beam_args: List[str]) -> dict:
 def _headline(summary: dict) -> dict:
     """The few numbers worth printing from an evaluation summary."""
     keys = [k for k in summary if not isinstance(summary[k], (list, dict))]
-    return {k: summary[k] for k in keys}
+    return {**{k: summary[k] for k in keys}, "error_bound": summary["error_bound"],
+            "overall": summary["overall"]}
 
 
 def _clean_message(exc: BaseException) -> str:
@@ -148,9 +156,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
     if args.verbose:
         logging.getLogger().setLevel(logging.INFO)
-    unknown = [a for a in beam_args if not a.startswith("--")]
-    if unknown:
-        parser.error(f"unrecognised arguments: {' '.join(unknown)}")
+    if beam_args and not beam_args[0].startswith("--"):
+        parser.error(f"unrecognised arguments: {' '.join(beam_args)}")
     from continual_synth.mechanisms.accounting import BudgetExceededError
     from continual_synth.mechanisms.errors import InputError, StateError
     try:

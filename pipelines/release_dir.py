@@ -63,18 +63,19 @@ def new_staging_dir(output_dir: str) -> str:
     return path
 
 
-def publish_staged_files(staging_dir: str, output_dir: str, name_prefix: str) -> List[str]:
-    """Move the data files written under ``staging_dir`` into ``output_dir`` as
-    ``<name_prefix>-NNNNN.<ext>`` (existing files of that prefix are replaced) and
-    remove the staging directory."""
-    for stale in glob.glob(os.path.join(output_dir, f"{name_prefix}-*")):
-        os.remove(stale)
+def publish_staged_files(staging_dir: str, output_dir: str, replace_glob: Optional[str] = None
+                         ) -> List[str]:
+    """Move the data files written into ``staging_dir`` into ``output_dir`` (same names),
+    first removing the files of ``output_dir`` matching ``replace_glob`` (an earlier,
+    interrupted publication of the same period), then remove the staging directory."""
+    if replace_glob:
+        for stale in glob.glob(os.path.join(output_dir, replace_glob)):
+            os.remove(stale)
     staged = sorted(p for p in glob.glob(os.path.join(staging_dir, "*"))
                     if os.path.isfile(p) and not os.path.basename(p).startswith("."))
     moved = []
-    for index, path in enumerate(staged):
-        extension = os.path.splitext(path)[1]
-        target = os.path.join(output_dir, f"{name_prefix}-{index:05d}{extension}")
+    for path in staged:
+        target = os.path.join(output_dir, os.path.basename(path))
         os.replace(path, target)
         moved.append(target)
     _fsync_directory(output_dir)

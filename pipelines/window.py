@@ -53,7 +53,7 @@ def _check_format(out_format: str) -> None:
         raise InputError(f"unknown output format {out_format!r}; choose one of {FORMATS}")
 
 
-def _check_fresh_output(output_dir: str) -> None:
+def check_fresh_output(output_dir: str) -> None:
     if os.path.exists(os.path.join(output_dir, MANIFEST)):
         raise InputError(f"{output_dir} already holds a release (manifest.json); "
                          f"choose an empty output directory")
@@ -72,7 +72,7 @@ def run(input_path: str, output_dir: str, config: window.WindowConfig, *,
     fill = missing_code(missing_value, config.alphabet)
     reader = ReadRecordBatches(input_path, in_format)  # fails early on a missing input
     os.makedirs(output_dir, exist_ok=True)
-    _check_fresh_output(output_dir)
+    check_fresh_output(output_dir)
     release_dir.remove_stale_staging(output_dir)
     staging = release_dir.new_staging_dir(output_dir)
     plan_path = os.path.join(staging, ".manifest.json")
@@ -86,13 +86,18 @@ def run(input_path: str, output_dir: str, config: window.WindowConfig, *,
                           | "Shard" >> GroupByShard(num_shards)
                           | "WindowHistograms" >> PanelWindowHistograms(config, fill))
             plan = histograms | "Synthesize" >> SynthesizeWindowPanel(config, num_shards, seed)
-            _ = plan | "SaveManifest" >> beam.Map(
-                lambda p: release_dir.write_json_atomic(plan_path, p["manifest"]))
-            (plan
-             | "Emit" >> EmitSyntheticPanel(num_shards, config.alphabet, config.window,
-                                            config.horizon)
-             | "Write" >> WriteRecordBatches(os.path.join(staging, "part"), out_format,
-                                             record_schema(config.alphabet)))
+            written = (plan
+                       | "Emit" >> EmitSyntheticPanel(num_shards, config.alphabet,
+                                                      config.window, config.horizon)
+                       | "Write" >> WriteRecordBatches(os.path.join(staging, "synthetic"),
+                                                       out_format, record_schema(config.alphabet)))
+            # The manifest is saved last, after the writes: one leaf, so runners that
+            # compute only a pipeline's final stage (Beam's Dask runner) run everything.
+            _ = (written
+                 | "WritesDone" >> beam.combiners.Count.Globally()
+                 | "SaveManifest" >> beam.Map(
+                     lambda _, p: release_dir.write_json_atomic(plan_path, p["manifest"]),
+                     p=beam.pvalue.AsSingleton(plan)))
         manifest = release_dir.read_json(plan_path)
         if manifest is None:
             raise InputError(f"{input_path}: the panel holds no records")
@@ -100,7 +105,7 @@ def run(input_path: str, output_dir: str, config: window.WindowConfig, *,
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    release_dir.publish_staged_files(staging, output_dir, "synthetic")
+    release_dir.publish_staged_files(staging, output_dir)
     manifest.update({"format": out_format, "mode": "run"})
     release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), manifest)
     return manifest
@@ -281,9 +286,11 @@ def _publish(state_dir: str, output_dir: str, state: Dict, wstate: window.Window
              | "Reshuffle" >> beam.Reshuffle()
              | "EmitShard" >> beam.FlatMap(lambda shard: _emit_step_shard(
                  shard, period, plan, config, state_dir))
-             | "Write" >> WriteRecordBatches(os.path.join(staging, "part"), fmt,
+             | "Write" >> WriteRecordBatches(os.path.join(staging, "synthetic"), fmt,
                                              record_schema(config.alphabet)))
-        release_dir.publish_staged_files(staging, output_dir, f"synthetic-t{period:04d}")
+        first = 1 if period == config.window else period
+        release_dir.publish_staged_files(staging, output_dir, replace_glob=(
+            f"synthetic-t{period:04d}-*" if first == period else "synthetic-t*"))
     manifest = {**window.manifest_fields(wstate), "sampler": state["sampler"],
                 "for_publication": state["seed"] is None, "format": state["format"],
                 "mode": "incremental"}

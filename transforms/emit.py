@@ -8,7 +8,7 @@ following its slice of the plan.  Records leave as Arrow tables
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterator, Sequence
+from typing import Dict, Iterator, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -25,26 +25,32 @@ def records_table(ids: np.ndarray, period: int, codes: np.ndarray, alphabet: Seq
                      "value": pa.array(values)})
 
 
+def batch_key(shard: int, period: int) -> str:
+    """Name of one shard's records of one period (becomes part of a file name)."""
+    return f"t{period:04d}-s{shard:05d}"
+
+
 def create_shard(shard: int, plan: Dict, alphabet: Sequence, window: int):
-    """Shard ``shard``'s people at t = k and their records for periods 1..k."""
+    """Shard ``shard``'s people at t = k and their keyed records for periods 1..k."""
     first_id = int(np.sum(plan["shard_sizes"][:shard]))
     people, values = ShardPeople.create(first_id, plan["plans"][window][shard], len(alphabet),
                                         window, shard_rng(plan["emission_seed"], window, shard))
-    tables = [records_table(people.ids, period, values[:, period - 1], alphabet)
+    tables = [(batch_key(shard, period),
+               records_table(people.ids, period, values[:, period - 1], alphabet))
               for period in range(1, window + 1)]
     return people, tables
 
 
 def extend_shard(people: ShardPeople, shard: int, period: int, plan: Dict,
-                 alphabet: Sequence, window: int) -> pa.Table:
-    """Extend shard ``shard``'s people by one period and return its records."""
+                 alphabet: Sequence, window: int) -> Tuple[str, pa.Table]:
+    """Extend shard ``shard``'s people by one period and return its keyed records."""
     values = people.extend(plan["plans"][period][shard], len(alphabet), window,
                            shard_rng(plan["emission_seed"], period, shard))
-    return records_table(people.ids, period, values, alphabet)
+    return batch_key(shard, period), records_table(people.ids, period, values, alphabet)
 
 
 def emit_shard_panel(shard: int, plan: Dict, alphabet: Sequence, window: int,
-                     horizon: int) -> Iterator[pa.Table]:
+                     horizon: int) -> Iterator[Tuple[str, pa.Table]]:
     """All released periods of one shard (batch mode)."""
     people, tables = create_shard(shard, plan, alphabet, window)
     yield from tables
@@ -53,7 +59,7 @@ def emit_shard_panel(shard: int, plan: Dict, alphabet: Sequence, window: int,
 
 
 class EmitSyntheticPanel(beam.PTransform):
-    """``plan (singleton PCollection) → PCollection[pa.Table]`` of synthetic records."""
+    """``plan (singleton PCollection) → PCollection[(key, pa.Table)]`` of synthetic records."""
 
     def __init__(self, num_shards: int, alphabet: Sequence, window: int, horizon: int):
         super().__init__()

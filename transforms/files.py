@@ -131,9 +131,10 @@ def write_file(table: pa.Table, path: str, fmt: str) -> None:
         pacsv.write_csv(table, path)
     else:
         with open(path, "wb") as handle:
-            fastavro.writer(handle, avro_schema(table.schema), _records(table))
+            fastavro.writer(handle, avro_schema(table.schema), records(table))
 
 
-def _records(table: pa.Table) -> Iterable[dict]:
+def records(table: pa.Table) -> Iterable[dict]:
+    """A table's rows as dicts (what fastavro writes)."""
     for batch in table.to_batches():
         yield from batch.to_pylist()

@@ -1,39 +1,50 @@
-"""Write stage: synthetic record batches to Parquet, CSV or Avro with Beam's sinks.
+"""Write stage: synthetic record batches to Parquet, CSV or Avro files.
 
-Parquet: ``WriteToParquetBatched`` (pyarrow, one row group per batch).  CSV:
-``WriteToText`` with one CSV chunk per batch and a header.  Avro:
-``WriteToAvro`` (fastavro), which takes one dict per record.
+Every batch carries a key (its shard and period) and becomes one file
+``<prefix>-<key>.<format>`` opened through Beam's ``FileSystems`` (local disk, GCS,
+S3, HDFS …) and encoded with pyarrow (Parquet, CSV) or fastavro (Avro).  Names are
+deterministic, so a retried bundle rewrites the same file instead of adding one.
+
+Beam's own sinks (``WriteToParquetBatched`` …) are not used here: their
+initialise/write/finalise steps rely on side inputs that Beam's Dask runner
+recomputes, which on a local dask.distributed cluster left three temporary
+directories and finalised an empty file (Beam 2.77).  The job moves these files
+into the release directory only once all of them are written.
 """
 from __future__ import annotations
 
 import apache_beam as beam
 import pyarrow as pa
-from apache_beam.io.avroio import WriteToAvro
-from apache_beam.io.parquetio import WriteToParquetBatched
-from apache_beam.io.textio import WriteToText
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
 
-from continual_synth.transforms.files import avro_schema, table_to_csv_text
+import fastavro
+
+from continual_synth.transforms.files import avro_schema, records
+
+
+def write_batch(table: pa.Table, path: str, fmt: str, schema: pa.Schema) -> str:
+    """Write one batch to ``path`` through Beam's FileSystems; return the path."""
+    table = table.cast(schema)
+    with FileSystems.create(path) as handle:
+        if fmt == "parquet":
+            pq.write_table(table, handle)
+        elif fmt == "csv":
+            pacsv.write_csv(table, handle)
+        else:
+            fastavro.writer(handle, avro_schema(schema), records(table))
+    return path
 
 
 class WriteRecordBatches(beam.PTransform):
-    """``PCollection[pa.Table] → files <prefix>-SSSSS-of-NNNNN.<format>``."""
+    """``PCollection[(key, pa.Table)] → PCollection[path]``: one file per batch."""
 
     def __init__(self, prefix: str, fmt: str, schema: pa.Schema):
         super().__init__()
         self._prefix, self._format, self._schema = prefix, fmt, schema
 
-    def expand(self, tables):
-        prefix, schema = self._prefix, self._schema
-        if self._format == "parquet":
-            return tables | "WriteParquet" >> WriteToParquetBatched(
-                prefix, schema=schema, file_name_suffix=".parquet")
-        if self._format == "csv":
-            return (tables
-                    | "NonEmpty" >> beam.Filter(lambda table: table.num_rows > 0)
-                    | "ToCsvText" >> beam.Map(lambda table: table_to_csv_text(table, header=False))
-                    | "WriteCsv" >> WriteToText(prefix, file_name_suffix=".csv",
-                                                header=",".join(schema.names)))
-        return (tables
-                | "ToRecords" >> beam.FlatMap(lambda table: table.to_pylist())
-                | "WriteAvro" >> WriteToAvro(prefix, schema=avro_schema(schema),
-                                             file_name_suffix=".avro"))
+    def expand(self, keyed_tables):
+        prefix, fmt, schema = self._prefix, self._format, self._schema
+        return keyed_tables | "WriteFiles" >> beam.MapTuple(
+            lambda key, table: write_batch(table, f"{prefix}-{key}.{fmt}", fmt, schema))
