@@ -28,7 +28,6 @@ import numpy as np
 
 from continual_synth.mechanisms import emission, window
 from continual_synth.mechanisms.errors import InputError, StateError
-from continual_synth.mechanisms.samplers import make_sampler
 from continual_synth.pipelines import release_dir
 from continual_synth.pipelines.options import (PanelColumns, missing_code, pipeline_options,
                                                record_schema)
@@ -39,7 +38,7 @@ from continual_synth.transforms.histogram import (PanelWindowHistograms, SumArra
                                                   history_path, step_shard_histogram)
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.shard import GroupByShard
-from continual_synth.transforms.synthesize import SynthesizeWindowPanel
+from continual_synth.transforms.synthesize import SynthesizeWindowPanel, synthesize_period
 from continual_synth.transforms.validate import ValidatePanelBatches
 from continual_synth.transforms.write import WriteRecordBatches
 
@@ -125,7 +124,7 @@ def init(state_dir: str, config: window.WindowConfig, *, seed: Optional[int] = N
     state = {
         "kind": "window",
         "window_state": window.WindowState.initial(config).to_dict(),
-        "seed": seed, "sampler": make_sampler(seed).name if seed is not None else "opendp",
+        "seed": seed, "sampler": "opendp" if seed is None else "seeded",
         "format": out_format, "columns": vars(columns), "missing_value": missing_value,
         "num_shards": num_shards, "fingerprints": {}, "pending": None,
         "history_version": 0, "synthetic_version": 0,
@@ -180,22 +179,19 @@ def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optiona
     window.check_step(wstate, target)  # horizon and budget, before reading any data
     histogram = _period_histogram(state, config, input_path, in_format, target, state_dir,
                                   beam_args)
-    sampler = make_sampler(None if state["seed"] is None else [state["seed"], target])
-    wstate, release = window.step(wstate, histogram, sampler)
+    group_sizes = state["shard_group_sizes"]
+    wstate, release, plan, emission_seed = synthesize_period(
+        wstate, histogram, state["seed"], state["num_shards"],
+        None if group_sizes is None else np.asarray(group_sizes))
     state["pending"] = None
     if release is not None:
         if release.initial_counts is not None:
-            plan = emission.initial_shard_plan(release.initial_counts, state["num_shards"],
-                                               sampler.rng)
             state["shard_sizes"] = emission.shard_sizes(wstate.num_synthetic,
                                                         state["num_shards"]).tolist()
-        else:
-            plan = emission.extension_shard_plan(np.asarray(state["shard_group_sizes"]),
-                                                 release.extension, sampler.rng)
         state["shard_group_sizes"] = emission.group_sizes_after(
             plan.reshape(state["num_shards"], -1), config.alphabet_size).tolist()
         state["pending"] = {"period": target, "plan": plan.tolist(),
-                            "emission_seed": int(sampler.rng.integers(2 ** 63))}
+                            "emission_seed": emission_seed}
     state["window_state"] = wstate.to_dict()
     state["history_version"] = target
     state["fingerprints"][digest] = target
@@ -278,7 +274,7 @@ def _publish(state_dir: str, output_dir: str, state: Dict, wstate: window.Window
         staging = release_dir.new_staging_dir(output_dir)
         plan = {"plans": {period: np.asarray(pending["plan"])},
                 "shard_sizes": np.asarray(state["shard_sizes"]),
-                "emission_seed": pending["emission_seed"]}
+                "emission_seeds": {period: pending["emission_seed"]}}
         shards, fmt = state["num_shards"], state["format"]
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
             (pipeline

@@ -34,7 +34,7 @@ def create_shard(shard: int, plan: Dict, alphabet: Sequence, window: int):
     """Shard ``shard``'s people at t = k and their keyed records for periods 1..k."""
     first_id = int(np.sum(plan["shard_sizes"][:shard]))
     people, values = ShardPeople.create(first_id, plan["plans"][window][shard], len(alphabet),
-                                        window, shard_rng(plan["emission_seed"], window, shard))
+                                        window, shard_rng(plan["emission_seeds"][window], window, shard))
     tables = [(batch_key(shard, period),
                records_table(people.ids, period, values[:, period - 1], alphabet))
               for period in range(1, window + 1)]
@@ -45,7 +45,7 @@ def extend_shard(people: ShardPeople, shard: int, period: int, plan: Dict,
                  alphabet: Sequence, window: int) -> Tuple[str, pa.Table]:
     """Extend shard ``shard``'s people by one period and return its keyed records."""
     values = people.extend(plan["plans"][period][shard], len(alphabet), window,
-                           shard_rng(plan["emission_seed"], period, shard))
+                           shard_rng(plan["emission_seeds"][period], period, shard))
     return batch_key(shard, period), records_table(people.ids, period, values, alphabet)
 
 

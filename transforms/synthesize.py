@@ -15,25 +15,48 @@ from continual_synth.mechanisms import emission, window
 from continual_synth.mechanisms.samplers import make_sampler
 
 
+def synthesize_period(state: window.WindowState, histogram: Optional[np.ndarray],
+                      seed: Optional[int], num_shards: int,
+                      shard_group_sizes: Optional[np.ndarray]) -> Tuple:
+    """One period of Algorithm 1 and its emission plan, as batch and incremental jobs
+    both run it: ``(state, release, shard plan, emission seed)`` (the last three None
+    before period k).
+
+    Randomness is drawn per period (the seeded sampler from ``[seed, period]``), so a
+    batch run and T incremental steps with the same seed release the same records.
+    """
+    sampler = make_sampler(None if seed is None else [seed, state.period + 1])
+    state, release = window.step(state, histogram, sampler)
+    if release is None:
+        return state, None, None, None
+    alphabet_size = state.config.alphabet_size
+    if release.initial_counts is not None:
+        plan = emission.initial_shard_plan(release.initial_counts, num_shards, sampler.rng)
+    else:
+        plan = emission.extension_shard_plan(shard_group_sizes, release.extension, sampler.rng)
+    return state, release, plan, int(sampler.rng.integers(2 ** 63))
+
+
 def fold_window_synthesizer(num_people: int, histograms: np.ndarray, config: window.WindowConfig,
                             num_shards: int, seed: Optional[int]) -> Dict:
     """Run Algorithm 1 over all periods; return the plan for emission and the manifest."""
-    sampler = make_sampler(seed)
     state = window.WindowState.initial(config)
-    releases = []
+    plans, seeds, group_sizes = {}, {}, None
     for period in range(1, config.horizon + 1):
         histogram = histograms[period - config.window] if period >= config.window else None
-        state, release = window.step(state, histogram, sampler)
+        state, release, plan, emission_seed = synthesize_period(state, histogram, seed,
+                                                                num_shards, group_sizes)
         if release is not None:
-            releases.append(release)
-    plans = emission.plan_all_shards(releases, num_shards, config.alphabet_size, sampler.rng)
+            plans[period], seeds[period] = plan, emission_seed
+            group_sizes = emission.group_sizes_after(plan.reshape(num_shards, -1),
+                                                     config.alphabet_size)
+    sampler_name = "opendp" if seed is None else "seeded"
     return {
         "plans": plans,
+        "emission_seeds": seeds,
         "shard_sizes": emission.shard_sizes(state.num_synthetic, num_shards),
-        "emission_seed": int(sampler.rng.integers(2 ** 63)),
-        "state": state.to_dict(),
-        "manifest": {**window.manifest_fields(state), "sampler": sampler.name,
-                     "for_publication": sampler.for_publication},
+        "manifest": {**window.manifest_fields(state), "sampler": sampler_name,
+                     "for_publication": seed is None},
     }
 
 
