@@ -24,7 +24,6 @@ setup(
     packages=["continual_synth"] + [f"continual_synth.{name}" for name in SUBPACKAGES],
     package_dir={"continual_synth": "continual_synth",
                  **{f"continual_synth.{name}": name for name in SUBPACKAGES}},
-    package_data={"continual_synth.pipelines": ["data/*"]},
     install_requires=[
         "apache-beam>=2.60",
         "numpy>=1.24",
