@@ -15,6 +15,11 @@ import numpy as np
 from continual_synth.mechanisms.errors import InputError
 
 
+def shown(value) -> str:
+    """A value for an error message: numpy scalars shown as plain Python values."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
 def encode_values(values: np.ndarray, alphabet: Sequence, where: str = "input") -> np.ndarray:
     """Alphabet indices (int8) of ``values``; a value outside the alphabet is an error."""
     values = np.asarray(values)
@@ -29,7 +34,7 @@ def encode_values(values: np.ndarray, alphabet: Sequence, where: str = "input") 
     found = sorted_alphabet[position] == values
     if not found.all():
         row = int(np.flatnonzero(~found)[0])
-        raise InputError(f"{where}: value {values[row]!r} (row {row}) is not in the alphabet "
+        raise InputError(f"{where}: value {shown(values[row])} (row {row}) is not in the alphabet "
                          f"{list(alphabet)}; {int((~found).sum())} value(s) are outside it")
     return order[position].astype(np.int8)
 
@@ -47,21 +52,21 @@ def pivot(ids: np.ndarray, periods: np.ndarray, codes: np.ndarray, first_period:
     outside = (offset < 0) | (offset >= num_periods)
     if outside.any():
         row = int(np.flatnonzero(outside)[0])
-        raise InputError(f"{where}: period {periods[row]} (id {ids[row]!r}) is outside the "
+        raise InputError(f"{where}: period {periods[row]} (id {shown(ids[row])}) is outside the "
                          f"expected periods {first_period}..{first_period + num_periods - 1}")
     unique_ids, person = np.unique(np.asarray(ids), return_inverse=True)
     cell = person.astype(np.int64) * num_periods + offset
     counts = np.bincount(cell, minlength=unique_ids.size * num_periods)
     if (counts > 1).any():
         bad = int(np.flatnonzero(counts > 1)[0])
-        raise InputError(f"{where}: id {unique_ids[bad // num_periods]!r} reports "
+        raise InputError(f"{where}: id {shown(unique_ids[bad // num_periods])} reports "
                          f"{counts[bad]} times in period {first_period + bad % num_periods}; "
                          f"{int((counts > 1).sum())} duplicate report(s) in all")
     matrix = np.empty(unique_ids.size * num_periods, dtype=np.int8)
     if (counts == 0).any():
         if missing_code is None:
             bad = int(np.flatnonzero(counts == 0)[0])
-            raise InputError(f"{where}: id {unique_ids[bad // num_periods]!r} has no report in "
+            raise InputError(f"{where}: id {shown(unique_ids[bad // num_periods])} has no report in "
                              f"period {first_period + bad % num_periods}; "
                              f"{int((counts == 0).sum())} missing report(s) in all "
                              f"(pass --missing-value to fill them)")

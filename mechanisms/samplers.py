@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import secrets
-from typing import Optional
 
 import numpy as np
 

@@ -128,7 +128,7 @@ def _dispatch(args, beam_args: List[str]) -> dict:
         if args.action == "run":
             return window_jobs.run(args.input, args.output, config, in_format=args.input_format,
                                    beam_args=beam_args, **_common(args, config))
-        state = window_jobs.init(args.state, config, **_common(args, config))
+        window_jobs.init(args.state, config, **_common(args, config))
         return {"status": "initialised", "state": args.state,
                 "n_pad": config.n_pad, "error_bound": config.error_bound}
     if args.command == "evaluate":

@@ -25,9 +25,9 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
 
+from continual_synth.mechanisms.panel import decode_windows, encode_values, pivot, window_histograms
 from continual_synth.pipelines.plots import plot_error_over_time, plot_query_panels
 from continual_synth.transforms.files import InputError, read_dataset
 
@@ -177,64 +177,16 @@ def panel_indices(table: pa.Table, id_col: str, period_col: str, value_col: str,
     num_periods = int(present[-1])
     if present[0] < 1 or len(present) != num_periods:
         raise InputError(f"{where}: periods must run 1..T without gaps, found {present.tolist()}")
-    ids, person = np.unique(table[id_col].to_numpy(zero_copy_only=False), return_inverse=True)
-    cell = person.reshape(-1) * num_periods + (periods - 1)
-    reports = np.bincount(cell, minlength=len(ids) * num_periods)
-    if reports.max() > 1:
-        first = int(np.argmax(reports > 1))
-        raise InputError(f"{where}: {id_col} {_shown(ids[first // num_periods])} reports period"
-                         f" {first % num_periods + 1} {reports[first]} times; a panel has one"
-                         f" record per ({id_col}, {period_col})")
-    if reports.min() == 0:
-        first = int(np.argmax(reports == 0))
-        raise InputError(f"{where}: {id_col} {_shown(ids[first // num_periods])} has no record"
-                         f" for period {first % num_periods + 1}; a complete panel has periods"
-                         f" 1..{num_periods}"
-                         f" for every {id_col} ({int((reports == 0).sum())} records missing)")
-
-    panel = np.empty(len(ids) * num_periods, dtype=np.int64)
-    panel[cell] = alphabet_indices(table[value_col], alphabet,
-                                   where=f"{where}, column {value_col!r}")
-    return panel.reshape(len(ids), num_periods)
-
-
-def alphabet_indices(column: pa.ChunkedArray, alphabet: Sequence, where: str) -> np.ndarray:
-    """The index in ``alphabet`` of every value of ``column``; InputError for others."""
-    try:
-        value_set = pa.array(alphabet).cast(column.type)
-    except (pa.ArrowException, TypeError, ValueError) as exc:
-        raise InputError(f"{where}: values of type {column.type} do not match the alphabet"
-                         f" {alphabet!r}") from exc
-    indices = pc.index_in(column, value_set=value_set)
-    if indices.null_count:
-        outside = pc.unique(pc.filter(column, pc.is_null(indices))).to_pylist()
-        raise InputError(f"{where}: values {outside[:5]} are not in the alphabet {alphabet!r}")
-    return indices.to_numpy().astype(np.int64)
-
-
-def window_codes(panel: np.ndarray, window: int, base: int) -> np.ndarray:
-    """Code of each person's k-window ending at t = k..P, in base |A| with the
-    earliest period most significant: shape (people, P − k + 1)."""
-    num_windows = panel.shape[1] - window + 1
-    codes = np.zeros((panel.shape[0], num_windows), dtype=np.int64)
-    for offset in range(window):
-        codes = codes * base + panel[:, offset:offset + num_windows]
-    return codes
-
-
-def window_histograms(panel: np.ndarray, window: int, base: int) -> np.ndarray:
-    """C_s^t of §3.1: row t − k holds the counts of the |A|^k patterns s at period t."""
-    codes = window_codes(panel, window, base)
-    num_windows, num_bins = codes.shape[1], base ** window
-    per_period = codes + np.arange(num_windows) * num_bins
-    return np.bincount(per_period.reshape(-1), minlength=num_windows * num_bins
-                       ).reshape(num_windows, num_bins)
+    codes = encode_values(table[value_col].to_numpy(zero_copy_only=False), alphabet,
+                          where=f"{where}, column {value_col!r}")
+    _, matrix = pivot(table[id_col].to_numpy(zero_copy_only=False), periods, codes, 1,
+                      num_periods, where=where)
+    return matrix
 
 
 def bin_patterns(window: int, base: int) -> np.ndarray:
     """Alphabet indices of every pattern s ∈ A^k, row = bin code: shape (|A|^k, k)."""
-    place_values = base ** np.arange(window - 1, -1, -1)
-    return (np.arange(base ** window)[:, None] // place_values) % base
+    return decode_windows(np.arange(base ** window), base, window)
 
 
 def query_counts(panel: np.ndarray, positive_index: int) -> Dict[str, np.ndarray]:
@@ -267,8 +219,8 @@ def evaluate_release(truth_panel: np.ndarray, synthetic_panel: np.ndarray, manif
         raise InputError(f"truth and synthetic panels need the same periods, at least the window"
                          f" {window}; got {truth_panel.shape[1]} and {synthetic_panel.shape[1]}")
     num_bins = base ** window
-    true_counts = window_histograms(truth_panel, window, base)
-    synthetic_counts = window_histograms(synthetic_panel, window, base)
+    true_counts = window_histograms(truth_panel, base, window)
+    synthetic_counts = window_histograms(synthetic_panel, base, window)
     denominator = num_synthetic - num_bins * n_pad
     patterns = [pattern_label(row, alphabet) for row in bin_patterns(window, base)]
     periods = np.arange(window, window + true_counts.shape[0])

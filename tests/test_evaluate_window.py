@@ -16,7 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from continual_synth.pipelines.evaluate_window import evaluate_window, window_histograms
+from continual_synth.mechanisms.panel import window_histograms
+from continual_synth.pipelines.evaluate_window import evaluate_window
 from continual_synth.pipelines.sipp_like import generate_panel, panel_table
 from continual_synth.transforms.files import InputError, write_file
 
@@ -165,7 +166,7 @@ def test_csv_truth_with_other_column_names(tmp_path, truth_values):
 def test_window_histograms_match_a_direct_count():
     rng = np.random.default_rng(3)
     panel = rng.integers(0, 3, size=(500, 5))
-    histograms = window_histograms(panel, window=2, base=3)
+    histograms = window_histograms(panel, 3, 2)
     for row, end in enumerate(range(2, 6)):
         direct = collections.Counter(3 * a + b for a, b in panel[:, end - 2:end])
         assert histograms[row].tolist() == [direct.get(code, 0) for code in range(9)]
@@ -217,7 +218,7 @@ def test_synthetic_values_outside_alphabet(good_inputs):
     tmp_path, truth, synthetic, n_pad = good_inputs
     synthetic[5, 2] = 2
     release = write_release(tmp_path / "release", synthetic, 3, n_pad)
-    with pytest.raises(InputError, match=r"synthetic release .*values \[2\] are not in the"):
+    with pytest.raises(InputError, match=r"synthetic release .*value 2 .*is not in the alphabet"):
         evaluate_window(write_truth(tmp_path, truth), release)
 
 
@@ -233,7 +234,7 @@ def test_truth_missing_a_period(good_inputs):
     table = panel_table(truth)
     path = str(tmp_path / "truth.parquet")
     write_file(pa.concat_tables([table.slice(0, 8), table.slice(9)]), path, None)  # id 2, period 3
-    with pytest.raises(InputError, match="id 2 has no record for period 3"):
+    with pytest.raises(InputError, match="id 2 has no report in period 3"):
         evaluate_window(path, write_release(tmp_path / "release", synthetic, 3, n_pad))
 
 
@@ -242,7 +243,7 @@ def test_truth_reporting_twice(good_inputs):
     table = panel_table(truth)
     path = str(tmp_path / "truth.parquet")
     write_file(pa.concat_tables([table, table.slice(13, 1)]), path, None)  # id 3, period 2
-    with pytest.raises(InputError, match="id 3 reports period 2 2 times"):
+    with pytest.raises(InputError, match="id 3 reports 2 times in period 2"):
         evaluate_window(path, write_release(tmp_path / "release", synthetic, 3, n_pad))
 
 

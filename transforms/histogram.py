@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms.errors import InputError
-from continual_synth.mechanisms.panel import advance_suffix, pivot, window_histograms
+from continual_synth.mechanisms.panel import advance_suffix, pivot, shown, window_histograms
 from continual_synth.mechanisms.window import WindowConfig
 
 
@@ -91,7 +91,7 @@ def step_shard_histogram(shard: int, columns: Optional[Dict[str, np.ndarray]],
     unique_ids, first_index, counts = np.unique(ids, return_index=True, return_counts=True)
     if (counts > 1).any():
         bad = unique_ids[np.flatnonzero(counts > 1)[0]]
-        raise InputError(f"{where}: id {bad!r} reports more than once "
+        raise InputError(f"{where}: id {shown(bad)} reports more than once "
                          f"({int((counts > 1).sum())} duplicated id(s))")
     codes = codes[first_index]
     if period == 1:
@@ -104,14 +104,14 @@ def step_shard_histogram(shard: int, columns: Optional[Dict[str, np.ndarray]],
         known = people.size > 0
         unknown = ~(people[position] == unique_ids) if known else np.ones(unique_ids.size, bool)
         if unknown.any():
-            raise InputError(f"{where}: id {unique_ids[np.flatnonzero(unknown)[0]]!r} did not "
+            raise InputError(f"{where}: id {shown(unique_ids[np.flatnonzero(unknown)[0]])} did not "
                              f"report in period 1; {int(unknown.sum())} unknown id(s) "
                              f"(the panel's people are fixed by period 1)")
         full = np.full(people.size, -1, dtype=np.int16)
         full[position] = codes
         if (full < 0).any():
             if missing_code is None:
-                raise InputError(f"{where}: id {people[np.flatnonzero(full < 0)[0]]!r} has no "
+                raise InputError(f"{where}: id {shown(people[np.flatnonzero(full < 0)[0]])} has no "
                                  f"report; {int((full < 0).sum())} missing report(s) "
                                  f"(pass --missing-value to fill them)")
             full[full < 0] = missing_code

@@ -29,7 +29,6 @@ def synthesize_period(state: window.WindowState, histogram: Optional[np.ndarray]
     state, release = window.step(state, histogram, sampler)
     if release is None:
         return state, None, None, None
-    alphabet_size = state.config.alphabet_size
     if release.initial_counts is not None:
         plan = emission.initial_shard_plan(release.initial_counts, num_shards, sampler.rng)
     else:
