@@ -156,6 +156,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
     if args.verbose:
         logging.getLogger().setLevel(logging.INFO)
+    else:  # Beam logs each failing DoFn's traceback at ERROR; the error is reported below
+        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     if beam_args and not beam_args[0].startswith("--"):
         parser.error(f"unrecognised arguments: {' '.join(beam_args)}")
     from continual_synth.mechanisms.accounting import BudgetExceededError

@@ -83,7 +83,8 @@ def run(input_path: str, output_dir: str, config: window.WindowConfig, *,
                               columns.id_col, columns.period_col, columns.value_col,
                               config.alphabet, (1, config.horizon), where=input_path)
                           | "Shard" >> GroupByShard(num_shards)
-                          | "WindowHistograms" >> PanelWindowHistograms(config, fill))
+                          | "WindowHistograms" >> PanelWindowHistograms(config, fill,
+                                                                       where=input_path))
             plan = histograms | "Synthesize" >> SynthesizeWindowPanel(config, num_shards, seed)
             written = (plan
                        | "Emit" >> EmitSyntheticPanel(num_shards, config.alphabet,
@@ -144,13 +145,27 @@ def load_state(state_dir: str) -> Dict:
 
 
 def fingerprint(path: str) -> str:
-    """SHA-256 of the input's bytes: recognises a re-run of a period already ingested."""
-    digest = hashlib.sha256()
+    """SHA-256 of the input's absolute path and bytes: recognises a re-run of a step (the
+    same file again).  Identical contents at another path are another period's file;
+    ``--period`` settles any doubt."""
+    digest = hashlib.sha256(os.path.abspath(path).encode())
     for file_path in list_data_files(path):
         with open(file_path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()
+
+
+def _seen_period(state: Dict, input_path: str) -> Optional[int]:
+    """The period an identical input file (same path and bytes) was ingested as, if any."""
+    if not os.path.exists(input_path):
+        return None
+    return state["fingerprints"].get(fingerprint(input_path))
+
+
+def _already_released(period: int) -> Dict:
+    return {"status": "already-released", "period": period,
+            "message": f"period {period} was already ingested; nothing read, nothing spent"}
 
 
 def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optional[str] = None,
@@ -159,24 +174,29 @@ def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optiona
     state = load_state(state_dir)
     wstate = window.WindowState.from_dict(state["window_state"])
     config = wstate.config
-    if state["output_dir"] and os.path.abspath(output_dir) != state["output_dir"]:
+    if state["output_dir"] is None:
+        check_fresh_output(output_dir)
+    elif os.path.abspath(output_dir) != state["output_dir"]:
         raise StateError(f"this state releases into {state['output_dir']}, not {output_dir}")
-    digest = fingerprint(input_path)
-    seen_period = state["fingerprints"].get(digest)
     pending = state["pending"]
     if pending is not None:
-        if period not in (None, pending["period"]) or seen_period not in (None, pending["period"]):
+        if period not in (None, pending["period"]) or _seen_period(state, input_path) not in (
+                None, pending["period"]):
             raise StateError(f"period {pending['period']} was computed but not published "
                              f"(interrupted run); re-run the step with that period's file")
         return _publish(state_dir, output_dir, state, wstate, beam_args, resumed=True)
-    if seen_period is not None or (period is not None and period <= wstate.period):
-        done = seen_period if seen_period is not None else period
-        return {"status": "already-released", "period": done,
-                "message": f"period {done} was already ingested; nothing read, nothing spent"}
     target = wstate.period + 1
-    if period is not None and period != target:
-        raise StateError(f"period {period} is out of order: the next period is {target}")
+    if period is not None:
+        if period < 1:
+            raise StateError(f"period {period} does not exist: periods run 1..{config.horizon}")
+        if period <= wstate.period:
+            return _already_released(period)
+        if period != target:
+            raise StateError(f"period {period} is out of order: the next period is {target}")
+    elif wstate.period and _seen_period(state, input_path) is not None:
+        return _already_released(_seen_period(state, input_path))
     window.check_step(wstate, target)  # horizon and budget, before reading any data
+    digest = fingerprint(input_path)
     histogram = _period_histogram(state, config, input_path, in_format, target, state_dir,
                                   beam_args)
     group_sizes = state["shard_group_sizes"]

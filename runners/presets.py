@@ -56,9 +56,25 @@ def local_dask_cluster(workers: int = 2) -> Iterator[str]:
         from distributed import LocalCluster
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise RuntimeError("the Dask runner needs: pip install 'continual-synth[dask]'") from exc
+    import logging
+
+    import distributed
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False,
                            dashboard_address=None)
     try:
         yield cluster.scheduler_address
     finally:
+        _close_clients(distributed)
         cluster.close()
+
+
+def _close_clients(distributed) -> None:
+    """Close the client Beam's Dask runner opened on the cluster (it does not close it)."""
+    while True:
+        try:
+            client = distributed.Client.current(allow_global=True)
+        except ValueError:
+            return
+        client.close()

@@ -103,7 +103,7 @@ def avro_schema(table_schema: pa.Schema) -> dict:
     fields = []
     for field in table_schema:
         if pa.types.is_integer(field.type):
-            kind = "long"
+            kind = "int" if field.type.bit_width <= 32 and field.type != pa.uint32() else "long"
         elif pa.types.is_floating(field.type):
             kind = "double"
         elif pa.types.is_boolean(field.type):

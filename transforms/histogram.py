@@ -42,10 +42,10 @@ class SumArrays(beam.CombineFn):
 
 
 def shard_window_histograms(columns: Dict[str, np.ndarray], config: WindowConfig,
-                            missing_code: Optional[int]) -> np.ndarray:
+                            missing_code: Optional[int], where: str = "panel") -> np.ndarray:
     """[number of people, C^k, …, C^T flattened]: one shard's contribution."""
     _, matrix = pivot(columns["id"], columns["period"], columns["code"],
-                      1, config.horizon, missing_code=missing_code, where="panel")
+                      1, config.horizon, missing_code=missing_code, where=where)
     counts = window_histograms(matrix, config.alphabet_size, config.window)
     return np.concatenate([[matrix.shape[0]], counts.reshape(-1)])
 
@@ -54,16 +54,17 @@ class PanelWindowHistograms(beam.PTransform):
     """``PCollection[(shard, columns)] → PCollection[(num_people, (T−k+1) × |A|^k array)]``
     with a single element."""
 
-    def __init__(self, config: WindowConfig, missing_code: Optional[int] = None):
+    def __init__(self, config: WindowConfig, missing_code: Optional[int] = None,
+                 where: str = "panel"):
         super().__init__()
-        self._config = config
-        self._missing_code = missing_code
+        self._args = (config, missing_code, where)
 
     def expand(self, shards):
-        config, missing_code = self._config, self._missing_code
+        args = self._args
+        config = args[0]
         return (shards
                 | "ShardHistograms" >> beam.MapTuple(
-                    lambda _, table: shard_window_histograms(table, config, missing_code))
+                    lambda _, columns: shard_window_histograms(columns, *args))
                 | "SumShards" >> beam.CombineGlobally(SumArrays()).without_defaults()
                 | "Unpack" >> beam.Map(lambda flat: (int(flat[0]), flat[1:].reshape(
                     config.num_updates, config.num_bins))))

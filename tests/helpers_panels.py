@@ -1,0 +1,211 @@
+"""Shared panel builders and release checks for the end-to-end job tests.
+
+Independent of the code under test: window histograms are recomputed here from the
+released records, not taken from ``evaluate_window``.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from continual_synth.pipelines.sipp_like import panel_table
+from continual_synth.transforms.files import read_dataset, write_file
+
+RECORD_COLUMNS = ["synthetic_id", "period", "value"]
+
+
+# ------------------------------------------------------------------ building panels
+
+
+def markov_codes(num_people: int, periods: int, alphabet_size: int = 2, seed: int = 0,
+                 stay: float = 0.7) -> np.ndarray:
+    """A people × periods array of alphabet indices: each person keeps last period's
+    value with probability ``stay``, else draws a fresh one (so windows are uneven)."""
+    rng = np.random.default_rng(seed)
+    codes = np.empty((num_people, periods), dtype=np.int64)
+    codes[:, 0] = rng.integers(0, alphabet_size, num_people)
+    for t in range(1, periods):
+        fresh = rng.integers(0, alphabet_size, num_people)
+        codes[:, t] = np.where(rng.random(num_people) < stay, codes[:, t - 1], fresh)
+    return codes
+
+
+def long_table(codes: np.ndarray, alphabet: Sequence = (0, 1), id_col: str = "id",
+               period_col: str = "period", value_col: str = "value",
+               string_ids: bool = False) -> pa.Table:
+    """The long panel of ``codes`` (alphabet indices) with the given column names."""
+    base = panel_table(codes)
+    values = np.asarray(list(alphabet), dtype=object)[codes.reshape(-1)]
+    value_array = (pa.array(values.astype(np.int64)) if isinstance(alphabet[0], int)
+                   else pa.array(values.astype(str)))
+    ids = base["id"]
+    if string_ids:
+        ids = pa.array([f"hh-{i:05d}" for i in ids.to_pylist()])
+    return pa.table({id_col: ids, period_col: base["period"], value_col: value_array})
+
+
+def period_table(table: pa.Table, period: int, period_col: str = "period",
+                 keep_period: bool = False) -> pa.Table:
+    """One period's reports of a long panel (the period column dropped unless asked)."""
+    rows = table.filter(pc.equal(table[period_col], period))
+    return rows if keep_period else rows.drop_columns([period_col])
+
+
+def write_period_files(table: pa.Table, directory: str, fmt: str = "parquet",
+                       period_col: str = "period", keep_period: bool = False) -> List[str]:
+    """One file per period (``p01.<fmt>`` …); returns their paths in period order."""
+    os.makedirs(directory, exist_ok=True)
+    periods = sorted(set(table[period_col].to_pylist()))
+    paths = []
+    for period in periods:
+        path = os.path.join(directory, f"p{period:02d}.{fmt}")
+        write_file(period_table(table, period, period_col, keep_period), path, fmt)
+        paths.append(path)
+    return paths
+
+
+# --------------------------------------------------------------- reading releases
+
+
+def read_manifest(release_dir: str) -> Dict:
+    with open(os.path.join(release_dir, "manifest.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def data_files(release_dir: str) -> List[str]:
+    """Names of the visible data files of a directory (not manifest, not hidden)."""
+    if not os.path.isdir(release_dir):
+        return []
+    return sorted(name for name in os.listdir(release_dir)
+                  if os.path.isfile(os.path.join(release_dir, name))
+                  and not name.startswith(".")
+                  and name.endswith((".parquet", ".csv", ".avro")))
+
+
+def staging_leftovers(release_dir: str) -> List[str]:
+    return glob.glob(os.path.join(release_dir, ".staging-*"))
+
+
+def snapshot(directory: str) -> Dict[str, bytes]:
+    """Every file under ``directory`` (relative path → bytes): compare before/after."""
+    out = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as handle:
+                out[os.path.relpath(path, directory)] = handle.read()
+    return out
+
+
+def committed_snapshot(state_dir: str, attempted_period: int) -> Dict[str, bytes]:
+    """A state directory's files except the scratch history a failed attempt at
+    ``attempted_period`` may leave (the next attempt starts by removing it)."""
+    scratch = os.path.join("history", f"v{attempted_period:04d}") + os.sep
+    return {path: data for path, data in snapshot(state_dir).items()
+            if not path.startswith(scratch)}
+
+
+def sorted_records(release_dir: str) -> pa.Table:
+    """All released records, types normalised (CSV/Avro read back as int64), sorted."""
+    table = read_dataset(release_dir)
+    assert table.column_names == RECORD_COLUMNS, table.column_names
+    table = table.set_column(1, "period", table["period"].cast(pa.int32()))
+    return table.sort_by([("synthetic_id", "ascending"), ("period", "ascending")])
+
+
+def released_periods(release_dir: str) -> List[int]:
+    if not data_files(release_dir):
+        return []
+    return sorted(set(read_dataset(release_dir)["period"].to_pylist()))
+
+
+# -------------------------------------------------------------------- checks
+
+
+def window_histograms(codes: np.ndarray, window: int, alphabet_size: int) -> np.ndarray:
+    """C^t for t = k..P of a people × P array of alphabet indices: (P−k+1) × |A|^k."""
+    people, periods = codes.shape
+    bins = alphabet_size ** window
+    out = []
+    for end in range(window, periods + 1):
+        window_code = np.zeros(people, dtype=np.int64)
+        for t in range(end - window, end):
+            window_code = window_code * alphabet_size + codes[:, t]
+        out.append(np.bincount(window_code, minlength=bins))
+    return np.array(out, dtype=np.int64).reshape(-1, bins)
+
+
+def check_release(release_dir: str, manifest: Dict, truth_codes: Optional[np.ndarray],
+                  typed: bool = True) -> np.ndarray:
+    """Assert a release directory is a valid Algorithm-1 release; return its
+    synthetic people × periods array of alphabet indices.
+
+    * columns synthetic_id, period, value (int64 / int32 when ``typed``);
+    * every synthetic id has exactly one record per period 1..max(periods_released);
+    * the window histograms of the records each count num_synthetic people;
+    * with ``truth_codes``: max |p − n_pad − C| ≤ error_bound (Theorem 3.2).
+    """
+    assert staging_leftovers(release_dir) == []
+    table = read_dataset(release_dir)
+    assert table.column_names == RECORD_COLUMNS
+    if typed:
+        assert table.schema.field("synthetic_id").type == pa.int64()
+        assert table.schema.field("period").type == pa.int32()
+    assert pa.types.is_integer(table["synthetic_id"].type)
+    assert pa.types.is_integer(table["period"].type)
+    alphabet = manifest["alphabet"]
+    released = manifest["periods_released"]
+    last = max(released)
+    assert released == list(range(1, last + 1))
+
+    ids = table["synthetic_id"].to_numpy()
+    periods = table["period"].to_numpy().astype(np.int64)
+    assert sorted(set(periods.tolist())) == released
+    people = np.unique(ids)
+    assert people.size == manifest["num_synthetic"]
+    assert table.num_rows == people.size * last
+    cell = np.searchsorted(people, ids) * last + (periods - 1)
+    assert np.array_equal(np.bincount(cell, minlength=people.size * last),
+                          np.ones(people.size * last, dtype=np.int64))
+
+    index = {value: i for i, value in enumerate(alphabet)}
+    values = table["value"].to_pylist()
+    assert set(values) <= set(alphabet), set(values) - set(alphabet)
+    codes = np.empty(people.size * last, dtype=np.int64)
+    codes[cell] = [index[value] for value in values]
+    codes = codes.reshape(people.size, last)
+
+    k = manifest["window"]
+    synthetic = window_histograms(codes, k, len(alphabet))
+    assert synthetic.shape == (last - k + 1, len(alphabet) ** k)
+    assert (synthetic.sum(axis=1) == manifest["num_synthetic"]).all()
+    if truth_codes is not None:
+        truth = window_histograms(truth_codes[:, :last], k, len(alphabet))
+        error = np.abs(synthetic - manifest["n_pad"] - truth).max()
+        assert error <= manifest["error_bound"], (error, manifest["error_bound"])
+    return codes
+
+
+def clone_incremental(state_dir: str, output_dir: str, new_root: str):
+    """Copy a state directory and its release directory; point the copy's state at
+    the copied release.  Returns (state copy, output copy)."""
+    state_copy = os.path.join(new_root, "state")
+    output_copy = os.path.join(new_root, "release")
+    shutil.copytree(state_dir, state_copy)
+    if os.path.isdir(output_dir):
+        shutil.copytree(output_dir, output_copy)
+    path = os.path.join(state_copy, "state.json")
+    with open(path, encoding="utf-8") as handle:
+        state = json.load(handle)
+    if state.get("output_dir"):
+        state["output_dir"] = os.path.abspath(output_copy)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, indent=2)
+    return state_copy, output_copy

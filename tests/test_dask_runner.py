@@ -1,0 +1,110 @@
+"""The batch pipeline on Beam's Dask runner against a local dask.distributed cluster
+gives a valid release, identical to the DirectRunner's with the same seed."""
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+pytest.importorskip("distributed")
+pytest.importorskip("apache_beam.runners.dask.dask_runner")
+
+from continual_synth.mechanisms.window import WindowConfig  # noqa: E402
+from continual_synth.pipelines import window as window_jobs  # noqa: E402
+from continual_synth.pipelines.cli import main  # noqa: E402
+from continual_synth.runners.presets import DASK_RUNNER, resolved_beam_args  # noqa: E402
+from continual_synth.transforms.files import write_file  # noqa: E402
+
+from helpers_panels import (check_release, data_files, long_table, markov_codes,  # noqa: E402
+                            read_manifest, sorted_records)
+
+SEED = 13
+CONFIG = WindowConfig(window=2, horizon=5, rho=5.0, neighbor="add-remove")
+
+
+def open_clients():
+    """dask.distributed clients of this process that are not closed."""
+    from distributed.client import _global_clients  # private, but the only registry
+    return [client for client in list(_global_clients.values()) if client.status != "closed"]
+
+
+@pytest.fixture(autouse=True)
+def quiet_dask():
+    """The local cluster logs its start-up and shut-down at INFO/ERROR; keep it out, and
+    close the client Beam's Dask runner leaves behind (it would keep reconnecting to the
+    closed cluster and print tracebacks when the interpreter exits)."""
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield
+    for client in open_clients():
+        client.close(timeout=5)
+    logger.setLevel(level)
+
+
+@pytest.fixture(scope="module")
+def panel(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dask")
+    codes = markov_codes(500, CONFIG.horizon, seed=17)
+    path = str(root / "panel.parquet")
+    write_file(long_table(codes), path, "parquet")
+    return root, codes, path
+
+
+@pytest.fixture(scope="module")
+def direct_release(panel):
+    root, _, path = panel
+    out = str(root / "direct")
+    return out, window_jobs.run(path, out, CONFIG, seed=SEED, num_shards=3)
+
+
+def test_dask_local_resolves_to_beams_dask_runner():
+    with resolved_beam_args(["--runner", "dask-local", "--foo=1"]) as args:
+        assert args[0] == "--foo=1"
+        assert args[1] == f"--runner={DASK_RUNNER}"
+        assert args[2].startswith("--dask_client_address=")
+    with resolved_beam_args(["--runner=DaskRunner"]) as args:
+        assert args == [f"--runner={DASK_RUNNER}"]
+    with resolved_beam_args([]) as args:
+        assert args == []
+
+
+def test_batch_run_on_dask_matches_direct_runner(panel, direct_release):
+    root, codes, path = panel
+    direct_out, direct_manifest = direct_release
+    out = str(root / "dask")
+    with resolved_beam_args(["--runner", "dask-local"]) as beam_args:
+        manifest = window_jobs.run(path, out, CONFIG, seed=SEED, num_shards=3,
+                                   beam_args=beam_args)
+    assert manifest == read_manifest(out)
+    check_release(out, manifest, codes)
+    check_release(direct_out, direct_manifest, codes)
+    assert data_files(out) == data_files(direct_out)
+    assert sorted_records(out).equals(sorted_records(direct_out))
+    assert manifest == direct_manifest
+
+
+def test_cli_window_run_with_dask_local(panel, direct_release, tmp_path, capsys):
+    _, codes, path = panel
+    direct_out, _ = direct_release
+    out = str(tmp_path / "release")
+    code = main(["window", "run", "--input", path, "--output", out, "--window", "2",
+                 "--horizon", "5", "--rho", "5", "--neighbor", "add-remove",
+                 "--seed", str(SEED), "--shards", "3", "--format", "csv",
+                 "--runner", "dask-local"])
+    assert code == 0
+    manifest = json.loads(capsys.readouterr().out)
+    assert manifest == read_manifest(out) and manifest["format"] == "csv"
+    check_release(out, manifest, codes, typed=False)
+    assert sorted_records(out).equals(sorted_records(direct_out))
+
+
+def test_dask_local_leaves_no_open_client(panel, tmp_path):
+    _, _, path = panel
+    for client in open_clients():
+        client.close(timeout=5)
+    with resolved_beam_args(["--runner", "dask-local"]) as beam_args:
+        window_jobs.run(path, str(tmp_path / "release"), CONFIG, seed=SEED, num_shards=3,
+                        beam_args=beam_args)
+    assert open_clients() == []

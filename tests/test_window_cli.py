@@ -1,0 +1,262 @@
+"""End-to-end tests of the ``continual-synth`` command line (pipelines/cli.py)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from continual_synth.mechanisms.window import WindowConfig
+from continual_synth.pipelines import window as window_jobs
+from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.options import PanelColumns
+from continual_synth.transforms.files import write_file
+
+from helpers_panels import (check_release, data_files, long_table, markov_codes, read_manifest,
+                            snapshot, sorted_records, staging_leftovers, write_period_files)
+
+LEVELS = ("low", "mid", "high")
+PEOPLE, HORIZON, WINDOW = 300, 4, 2
+PRIVACY = ["--window", str(WINDOW), "--horizon", str(HORIZON), "--rho", "5",
+           "--neighbor", "add-remove", "--seed", "3", "--shards", "2"]
+CONSOLE_SCRIPT = os.path.join(os.path.dirname(sys.executable), "continual-synth")
+
+
+def error_lines(text: str):
+    return [line for line in text.splitlines() if line.startswith("continual-synth: error:")]
+
+
+@pytest.fixture(scope="module")
+def string_panel(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    codes = markov_codes(PEOPLE, HORIZON, alphabet_size=3, seed=21)
+    table = long_table(codes, LEVELS, "pid", "month", "status")
+    path = str(root / "panel.csv")
+    write_file(table, path, "csv")
+    return root, codes, table, path
+
+
+@pytest.fixture(scope="module")
+def cli_release(string_panel):
+    """``window run`` through main(): CSV in, CSV out, string alphabet, custom columns."""
+    root, codes, _, panel = string_panel
+    out = str(root / "release")
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        code = main(["window", "run", "--input", panel, "--output", out, *PRIVACY,
+                     "--alphabet", ",".join(LEVELS), "--format", "csv", "--id-col", "pid",
+                     "--period-col", "month", "--value-col", "status"])
+    return code, stdout.getvalue(), out
+
+
+def test_window_run_exits_0_and_prints_the_manifest(string_panel, cli_release, tmp_path):
+    code, stdout, out = cli_release
+    root, codes, _, panel = string_panel
+    assert code == 0
+    printed = json.loads(stdout)
+    manifest = read_manifest(out)
+    assert printed == manifest
+    assert manifest["alphabet"] == list(LEVELS) and manifest["format"] == "csv"
+    assert manifest["sampler"] == "seeded" and manifest["for_publication"] is False
+    assert all(name.endswith(".csv") for name in data_files(out))
+    check_release(out, manifest, codes, typed=False)
+
+    # the same job through the Python API gives the same records
+    config = WindowConfig(window=WINDOW, horizon=HORIZON, rho=5.0, alphabet=LEVELS,
+                          neighbor="add-remove")
+    api_out = str(tmp_path / "api")
+    window_jobs.run(panel, api_out, config, seed=3, num_shards=2, out_format="csv",
+                    columns=PanelColumns("pid", "month", "status"))
+    assert sorted_records(api_out).equals(sorted_records(out))
+
+
+def test_error_returns_2_with_one_clean_line(tmp_path, capsys):
+    codes = markov_codes(100, HORIZON, seed=1)
+    table = long_table(codes)
+    values = table["value"].to_numpy().copy()
+    values[17] = 5
+    panel = str(tmp_path / "bad.parquet")
+    write_file(table.set_column(2, "value", pa.array(values)), panel, "parquet")
+    out = str(tmp_path / "release")
+    code = main(["window", "run", "--input", panel, "--output", out, *PRIVACY])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    lines = error_lines(captured.err)
+    assert lines == [f"continual-synth: error: {panel}, column 'value': value 5 (row 17) is not "
+                     f"in the alphabet [0, 1]; 1 value(s) are outside it"]
+    assert "[while running" not in lines[0]
+    assert data_files(out) == [] and staging_leftovers(out) == []
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--window", "5", "--horizon", "3", "--rho", "1"], "need 1 <= window <= horizon"),
+    (["--window", "2", "--horizon", "3", "--rho", "-1"], "rho must be positive"),
+    (["--window", "2", "--horizon", "3", "--rho", "1", "--alphabet", "0"],
+     "--alphabet needs at least two"),
+    (["--window", "2", "--horizon", "3", "--rho", "1", "--missing-value", "7"],
+     "value '7' is not in the alphabet [0, 1]"),
+])
+def test_bad_options_exit_2_before_any_pipeline(tmp_path, capsys, argv, message):
+    panel = str(tmp_path / "never-read.parquet")
+    code = main(["window", "run", "--input", panel, "--output", str(tmp_path / "out"), *argv])
+    captured = capsys.readouterr()
+    assert code == 2
+    [line] = error_lines(captured.err)
+    assert message in line
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_stray_positional_argument_is_refused(tmp_path):
+    with pytest.raises(SystemExit) as raised:
+        main(["demo", "--output", str(tmp_path / "d"), "stray"])
+    assert raised.value.code == 2
+    assert not os.path.exists(tmp_path / "d")
+
+
+def test_incremental_through_the_cli(tmp_path, capsys):
+    codes = markov_codes(200, 3, seed=2)
+    paths = write_period_files(long_table(codes), str(tmp_path / "periods"))
+    state, out = str(tmp_path / "state"), str(tmp_path / "release")
+    privacy = ["--window", "3", "--horizon", "3", "--rho", "5", "--neighbor", "add-remove",
+               "--seed", "4", "--shards", "2"]
+
+    def run_cli(*argv):
+        code = main(list(argv))
+        captured = capsys.readouterr()
+        return code, (json.loads(captured.out) if code == 0 else error_lines(captured.err))
+
+    code, printed = run_cli("window", "init", "--state", state, *privacy)
+    assert code == 0 and printed["status"] == "initialised"
+    config = WindowConfig(window=3, horizon=3, rho=5.0, neighbor="add-remove")
+    assert printed["n_pad"] == config.n_pad
+    assert printed["error_bound"] == pytest.approx(config.error_bound)
+    code, printed = run_cli("window", "init", "--state", state, *privacy)
+    assert code == 2 and "already holds a state" in printed[0]
+
+    statuses = []
+    for period, path in enumerate(paths, 1):
+        code, printed = run_cli("window", "step", "--state", state, "--input", path,
+                                "--output", out, "--period", str(period))
+        assert code == 0, printed
+        statuses.append(printed["status"])
+    assert statuses == ["ingested", "ingested", "released"]
+    manifest = read_manifest(out)
+    assert manifest["periods_released"] == [1, 2, 3]
+    assert manifest["rho_spent"] == pytest.approx(5.0)
+    check_release(out, manifest, codes)
+
+    before = (snapshot(state), snapshot(out))
+    code, printed = run_cli("window", "step", "--state", state, "--input", paths[2],
+                            "--output", out)
+    assert code == 0 and printed["status"] == "already-released" and printed["period"] == 3
+    garbage = tmp_path / "period4.parquet"
+    garbage.write_bytes(b"not parquet: must not be read")
+    code, printed = run_cli("window", "step", "--state", state, "--input", str(garbage),
+                            "--output", out, "--period", "4")
+    assert code == 2 and printed == ["continual-synth: error: period 4 is beyond the "
+                                     "horizon T=3"]
+    code, printed = run_cli("window", "step", "--state", str(tmp_path / "no-state"),
+                            "--input", paths[0], "--output", out)
+    assert code == 2 and "no state here" in printed[0]
+    assert (snapshot(state), snapshot(out)) == before
+
+
+def test_evaluate_window_writes_the_report(string_panel, cli_release, tmp_path, capsys):
+    _, codes, _, panel = string_panel
+    _, _, out = cli_release
+    report = str(tmp_path / "report")
+    code = main(["evaluate", "window", "--truth", panel, "--synthetic", out, "--report", report,
+                 "--id-col", "pid", "--period-col", "month", "--value-col", "status"])
+    captured = capsys.readouterr()
+    assert code == 0
+    headline = json.loads(captured.out)
+    manifest = read_manifest(out)
+    assert headline["num_people"] == PEOPLE
+    assert headline["num_synthetic"] == manifest["num_synthetic"]
+    assert headline["overall"]["within_bound"] is True
+    assert headline["overall"]["max_abs_error"] <= manifest["error_bound"]
+    assert sorted(os.listdir(report)) == ["quarterly_queries.png", "summary.json",
+                                          "window_error.png"]
+    for name in ("quarterly_queries.png", "window_error.png"):
+        with open(os.path.join(report, name), "rb") as handle:
+            assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+    with open(os.path.join(report, "summary.json"), encoding="utf-8") as handle:
+        summary = json.load(handle)
+    assert [row["period"] for row in summary["periods"]] == list(range(WINDOW, HORIZON + 1))
+    assert np.array(summary["bins"]["synthetic_counts"]).sum(axis=1).tolist() == \
+        [manifest["num_synthetic"]] * (HORIZON - WINDOW + 1)
+
+
+def test_evaluate_window_missing_release_exits_2(tmp_path, capsys):
+    code = main(["evaluate", "window", "--truth", str(tmp_path / "t.parquet"),
+                 "--synthetic", str(tmp_path / "nothing")])
+    assert code == 2
+    [line] = error_lines(capsys.readouterr().err)
+    assert "nothing: not a release directory" in line
+
+
+def test_demo(tmp_path, capsys):
+    output = str(tmp_path / "demo")
+    assert main(["demo", "--output", output, "--seed", "1"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert sorted(os.listdir(output)) == ["input", "report", "synthetic"]
+    assert os.listdir(os.path.join(output, "input")) == ["sipp_like_panel.parquet"]
+    manifest = read_manifest(os.path.join(output, "synthetic"))
+    assert manifest["sampler"] == printed["sampler"] == "seeded"
+    assert manifest["for_publication"] is False
+    assert manifest["window"] == 3 and manifest["horizon"] == 12
+    assert manifest["periods_released"] == list(range(1, 13))
+    assert printed["num_synthetic"] == manifest["num_synthetic"]
+    assert printed["plots"] == ["quarterly_queries.png", "window_error.png"]
+    assert os.path.isfile(os.path.join(output, "report", "summary.json"))
+    assert printed["overall"]["within_bound"] is True
+    # a second demo into the same place is refused before anything is written
+    before = snapshot(output)
+    assert main(["demo", "--output", output, "--seed", "1"]) == 2
+    assert "already holds a release" in error_lines(capsys.readouterr().err)[0]
+    assert snapshot(output) == before
+
+
+@pytest.mark.skipif(not os.path.exists(CONSOLE_SCRIPT), reason="console script not installed")
+def test_console_script(tmp_path):
+    helped = subprocess.run([CONSOLE_SCRIPT, "--help"], capture_output=True, text=True,
+                            timeout=120)
+    assert helped.returncode == 0
+    for command in ("window", "evaluate", "demo"):
+        assert command in helped.stdout
+
+    panel = str(tmp_path / "panel.parquet")
+    write_file(long_table(markov_codes(100, 3, seed=9)), panel, "parquet")
+    out = str(tmp_path / "release")
+    ran = subprocess.run([CONSOLE_SCRIPT, "window", "run", "--input", panel, "--output", out,
+                          "--window", "2", "--horizon", "3", "--rho", "5", "--seed", "1",
+                          "--shards", "2", "--format", "avro"],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == read_manifest(out)
+    assert data_files(out) and all(name.endswith(".avro") for name in data_files(out))
+
+
+@pytest.mark.skipif(not os.path.exists(CONSOLE_SCRIPT), reason="console script not installed")
+def test_console_script_error_output_is_one_line(tmp_path):
+    table = long_table(markov_codes(50, 3, seed=9))
+    panel = str(tmp_path / "bad.parquet")
+    values = table["value"].to_numpy().copy()
+    values[4] = 3
+    write_file(table.set_column(2, "value", pa.array(values)), panel, "parquet")
+    ran = subprocess.run([CONSOLE_SCRIPT, "window", "run", "--input", panel,
+                          "--output", str(tmp_path / "out"), "--window", "2", "--horizon", "3",
+                          "--rho", "5", "--seed", "1", "--shards", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 2
+    assert ran.stderr.strip().splitlines() == [
+        f"continual-synth: error: {panel}, column 'value': value 3 (row 4) is not in the "
+        f"alphabet [0, 1]; 1 value(s) are outside it"]
