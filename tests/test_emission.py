@@ -31,19 +31,12 @@ from continual_synth.mechanisms.emission import (
 from continual_synth.mechanisms.panel import window_histograms
 from continual_synth.mechanisms.samplers import SeededSampler
 from continual_synth.mechanisms.window import WindowConfig, WindowState, step
+from helpers_panels import markov_codes
 
 Z = 6.0
 CHI2_LEVEL = 1e-6
 
 
-def markov_panel(seed, people, horizon, alphabet, stay=0.7):
-    rng = np.random.default_rng(seed)
-    panel = np.empty((people, horizon), dtype=np.int8)
-    panel[:, 0] = rng.integers(0, alphabet, people)
-    for t in range(1, horizon):
-        move = rng.random(people) >= stay
-        panel[:, t] = np.where(move, rng.integers(0, alphabet, people), panel[:, t - 1])
-    return panel
 
 
 # --------------------------------------------------------------------------- splitting
@@ -191,7 +184,7 @@ def test_plan_all_shards_reproduces_every_released_histogram(alphabet):
     window, horizon, shards = 3, 8, 4
     config = WindowConfig(window=window, horizon=horizon, rho=1.0, neighbor="add-remove",
                           alphabet=tuple(range(alphabet)))
-    histograms = window_histograms(markov_panel(6, 300, horizon, alphabet), alphabet, window)
+    histograms = window_histograms(markov_codes(300, horizon, alphabet, seed=6), alphabet, window)
     sampler = SeededSampler(7)
     state = WindowState.initial(config)
     releases, counts_after = [], {}

@@ -42,6 +42,7 @@ from continual_synth.mechanisms.window import (
     manifest_fields,
     step,
 )
+from helpers_panels import markov_codes
 
 Z = 6.0
 BINOMIAL_LEVEL = 1e-6
@@ -49,15 +50,6 @@ BINOMIAL_LEVEL = 1e-6
 
 # --------------------------------------------------------------------------- helpers
 
-def markov_panel(seed: int, people: int, horizon: int, alphabet: int, stay: float = 0.7):
-    """A people × horizon panel from a sticky Markov chain (stay, else uniform)."""
-    rng = np.random.default_rng(seed)
-    panel = np.empty((people, horizon), dtype=np.int8)
-    panel[:, 0] = rng.integers(0, alphabet, people)
-    for t in range(1, horizon):
-        move = rng.random(people) >= stay
-        panel[:, t] = np.where(move, rng.integers(0, alphabet, people), panel[:, t - 1])
-    return panel
 
 
 def run(config: WindowConfig, histograms, sampler):
@@ -188,7 +180,7 @@ def test_period_k_releases_the_noisy_padded_histogram(n_pad):
     (same seed, same draws); with n_pad = 0 some bins go negative and are clamped to 0
     (each clamp counted)."""
     config = WindowConfig(window=3, horizon=6, rho=0.5, neighbor="add-remove", n_pad=n_pad)
-    panel = markov_panel(3, 40, 6, 2)
+    panel = markov_codes(40, 6, 2, seed=0)
     histograms = window_histograms(panel, 2, 3)
     seed = 17
     state = WindowState.initial(config)
@@ -217,7 +209,7 @@ def test_later_periods_are_the_consistent_extension_of_the_noisy_histogram(alpha
     k, horizon = 3, 7
     config = WindowConfig(window=k, horizon=horizon, rho=0.2, neighbor="add-remove",
                           alphabet=tuple(range(alphabet)))
-    histograms = window_histograms(markov_panel(4, 300, horizon, alphabet), alphabet, k)
+    histograms = window_histograms(markov_codes(300, horizon, alphabet, seed=4), alphabet, k)
     sampler, twin = SeededSampler(99), SeededSampler(99)
     state = WindowState.initial(config)
     groups = alphabet ** (k - 1)
@@ -269,7 +261,7 @@ def test_full_run_spends_exactly_rho_then_refuses_to_go_on():
 
 def test_overspend_and_out_of_order_are_refused_before_anything_happens():
     config = WindowConfig(window=2, horizon=5, rho=1.0)
-    histograms = window_histograms(markov_panel(1, 50, 5, 2), 2, 2)
+    histograms = window_histograms(markov_codes(50, 5, 2, seed=1), 2, 2)
     state = WindowState.initial(config)
     state.ledger.charge(0.9, "another release")         # leaves 0.1 < ρ/R = 0.25
     state, release = step(state, None, SeededSampler(0))  # period 1 spends nothing
@@ -292,7 +284,7 @@ def test_overspend_and_out_of_order_are_refused_before_anything_happens():
 
 def test_step_does_not_mutate_its_input_state():
     config = WindowConfig(window=2, horizon=6, rho=1.0, alphabet=(0, 1, 2))
-    histograms = window_histograms(markov_panel(2, 100, 6, 3), 3, 2)
+    histograms = window_histograms(markov_codes(100, 6, 3, seed=2), 3, 2)
     sampler = SeededSampler(3)
     state = WindowState.initial(config)
     for t in range(1, 7):
@@ -310,7 +302,7 @@ def test_step_does_not_mutate_its_input_state():
 def test_state_survives_serialisation_between_periods():
     """Resuming from JSON after every period gives the same run as keeping the state."""
     config = WindowConfig(window=3, horizon=8, rho=0.3, alphabet=(0, 1, 2))
-    histograms = window_histograms(markov_panel(8, 200, 8, 3), 3, 3)
+    histograms = window_histograms(markov_codes(200, 8, 3, seed=8), 3, 3)
     direct, _ = run(config, histograms, SeededSampler(4))
     sampler = SeededSampler(4)
     state = WindowState.initial(config)
@@ -328,9 +320,9 @@ SCENARIOS = {
     # name: (alphabet size, neighbour relation, panel)
     "binary-add-remove-all-ones": (2, "add-remove",
                                    lambda: np.ones((PEOPLE, HORIZON), dtype=np.int8)),
-    "binary-add-remove-markov": (2, "add-remove", lambda: markov_panel(31, PEOPLE, HORIZON, 2)),
-    "ternary-add-remove-markov": (3, "add-remove", lambda: markov_panel(32, PEOPLE, HORIZON, 3)),
-    "binary-replace-markov": (2, "replace", lambda: markov_panel(33, PEOPLE, HORIZON, 2)),
+    "binary-add-remove-markov": (2, "add-remove", lambda: markov_codes(PEOPLE, HORIZON, 2, seed=31)),
+    "ternary-add-remove-markov": (3, "add-remove", lambda: markov_codes(PEOPLE, HORIZON, 3, seed=32)),
+    "binary-replace-markov": (2, "replace", lambda: markov_codes(PEOPLE, HORIZON, 2, seed=33)),
 }
 
 
