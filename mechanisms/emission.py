@@ -18,10 +18,17 @@ import numpy as np
 from continual_synth.mechanisms.panel import decode_windows
 
 
+PEOPLE_PER_SHARD = 500_000
+
+
 def shard_sizes(num_synthetic: int, num_shards: int) -> np.ndarray:
-    """Balanced shard sizes summing to ``num_synthetic``."""
-    base, extra = divmod(int(num_synthetic), num_shards)
-    return np.array([base + (j < extra) for j in range(num_shards)], dtype=np.int64)
+    """Sizes of ``num_shards`` shards summing to ``num_synthetic``: balanced over as many
+    shards as hold about :data:`PEOPLE_PER_SHARD` people each (at least one); the rest
+    stay empty, so a small release is not scattered over many small files."""
+    used = int(min(num_shards, max(1, -(-int(num_synthetic) // PEOPLE_PER_SHARD))))
+    base, extra = divmod(int(num_synthetic), used)
+    return np.array([base + (j < extra) if j < used else 0 for j in range(num_shards)],
+                    dtype=np.int64)
 
 
 def split_counts(counts: np.ndarray, quotas: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -19,6 +19,7 @@ import pytest
 from scipy import stats
 
 from continual_synth.mechanisms.emission import (
+    PEOPLE_PER_SHARD,
     ShardPeople,
     extension_shard_plan,
     group_sizes_after,
@@ -41,11 +42,15 @@ CHI2_LEVEL = 1e-6
 
 # --------------------------------------------------------------------------- splitting
 
-def test_shard_sizes_are_balanced():
-    for total, shards in ((0, 3), (10, 3), (107, 4), (5, 8), (1000, 7)):
-        sizes = shard_sizes(total, shards)
-        assert sizes.size == shards and sizes.sum() == total
-        assert sizes.max() - sizes.min() <= 1 and (sizes >= 0).all()
+@pytest.mark.parametrize("total, shards, used", [
+    (0, 3, 1), (10, 3, 1), (1000, 7, 1), (PEOPLE_PER_SHARD, 4, 1), (PEOPLE_PER_SHARD + 1, 4, 2),
+    (3 * PEOPLE_PER_SHARD + 7, 16, 4), (40 * PEOPLE_PER_SHARD, 16, 16)])
+def test_shard_sizes_fill_as_many_shards_as_the_population_needs(total, shards, used):
+    sizes = shard_sizes(total, shards)
+    assert sizes.size == shards and sizes.sum() == total and (sizes >= 0).all()
+    assert (sizes[used:] == 0).all()                          # unused shards stay empty
+    assert sizes[:used].max() - sizes[:used].min() <= 1       # used shards are balanced
+    assert sizes[:used].max() <= max(PEOPLE_PER_SHARD, -(-total // shards))
 
 
 def test_split_counts_rows_sum_to_quotas_and_columns_to_counts():
@@ -80,7 +85,7 @@ def _chi_square_against(observed_values, pmf_support, pmf):
 def test_split_counts_shares_are_hypergeometric():
     counts = np.array([30, 0, 12, 58, 7])
     total = int(counts.sum())
-    quotas = shard_sizes(total, 4)
+    quotas = np.array([27, 27, 27, 26])              # four balanced shards of the 107
     reps = 3000
     rng = np.random.default_rng(2)
     draws = np.stack([split_counts(counts, quotas, rng) for _ in range(reps)])

@@ -38,7 +38,7 @@ def write_batch(table: pa.Table, path: str, fmt: str, schema: pa.Schema) -> str:
 
 
 class WriteRecordBatches(beam.PTransform):
-    """``PCollection[(key, pa.Table)] → PCollection[path]``: one file per batch."""
+    """``PCollection[(key, pa.Table)] → PCollection[path]``: one file per non-empty batch."""
 
     def __init__(self, prefix: str, fmt: str, schema: pa.Schema):
         super().__init__()
@@ -46,5 +46,7 @@ class WriteRecordBatches(beam.PTransform):
 
     def expand(self, keyed_tables):
         prefix, fmt, schema = self._prefix, self._format, self._schema
-        return keyed_tables | "WriteFiles" >> beam.MapTuple(
-            lambda key, table: write_batch(table, f"{prefix}-{key}.{fmt}", fmt, schema))
+        return (keyed_tables
+                | "NonEmpty" >> beam.Filter(lambda keyed: keyed[1].num_rows > 0)
+                | "WriteFiles" >> beam.MapTuple(
+                    lambda key, table: write_batch(table, f"{prefix}-{key}.{fmt}", fmt, schema)))
