@@ -11,6 +11,9 @@ Two samplers share one interface:
   Algorithm 3) vectorised over numpy's PCG64 with floating-point acceptance tests.
   Its releases are *not for publication*; manifests say so.
 
+Both also draw continuous Gaussian noise (``gaussian``) for the continuous Gaussian
+mechanism on real-valued releases (the square-root factorisation counter).
+
 Both also hand out a numpy ``Generator`` for the non-private randomness of
 post-processing (random rounding, choosing which synthetic people are extended);
 that randomness never touches the data before noise is added.
@@ -38,6 +41,17 @@ class Sampler:
 
     def discrete_laplace(self, scale: float, size: int) -> np.ndarray:
         """``size`` draws of the discrete Laplace: P(x) ∝ exp(-|x| / scale) on the integers."""
+        raise NotImplementedError
+
+    def gaussian(self, sigma2: float, size: int) -> np.ndarray:
+        """``size`` draws of the continuous Gaussian N(0, sigma2) (float64).
+
+        This is the noise of the continuous Gaussian mechanism: a real-valued query with
+        L2 sensitivity Δ plus N(0, σ²) per coordinate is Δ²/(2σ²)-zCDP (Bun and Steinke
+        2016, Prop. 1.6).  Used where the released quantity is not integer-valued (the
+        square-root factorisation counter releases C·z with real C); integer-valued
+        queries use :meth:`discrete_gaussian`.
+        """
         raise NotImplementedError
 
 
@@ -71,6 +85,18 @@ class OpenDPSampler(Sampler):
         _check_positive("scale", scale)
         return self._vector_noise(self._dp.m.make_laplace, self._dp.l1_distance(T=int),
                                   scale, size)
+
+    def gaussian(self, sigma2: float, size: int) -> np.ndarray:
+        """Continuous Gaussian mechanism through OpenDP's float ``make_gaussian`` on
+        ``vector_domain(atom_domain(T=float))`` with ``l2_distance(T=float)`` (OpenDP
+        samples it without the floating-point attacks of a naive sampler)."""
+        _check_positive("sigma2", sigma2)
+        dp = self._dp
+        if size == 0:
+            return np.zeros(0, dtype=np.float64)
+        measurement = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+                                         dp.l2_distance(T=float), scale=math.sqrt(sigma2))
+        return np.asarray(measurement([0.0] * size), dtype=np.float64)
 
 
 class SeededSampler(Sampler):
@@ -110,6 +136,11 @@ class SeededSampler(Sampler):
             out[filled:filled + kept.size] = kept
             filled += kept.size
         return out
+
+    def gaussian(self, sigma2: float, size: int) -> np.ndarray:
+        """Continuous Gaussian N(0, sigma2) from numpy's ``rng.normal`` (simulation only)."""
+        _check_positive("sigma2", sigma2)
+        return self.rng.normal(0.0, math.sqrt(sigma2), size)
 
 
 def make_sampler(seed) -> Sampler:
