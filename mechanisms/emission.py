@@ -74,6 +74,22 @@ def group_sizes_after(window_counts: np.ndarray, alphabet_size: int) -> np.ndarr
     return window_counts.reshape(shards, alphabet_size, -1).sum(axis=1)
 
 
+def assign_group_values(group: np.ndarray, extension: np.ndarray,
+                        rng: np.random.Generator) -> np.ndarray:
+    """Values for people in groups: of the members of group g, ``extension[g, c]`` chosen
+    uniformly at random get value c (rows of ``extension`` sum to the group sizes).
+
+    Algorithm 1's "select p_{z1} indices I_{z1} from I_z" and Algorithm 2's "randomly
+    select ẑ_b indices from I = {i : weight b − 1}" are both this draw.
+    """
+    groups, width = extension.shape
+    order = np.lexsort((rng.random(group.size), group))
+    values = np.empty(group.size, dtype=np.int8)
+    values[order] = np.repeat(np.tile(np.arange(width, dtype=np.int8), groups),
+                              extension.reshape(-1))
+    return values
+
+
 class ShardPeople:
     """One shard's synthetic people and their current window codes."""
 
@@ -98,12 +114,8 @@ class ShardPeople:
                rng: np.random.Generator) -> np.ndarray:
         """Give each member of group z one value so that extension[z, c] get c; return
         the new values (alphabet indices) and advance the window codes."""
-        groups = alphabet_size ** (window - 1)
-        group = self.window_codes % groups
-        order = np.lexsort((rng.random(group.size), group))
-        values = np.empty(group.size, dtype=np.int8)
-        values[order] = np.repeat(np.tile(np.arange(alphabet_size, dtype=np.int8), groups),
-                                  extension.reshape(-1))
+        group = self.window_codes % alphabet_size ** (window - 1)
+        values = assign_group_values(group, extension, rng)
         self.window_codes = group * alphabet_size + values
         return values
 
