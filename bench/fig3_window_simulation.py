@@ -56,7 +56,8 @@ from typing import Dict, List, Optional, Tuple
 import matplotlib
 import numpy as np
 
-from continual_synth.mechanisms import emission, panel, window
+from continual_synth.mechanisms import panel, window
+from continual_synth.mechanisms.models import WindowModel
 from continual_synth.mechanisms.emission import ShardPeople, shard_rng
 from continual_synth.pipelines.plots import plot_error_over_time
 from continual_synth.pipelines.sipp_like import all_ones_panel
@@ -84,25 +85,26 @@ def run_once(seed: int, config: window.WindowConfig, histograms: np.ndarray,
     Returns ``(counts, n*, clamp events, records)``: counts[t − k] = p^t, records the
     n* × T matrix of synthetic alphabet indices (None unless ``materialise``).
     """
-    width, k = config.alphabet_size, config.window
-    state = window.WindowState.initial(config)
+    k = config.window
+    model = WindowModel(config)
+    state = model.initial_state()
     counts = np.empty((config.num_updates, config.num_bins), dtype=np.int64)
-    group_sizes, people, columns = None, None, []
+    no_stats = np.zeros(config.num_bins, dtype=np.int64)
+    code_counts, people, columns = None, None, []
     for period in range(1, config.horizon + 1):
-        histogram = histograms[period - k] if period >= k else None
-        state, release, plan, emission_seed = synthesize_period(state, histogram, seed, 1,
-                                                                group_sizes)
-        if release is None:
+        stats = histograms[period - k] if period >= k else no_stats
+        state, plan, code_counts, emission_seed = synthesize_period(
+            model, state, stats, seed, 1, code_counts, int(histograms[0].sum()))
+        if plan is None:
             continue
         counts[period - k] = state.counts
-        group_sizes = emission.group_sizes_after(plan.reshape(1, -1), width)
-        if materialise:  # as transforms.emit.create_shard / extend_shard for shard 0
+        if materialise:  # as transforms.emit.emit_shard_period for shard 0
             rng = shard_rng(emission_seed, period, 0)
-            if release.initial_counts is not None:
-                people, values = ShardPeople.create(0, plan[0], width, k, rng)
+            if "initial" in plan:
+                people, values = ShardPeople.create(0, plan["initial"][0], model.codes, rng)
                 columns.extend(values.T)
             else:
-                columns.append(people.extend(plan[0], width, k, rng))
+                columns.append(people.extend(plan["extension"][0], rng))
     records = np.stack(columns, axis=1) if materialise else None
     return counts, state.num_synthetic, state.clamp_events, records
 

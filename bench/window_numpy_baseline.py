@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms import emission, panel, window
+from continual_synth.mechanisms.models import WindowModel
 from continual_synth.mechanisms.samplers import make_sampler
 
 
@@ -24,33 +25,37 @@ def synthesize(input_path, output_dir, config, seed):
     _, matrix = panel.pivot(table.column("id").to_numpy(), table.column("period").to_numpy(),
                             codes, 1, config.horizon)
     del table, codes
-    histograms = panel.window_histograms(matrix, config.alphabet_size, config.window)
+    model = WindowModel(config)
+    statistics = model.panel_statistics(matrix)
+    population = matrix.shape[0]
     del matrix
-    sampler = make_sampler(seed)
-    state = window.WindowState.initial(config)
-    releases = []
-    for period in range(1, config.horizon + 1):
-        h = histograms[period - config.window] if period >= config.window else None
-        state, release = window.step(state, h, sampler)
-        if release is not None:
-            releases.append(release)
-    plans = emission.plan_all_shards(releases, 1, config.alphabet_size, sampler.rng)
-    people, values = emission.ShardPeople.create(0, plans[config.window][0], config.alphabet_size,
-                                                 config.window, sampler.rng)
-    columns = [values[:, t] for t in range(config.window)]
-    for period in range(config.window + 1, config.horizon + 1):
-        columns.append(people.extend(plans[period][0], config.alphabet_size, config.window,
-                                     sampler.rng))
+    state, code_counts, people = model.initial_state(), None, None
     alphabet = np.asarray(config.alphabet)
-    os.makedirs(output_dir, exist_ok=True)
-    ids = people.ids
     schema = pa.schema([("synthetic_id", pa.int64()), ("period", pa.int32()),
                         ("value", pa.int64())])
+    os.makedirs(output_dir, exist_ok=True)
     with pq.ParquetWriter(os.path.join(output_dir, "synthetic.parquet"), schema) as writer:
-        for period, column in enumerate(columns, start=1):
+        def write(period, values):
             writer.write_table(pa.table({
-                "synthetic_id": ids, "period": np.full(ids.size, period, dtype=np.int32),
-                "value": alphabet[column]}, schema=schema))
+                "synthetic_id": people.ids, "period": np.full(values.size, period, np.int32),
+                "value": alphabet[values]}, schema=schema))
+
+        for period in range(1, config.horizon + 1):
+            sampler = make_sampler([seed, period])
+            state, initial, extension = model.step(state, statistics[period - 1], sampler,
+                                                   population)
+            if initial is None and extension is None:
+                continue
+            plan, code_counts = emission.period_shard_plan(model.codes, initial, extension,
+                                                           code_counts, 1, sampler.rng)
+            if "initial" in plan:
+                people, created = emission.ShardPeople.create(0, plan["initial"][0],
+                                                              model.codes, sampler.rng)
+                first = period - created.shape[1] + 1
+                for j in range(created.shape[1]):
+                    write(first + j, created[:, j])
+            if "extension" in plan:
+                write(period, people.extend(plan["extension"][0], sampler.rng))
     return state
 
 

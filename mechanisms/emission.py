@@ -11,7 +11,7 @@ private counts; its randomness is not privacy noise.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -48,32 +48,6 @@ def split_counts(counts: np.ndarray, quotas: np.ndarray, rng: np.random.Generato
     return out
 
 
-def initial_shard_plan(initial_counts: np.ndarray, num_shards: int,
-                       rng: np.random.Generator) -> np.ndarray:
-    """Per-shard window counts at t = k: (shards × |A|^k)."""
-    sizes = shard_sizes(int(initial_counts.sum()), num_shards)
-    return split_counts(initial_counts, sizes, rng)
-
-
-def extension_shard_plan(shard_group_sizes: np.ndarray, extension: np.ndarray,
-                         rng: np.random.Generator) -> np.ndarray:
-    """Per-shard extension counts at t > k: (shards × groups × |A|).
-
-    ``shard_group_sizes[j, z]`` is how many of shard j's people are in group z.
-    """
-    shards, groups = shard_group_sizes.shape
-    out = np.zeros((shards,) + extension.shape, dtype=np.int64)
-    for z in range(groups):
-        out[:, z, :] = split_counts(extension[z], shard_group_sizes[:, z], rng)
-    return out
-
-
-def group_sizes_after(window_counts: np.ndarray, alphabet_size: int) -> np.ndarray:
-    """Group sizes (last k−1 values) implied by per-shard window counts (shards × |A|^k)."""
-    shards = window_counts.shape[0]
-    return window_counts.reshape(shards, alphabet_size, -1).sum(axis=1)
-
-
 def assign_group_values(group: np.ndarray, extension: np.ndarray,
                         rng: np.random.Generator) -> np.ndarray:
     """Values for people in groups: of the members of group g, ``extension[g, c]`` chosen
@@ -90,33 +64,116 @@ def assign_group_values(group: np.ndarray, extension: np.ndarray,
     return values
 
 
-class ShardPeople:
-    """One shard's synthetic people and their current window codes."""
+class WindowCodes:
+    """Algorithm 1's codes: a person's last k values (a window code, base |A|, earliest
+    period first); its group is the last k − 1 values."""
 
-    def __init__(self, first_id: int, window_codes: np.ndarray):
+    def __init__(self, alphabet_size: int, window: int):
+        self.alphabet_size, self.window = alphabet_size, window
+        self.num_groups = alphabet_size ** (window - 1)
+
+    def group_of(self, codes: np.ndarray) -> np.ndarray:
+        return codes % self.num_groups
+
+    def next_codes(self, groups: np.ndarray, values: np.ndarray) -> np.ndarray:
+        return groups * self.alphabet_size + values
+
+    def creation_values(self, codes: np.ndarray) -> np.ndarray:
+        """People created at t = k carry the values of periods 1..k (people × k)."""
+        return decode_windows(codes, self.alphabet_size, self.window)
+
+    def group_sizes(self, code_counts: np.ndarray) -> np.ndarray:
+        """Per-shard group sizes from per-shard code counts (shards × |A|^k)."""
+        return code_counts.reshape(code_counts.shape[0], self.alphabet_size, -1).sum(axis=1)
+
+    def code_counts_after(self, extension_plan: np.ndarray) -> np.ndarray:
+        """Group z extended by value c becomes window z·|A| + c."""
+        return extension_plan.reshape(extension_plan.shape[0], -1)
+
+
+class WeightCodes:
+    """Algorithm 2's codes: a person's number of ones so far; groups are the weights."""
+
+    def group_of(self, codes: np.ndarray) -> np.ndarray:
+        return codes
+
+    def next_codes(self, groups: np.ndarray, values: np.ndarray) -> np.ndarray:
+        return groups + values
+
+    def creation_values(self, codes: np.ndarray) -> np.ndarray:
+        """People are created at period 1 before its values are drawn: none yet."""
+        return np.zeros((codes.size, 0), dtype=np.int8)
+
+    def group_sizes(self, code_counts: np.ndarray) -> np.ndarray:
+        return code_counts
+
+    def code_counts_after(self, extension_plan: np.ndarray) -> np.ndarray:
+        """Weight w extended by value v becomes weight w + v."""
+        shards, groups, _ = extension_plan.shape
+        out = np.zeros((shards, groups + 1), dtype=np.int64)
+        out[:, :groups] += extension_plan[:, :, 0]
+        out[:, 1:] += extension_plan[:, :, 1]
+        return out
+
+
+def extension_shard_plan(shard_group_sizes: np.ndarray, extension: np.ndarray,
+                         rng: np.random.Generator) -> np.ndarray:
+    """Per-shard extension counts: (shards × groups × |A|).
+
+    ``shard_group_sizes[j, z]`` is how many of shard j's people are in group z.
+    """
+    shards, groups = shard_group_sizes.shape
+    out = np.zeros((shards,) + extension.shape, dtype=np.int64)
+    for z in range(groups):
+        out[:, z, :] = split_counts(extension[z], shard_group_sizes[:, z], rng)
+    return out
+
+
+def period_shard_plan(rules, initial: Optional[np.ndarray], extension: Optional[np.ndarray],
+                      code_counts: Optional[np.ndarray], num_shards: int,
+                      rng: np.random.Generator) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
+    """Split one period's counts across shards: ``(plan, per-shard code counts after)``.
+
+    ``initial`` (code counts of people created this period) is split over balanced shard
+    sizes; ``extension`` (groups × values) over each shard's group sizes.
+    """
+    plan: Dict[str, np.ndarray] = {}
+    if initial is not None:
+        sizes = shard_sizes(int(np.sum(initial)), num_shards)
+        plan["initial"] = code_counts = split_counts(initial, sizes, rng)
+    if extension is not None:
+        plan["extension"] = extension_shard_plan(rules.group_sizes(code_counts), extension, rng)
+        code_counts = rules.code_counts_after(plan["extension"])
+    return plan, code_counts
+
+
+class ShardPeople:
+    """One shard's synthetic people (contiguous ids) and their current codes."""
+
+    def __init__(self, first_id: int, codes: np.ndarray, rules):
         self.first_id = int(first_id)
-        self.window_codes = np.asarray(window_codes, dtype=np.int64)
+        self.codes = np.asarray(codes, dtype=np.int64)
+        self.rules = rules
 
     @property
     def ids(self) -> np.ndarray:
-        return np.arange(self.first_id, self.first_id + self.window_codes.size, dtype=np.int64)
+        return np.arange(self.first_id, self.first_id + self.codes.size, dtype=np.int64)
 
     @classmethod
-    def create(cls, first_id: int, window_counts: np.ndarray, alphabet_size: int, window: int,
+    def create(cls, first_id: int, code_counts: np.ndarray, rules,
                rng: np.random.Generator) -> Tuple["ShardPeople", np.ndarray]:
-        """People for t = k: ``(shard, values)`` with values an n_j × k matrix of
-        alphabet indices for periods 1..k, in random order."""
-        codes = np.repeat(np.arange(window_counts.size, dtype=np.int64), window_counts)
+        """``code_counts[c]`` people with code c, in random order, and the values they
+        carry from creation (people × periods; Algorithm 1: periods 1..k)."""
+        codes = np.repeat(np.arange(code_counts.size, dtype=np.int64), code_counts)
         rng.shuffle(codes)
-        return cls(first_id, codes), decode_windows(codes, alphabet_size, window)
+        return cls(first_id, codes, rules), rules.creation_values(codes)
 
-    def extend(self, extension: np.ndarray, alphabet_size: int, window: int,
-               rng: np.random.Generator) -> np.ndarray:
-        """Give each member of group z one value so that extension[z, c] get c; return
-        the new values (alphabet indices) and advance the window codes."""
-        group = self.window_codes % alphabet_size ** (window - 1)
-        values = assign_group_values(group, extension, rng)
-        self.window_codes = group * alphabet_size + values
+    def extend(self, extension: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Of group g's members, ``extension[g, c]`` chosen at random get value c; return
+        the values and advance the codes."""
+        groups = self.rules.group_of(self.codes)
+        values = assign_group_values(groups, extension, rng)
+        self.codes = self.rules.next_codes(groups, values)
         return values
 
 
@@ -124,20 +181,3 @@ def shard_rng(seed: int, period: int, shard: int) -> np.random.Generator:
     """The post-processing generator of one shard at one period: re-emitting a period
     with the same seed reproduces the same records."""
     return np.random.default_rng([int(seed), int(period), int(shard)])
-
-
-def plan_all_shards(releases: List, num_shards: int, alphabet_size: int,
-                    rng: np.random.Generator) -> Dict[int, np.ndarray]:
-    """Per-shard plans for a sequence of releases (first one at t = k): period → array
-    (shards × |A|^k at t = k, shards × groups × |A| after)."""
-    plans: Dict[int, np.ndarray] = {}
-    sizes = None
-    for release in releases:
-        if release.initial_counts is not None:
-            plan = initial_shard_plan(release.initial_counts, num_shards, rng)
-            sizes = group_sizes_after(plan, alphabet_size)
-        else:
-            plan = extension_shard_plan(sizes, release.extension, rng)
-            sizes = group_sizes_after(plan.reshape(num_shards, -1), alphabet_size)
-        plans[release.period] = plan
-    return plans

@@ -12,7 +12,7 @@ import os
 from typing import Dict, Optional, Sequence
 
 from continual_synth.mechanisms.window import WindowConfig
-from continual_synth.pipelines import window as window_jobs
+from continual_synth.pipelines import jobs, window as window_jobs
 from continual_synth.pipelines.evaluate_window import evaluate_window
 from continual_synth.pipelines.sipp_like import generate_panel
 from continual_synth.transforms.files import write_file
@@ -25,7 +25,7 @@ def demo(output_dir: str, seed: Optional[int] = None, beam_args: Sequence[str] =
     panel_path = os.path.join(output_dir, "input", "sipp_like_panel.parquet")
     synthetic_dir = os.path.join(output_dir, "synthetic")
     report_dir = os.path.join(output_dir, "report")
-    window_jobs.check_fresh_output(synthetic_dir)
+    jobs.check_fresh_output(synthetic_dir)
     write_file(generate_panel(), panel_path, "parquet")
     manifest = window_jobs.run(panel_path, synthetic_dir, DEMO_CONFIG, seed=seed,
                                beam_args=beam_args)

@@ -21,10 +21,9 @@ from scipy import stats
 from continual_synth.mechanisms.emission import (
     PEOPLE_PER_SHARD,
     ShardPeople,
+    WindowCodes,
     extension_shard_plan,
-    group_sizes_after,
-    initial_shard_plan,
-    plan_all_shards,
+    period_shard_plan,
     shard_rng,
     shard_sizes,
     split_counts,
@@ -112,34 +111,35 @@ def test_create_produces_exactly_the_planned_window_histogram(alphabet, window):
     bins = alphabet ** window
     planned = rng.integers(0, 12, size=bins)
     planned[0] = 0
-    people, values = ShardPeople.create(500, planned, alphabet, window, rng)
+    people, values = ShardPeople.create(500, planned, WindowCodes(alphabet, window), rng)
     assert values.shape == (planned.sum(), window)
     np.testing.assert_array_equal(window_histograms(values, alphabet, window)[0], planned)
     np.testing.assert_array_equal(people.ids, np.arange(500, 500 + planned.sum()))
     # window codes are the base-|A| codes of the values, earliest most significant
     powers = alphabet ** np.arange(window - 1, -1, -1)
-    np.testing.assert_array_equal(people.window_codes, values.astype(np.int64) @ powers)
+    np.testing.assert_array_equal(people.codes, values.astype(np.int64) @ powers)
 
 
 @pytest.mark.parametrize("alphabet,window", [(2, 3), (3, 3), (4, 2)])
 def test_extend_produces_exactly_the_planned_extension(alphabet, window):
     rng = np.random.default_rng(4)
     bins, groups = alphabet ** window, alphabet ** (window - 1)
-    people, values = ShardPeople.create(0, rng.integers(0, 9, size=bins), alphabet, window, rng)
+    people, values = ShardPeople.create(0, rng.integers(0, 9, size=bins),
+                                        WindowCodes(alphabet, window), rng)
     ids = people.ids.copy()
     columns = [values]
     for _ in range(4):
-        group = people.window_codes % groups
+        group = people.codes % groups
         sizes = np.bincount(group, minlength=groups)
         extension = np.stack([rng.multinomial(size, np.ones(alphabet) / alphabet)
                               for size in sizes])
-        new = people.extend(extension, alphabet, window, rng)
+        new = people.extend(extension, rng)
         assert new.shape == (ids.size,) and new.dtype == np.int8
         columns.append(new[:, None])
         panel = np.hstack(columns)
         histograms = window_histograms(panel, alphabet, window)
         np.testing.assert_array_equal(histograms[-1], extension.reshape(-1))
-        np.testing.assert_array_equal(people.window_codes,
+        np.testing.assert_array_equal(people.codes,
                                       panel[:, -window:].astype(np.int64)
                                       @ alphabet ** np.arange(window - 1, -1, -1))
         np.testing.assert_array_equal(people.ids, ids)      # ids stable across periods
@@ -154,8 +154,8 @@ def test_extend_chooses_members_of_a_group_uniformly():
     reps = 4000
     hits = np.zeros((codes.size, alphabet))
     for r in range(reps):
-        people = ShardPeople(0, codes)
-        values = people.extend(extension, alphabet, window, np.random.default_rng([5, r]))
+        people = ShardPeople(0, codes, WindowCodes(alphabet, window))
+        values = people.extend(extension, np.random.default_rng([5, r]))
         hits[np.arange(codes.size), values] += 1
     group = codes % alphabet
     p = extension[group] / extension[group].sum(axis=1, keepdims=True)
@@ -166,6 +166,16 @@ def test_extend_chooses_members_of_a_group_uniformly():
 
 # --------------------------------------------------------------------------- full run
 
+def plan_all_shards(releases, num_shards, rules, rng):
+    """Per-shard plans of a run's releases: period → the initial or extension split."""
+    plans, code_counts = {}, None
+    for release in releases:
+        plan, code_counts = period_shard_plan(rules, release.initial_counts, release.extension,
+                                              code_counts, num_shards, rng)
+        plans[release.period] = plan.get("initial", plan.get("extension"))
+    return plans
+
+
 def materialise(plans, releases, num_shards, alphabet, window, seed):
     """All shards' people, period by period, with their shard_rng; (ids, panel)."""
     first = releases[0]
@@ -173,11 +183,12 @@ def materialise(plans, releases, num_shards, alphabet, window, seed):
     starts = np.concatenate([[0], np.cumsum(initial.sum(axis=1))[:-1]])
     ids, rows = [], []
     for j in range(num_shards):
-        people, values = ShardPeople.create(int(starts[j]), initial[j], alphabet, window,
+        people, values = ShardPeople.create(int(starts[j]), initial[j],
+                                            WindowCodes(alphabet, window),
                                             shard_rng(seed, first.period, j))
         columns = [values]
         for release in releases[1:]:
-            columns.append(people.extend(plans[release.period][j], alphabet, window,
+            columns.append(people.extend(plans[release.period][j],
                                          shard_rng(seed, release.period, j))[:, None])
         ids.append(people.ids)
         rows.append(np.hstack(columns))
@@ -198,7 +209,8 @@ def test_plan_all_shards_reproduces_every_released_histogram(alphabet):
         if release is not None:
             releases.append(release)
             counts_after[t] = state.counts.copy()
-    plans = plan_all_shards(releases, shards, alphabet, np.random.default_rng(8))
+    plans = plan_all_shards(releases, shards, WindowCodes(alphabet, window),
+                            np.random.default_rng(8))
     # the plans split each release exactly
     np.testing.assert_array_equal(plans[window].sum(axis=0), releases[0].initial_counts)
     np.testing.assert_array_equal(plans[window].sum(axis=1),
@@ -224,8 +236,10 @@ def test_shard_plans_match_group_sizes_step_by_step():
     rng = np.random.default_rng(11)
     alphabet, window, shards = 2, 3, 3
     initial = rng.integers(20, 60, size=alphabet ** window)
-    plan = initial_shard_plan(initial, shards, rng)
-    sizes = group_sizes_after(plan, alphabet)
+    codes_rules = WindowCodes(alphabet, window)
+    plan, _ = period_shard_plan(codes_rules, initial, None, None, shards, rng)
+    plan = plan["initial"]
+    sizes = codes_rules.group_sizes(plan)
     # group z of a window code w is w mod |A|^(k−1): computed here independently
     codes = np.arange(initial.size)
     for j in range(shards):

@@ -19,7 +19,7 @@ from continual_synth.mechanisms.accounting import BudgetExceededError
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.mechanisms.window import WindowConfig
 from continual_synth.pipelines import release_dir
-from continual_synth.pipelines import window as window_jobs
+from continual_synth.pipelines import jobs, window as window_jobs
 from continual_synth.pipelines.options import PanelColumns
 from continual_synth.pipelines.sipp_like import all_ones_panel
 from continual_synth.transforms.files import write_file
@@ -318,7 +318,7 @@ def test_budget_overspend_refused_before_reading(binary, early, tmp_path):
     path = os.path.join(early.state, "state.json")
     with open(path, encoding="utf-8") as handle:
         state = json.load(handle)
-    state["window_state"]["ledger"]["entries"].append(
+    state["synthesizer_state"]["ledger"]["entries"].append(
         {"label": "an earlier release", "amount": RHO * 0.9})
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(state, handle)
@@ -343,7 +343,7 @@ def test_step_into_another_output_dir_refused(binary, early, tmp_path):
 
 def test_crash_after_commit_resumes_and_charges_once(binary, incremental, early, monkeypatch):
     per_update = RHO / CONFIG.num_updates
-    real_publish = window_jobs._publish
+    real_publish = jobs._publish
     crashes = {"publish": 0, "files": 0}
 
     def crash_before_publication(*args, **kwargs):
@@ -351,13 +351,13 @@ def test_crash_after_commit_resumes_and_charges_once(binary, incremental, early,
         raise RuntimeError("simulated crash before publication")
 
     # period k: crash after the state commit, before anything is published
-    monkeypatch.setattr(window_jobs, "_publish", crash_before_publication)
+    monkeypatch.setattr(jobs, "_publish", crash_before_publication)
     with pytest.raises(RuntimeError, match="simulated crash"):
         window_jobs.step(early.state, binary.periods[K - 1], early.out)
-    monkeypatch.setattr(window_jobs, "_publish", real_publish)
-    state = window_jobs.load_state(early.state)
+    monkeypatch.setattr(jobs, "_publish", real_publish)
+    state = jobs.load_state(early.state)
     assert state["pending"]["period"] == K
-    assert state["window_state"]["ledger"]["entries"][-1]["amount"] == pytest.approx(per_update)
+    assert state["synthesizer_state"]["ledger"]["entries"][-1]["amount"] == pytest.approx(per_update)
     assert data_files(early.out) == []
     assert read_manifest(early.out)["periods_released"] == []
 
@@ -388,7 +388,7 @@ def test_crash_after_commit_resumes_and_charges_once(binary, incremental, early,
     assert crashes == {"publish": 1, "files": 1}
     manifest = read_manifest(early.out)
     assert manifest["rho_spent"] == pytest.approx(RHO)
-    ledger = window_jobs.load_state(early.state)["window_state"]["ledger"]["entries"]
+    ledger = jobs.load_state(early.state)["synthesizer_state"]["ledger"]["entries"]
     assert [entry["label"] for entry in ledger] == [f"period {t}" for t in range(K, T + 1)]
     assert staging_leftovers(early.out) == []
     assert sorted_records(early.out).equals(sorted_records(incremental.out))
@@ -399,7 +399,7 @@ def test_crash_after_commit_resumes_and_charges_once(binary, incremental, early,
 
 def test_crash_in_histogram_pipeline_leaves_everything_as_before(binary, incremental, early,
                                                                   monkeypatch):
-    real = window_jobs.step_shard_histogram
+    real = jobs.step_shard_statistics
 
     def crash_in_shard_1(shard, *args, **kwargs):
         if shard == 1:
@@ -411,10 +411,10 @@ def test_crash_in_histogram_pipeline_leaves_everything_as_before(binary, increme
         state_bytes = handle.read()
     output_before = snapshot(early.out)
     state_before = committed_snapshot(early.state, K)
-    monkeypatch.setattr(window_jobs, "step_shard_histogram", crash_in_shard_1)
+    monkeypatch.setattr(jobs, "step_shard_statistics", crash_in_shard_1)
     with pytest.raises(Exception, match="simulated worker crash"):
         window_jobs.step(early.state, binary.periods[K - 1], early.out)
-    monkeypatch.setattr(window_jobs, "step_shard_histogram", real)
+    monkeypatch.setattr(jobs, "step_shard_statistics", real)
     with open(state_json, "rb") as handle:
         assert handle.read() == state_bytes
     assert committed_snapshot(early.state, K) == state_before

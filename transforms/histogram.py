@@ -1,10 +1,10 @@
-"""Window-histogram stage: per-shard pivots of the panel into C^t (Bun et al. 2024,
-Alg. 1, "calculate the count of individuals that have suffix s"), summed over shards.
+"""Statistics stage: per-shard pivots of the panel into the synthesizer's statistic,
+summed over shards — Algorithm 1's window histograms C^t ("the count of individuals
+that have suffix s"), Algorithm 2's threshold counts z_b^t.
 
-Batch form (:class:`PanelWindowHistograms`): each shard pivots all its people over
-periods 1..T and counts every k-window; the result is a (T−k+1) × |A|^k array.
-Incremental form (:func:`step_shard_histogram`): each shard joins one period's
-reports with its people's last k−1 values kept in the state directory.
+Batch form (:class:`PanelStatistics`): each shard pivots all its people over periods
+1..T.  Incremental form (:func:`step_shard_statistics`): each shard joins one period's
+reports with its people's codes (last k−1 values; weights) kept in the state directory.
 """
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms.errors import InputError
-from continual_synth.mechanisms.panel import advance_suffix, pivot, shown, window_histograms
-from continual_synth.mechanisms.window import WindowConfig
+from continual_synth.mechanisms.panel import pivot, shown
 
 
 class SumArrays(beam.CombineFn):
@@ -41,49 +40,46 @@ class SumArrays(beam.CombineFn):
         return accumulator
 
 
-def shard_window_histograms(columns: Dict[str, np.ndarray], config: WindowConfig,
-                            missing_code: Optional[int], where: str = "panel") -> np.ndarray:
-    """[number of people, C^k, …, C^T flattened]: one shard's contribution."""
+def shard_statistics(columns: Dict[str, np.ndarray], model, missing_code: Optional[int],
+                     where: str = "panel") -> np.ndarray:
+    """[number of people, statistics of periods 1..T flattened]: one shard's contribution."""
     _, matrix = pivot(columns["id"], columns["period"], columns["code"],
-                      1, config.horizon, missing_code=missing_code, where=where)
-    counts = window_histograms(matrix, config.alphabet_size, config.window)
-    return np.concatenate([[matrix.shape[0]], counts.reshape(-1)])
+                      1, model.horizon, missing_code=missing_code, where=where)
+    return np.concatenate([[matrix.shape[0]], model.panel_statistics(matrix).reshape(-1)])
 
 
-class PanelWindowHistograms(beam.PTransform):
-    """``PCollection[(shard, columns)] → PCollection[(num_people, (T−k+1) × |A|^k array)]``
-    with a single element."""
+class PanelStatistics(beam.PTransform):
+    """``PCollection[(shard, columns)] → PCollection[(num_people, T × width array)]`` with a
+    single element: the synthesizer's statistic of every period, summed over shards."""
 
-    def __init__(self, config: WindowConfig, missing_code: Optional[int] = None,
-                 where: str = "panel"):
+    def __init__(self, model, missing_code: Optional[int] = None, where: str = "panel"):
         super().__init__()
-        self._args = (config, missing_code, where)
+        self._args = (model, missing_code, where)
 
     def expand(self, shards):
         args = self._args
-        config = args[0]
+        model = args[0]
         return (shards
-                | "ShardHistograms" >> beam.MapTuple(
-                    lambda _, columns: shard_window_histograms(columns, *args))
+                | "ShardStatistics" >> beam.MapTuple(
+                    lambda _, columns: shard_statistics(columns, *args))
                 | "SumShards" >> beam.CombineGlobally(SumArrays()).without_defaults()
                 | "Unpack" >> beam.Map(lambda flat: (int(flat[0]), flat[1:].reshape(
-                    config.num_updates, config.num_bins))))
+                    model.horizon, model.stat_width))))
 
 
 def history_path(state_dir: str, version: int, shard: int) -> str:
-    """Where shard ``shard`` keeps its people's last k−1 values after period ``version``."""
+    """Where shard ``shard`` keeps its people's codes after period ``version``."""
     return os.path.join(state_dir, "history", f"v{version:04d}", f"shard-{shard:05d}.parquet")
 
 
-def step_shard_histogram(shard: int, columns: Optional[Dict[str, np.ndarray]],
-                         config: WindowConfig,
-                         period: int, state_dir: str, missing_code: Optional[int]
-                         ) -> Tuple[int, np.ndarray]:
+def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], model,
+                          period: int, state_dir: str, missing_code: Optional[int]
+                          ) -> Tuple[int, np.ndarray]:
     """Join one period's reports of one shard with the shard's history.
 
-    Writes the shard's new history (version ``period``) and returns (people, C^t or zeros
-    before t = k).  Period 1 defines who is in the panel; afterwards an unknown id, a
-    duplicate or a missing report is an error naming the id.
+    Writes the shard's new history (version ``period``) and returns (people, the
+    period's statistic).  Period 1 defines who is in the panel; afterwards an unknown
+    id, a duplicate or a missing report is an error naming the id.
     """
     where = f"period {period}"
     if columns is None:
@@ -96,11 +92,11 @@ def step_shard_histogram(shard: int, columns: Optional[Dict[str, np.ndarray]],
                          f"({int((counts > 1).sum())} duplicated id(s))")
     codes = codes[first_index]
     if period == 1:
-        people, suffix = unique_ids, np.zeros(unique_ids.size, dtype=np.int64)
+        people, history = unique_ids, np.zeros(unique_ids.size, dtype=np.int64)
     else:
         old = pq.read_table(history_path(state_dir, period - 1, shard))
         people = old.column("id").to_numpy(zero_copy_only=False)
-        suffix = old.column("suffix").to_numpy()
+        history = old.column("code").to_numpy()
         position = np.clip(np.searchsorted(people, unique_ids), 0, max(people.size - 1, 0))
         known = people.size > 0
         unknown = ~(people[position] == unique_ids) if known else np.ones(unique_ids.size, bool)
@@ -117,10 +113,8 @@ def step_shard_histogram(shard: int, columns: Optional[Dict[str, np.ndarray]],
                                  f"(pass --missing-value to fill them)")
             full[full < 0] = missing_code
         codes = full.astype(np.int8)
-    window_codes, new_suffix = advance_suffix(suffix, codes, config.alphabet_size, config.window)
+    new_history, statistics = model.advance(history, codes.astype(np.int64), period)
     out_path = history_path(state_dir, period, shard)
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
-    pq.write_table(pa.table({"id": people, "suffix": new_suffix}), out_path)
-    histogram = (np.bincount(window_codes, minlength=config.num_bins) if period >= config.window
-                 else np.zeros(config.num_bins, dtype=np.int64))
-    return int(people.size), histogram
+    pq.write_table(pa.table({"id": people, "code": new_history}), out_path)
+    return int(people.size), statistics
