@@ -241,7 +241,7 @@ def draw_share_figure(path: str, periods: np.ndarray, shares: Dict, shown: List[
 
         for c in shown:
             s = shares[c][b]
-            _draw_series(ax, periods, f"{c} (mean)",
+            _draw_series(ax, periods, c,
                          (masked(s["mean"]), masked(s["p2.5"]), masked(s["p97.5"])))
         ax.plot(periods[valid], np.asarray(shares[shown[0]][b]["truth"])[valid], "x",
                 color="black", markersize=7, markeredgewidth=1.6, label="truth", zorder=3)
@@ -250,7 +250,8 @@ def draw_share_figure(path: str, periods: np.ndarray, shares: Dict, shown: List[
     axes[0].legend(frameon=False, fontsize="x-small", loc="upper left")
     for ax in axes[len(thresholds):]:
         ax.set_visible(False)
-    fig.suptitle(f"Share with at least b ones, SIPP-like simulated panel (n = {n}, ρ = {rho},"
+    fig.suptitle(f"Share with at least b ones, synthetic mean and 2.5–97.5 % of runs vs truth,"
+                 f" SIPP-like simulated panel (n = {n}, ρ = {rho},"
                  f" {runs} runs)", fontsize="medium")
     _save(fig, path)
 

@@ -103,7 +103,7 @@ class CumulativeModel:
         out = np.zeros((self.horizon, self.stat_width), dtype=np.int64)
         weights = np.zeros(matrix.shape[0], dtype=np.int64)
         for t in range(1, self.horizon + 1):
-            weights, out[t - 1, :t] = self.advance(weights, matrix[:, t - 1], t)
+            weights, out[t - 1] = self.advance(weights, matrix[:, t - 1], t)
         return out
 
     def advance(self, codes: np.ndarray, values: np.ndarray, period: int):

@@ -3,7 +3,9 @@
     continual-synth window run  --input PANEL --output DIR --window K --horizon T --rho R [...]
     continual-synth window init --state STATE --window K --horizon T --rho R [...]
     continual-synth window step --state STATE --input PERIOD_FILE --output DIR
+    continual-synth cumulative run | init | step  (same options; --counter, --public-population)
     continual-synth evaluate window --truth PANEL --synthetic DIR [--report REPORT_DIR]
+    continual-synth evaluate cumulative --truth PANEL --synthetic DIR [--report REPORT_DIR]
     continual-synth demo --output DIR
 
 Arguments the command does not know (``--runner``, ``--direct_num_workers`` …) are
@@ -24,17 +26,14 @@ from typing import List, Optional
 logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
 
 
-def _add_privacy_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--window", type=int, required=True, help="window length k (periods)")
+def _add_release_options(parser: argparse.ArgumentParser) -> None:
+    """Options both synthesizers share."""
     parser.add_argument("--horizon", type=int, required=True, help="number of periods T")
     parser.add_argument("--rho", type=float, required=True, help="total zCDP budget ρ")
     parser.add_argument("--neighbor", choices=["replace", "add-remove"], default="replace",
                         help="neighbouring relation (default: replace one person's sequence)")
     parser.add_argument("--beta", type=float, default=0.05,
-                        help="failure probability of the Theorem 3.2 bound (default 0.05)")
-    parser.add_argument("--n-pad", type=int, default=None,
-                        help="padding records per bin (default: Theorem 3.2's bound at β)")
-    parser.add_argument("--alphabet", default="0,1", help="values a report can take (default 0,1)")
+                        help="failure probability of the error bound (default 0.05)")
     parser.add_argument("--delta", type=float, default=1e-6,
                         help="δ of the (ε, δ) reading in the manifest (default 1e-6)")
     parser.add_argument("--seed", type=int, default=None,
@@ -50,6 +49,46 @@ def _add_privacy_options(parser: argparse.ArgumentParser) -> None:
                         help="shards of people for pivoting and emission (default 16)")
 
 
+def _add_window_options(parser: argparse.ArgumentParser) -> None:
+    _add_release_options(parser)
+    parser.add_argument("--window", type=int, required=True, help="window length k (periods)")
+    parser.add_argument("--n-pad", type=int, default=None,
+                        help="padding records per bin (default: Theorem 3.2's bound at β)")
+    parser.add_argument("--alphabet", default="0,1", help="values a report can take (default 0,1)")
+
+
+def _add_cumulative_options(parser: argparse.ArgumentParser) -> None:
+    from continual_synth.mechanisms.counters import UNBOUNDED_KINDS, counter_kinds
+    _add_release_options(parser)
+    parser.add_argument("--counter", default="tree",
+                        choices=[k for k in counter_kinds() if k not in UNBOUNDED_KINDS],
+                        help="private stream counter per threshold (default: tree, the paper's)")
+    parser.add_argument("--public-population", action="store_true",
+                        help="under add-remove, treat the number of people n as public "
+                             "(otherwise n is released with noise from a share of ρ)")
+    parser.add_argument("--population-share", type=float, default=0.02,
+                        help="share of ρ for the noisy n under add-remove (default 0.02)")
+
+
+def _add_job_commands(commands, name: str, help_text: str, add_options) -> None:
+    jobs = commands.add_parser(name, help=help_text).add_subparsers(dest="action", required=True)
+    run = jobs.add_parser("run", help="synthesize a whole panel in one job")
+    run.add_argument("--input", required=True, help="long panel: file or directory")
+    run.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
+    run.add_argument("--output", required=True, help="release directory")
+    add_options(run)
+    init = jobs.add_parser("init", help="create the state of an incremental release")
+    init.add_argument("--state", required=True, help="state directory (holds private data)")
+    add_options(init)
+    step = jobs.add_parser("step", help="ingest the next period and release it")
+    step.add_argument("--state", required=True)
+    step.add_argument("--input", required=True, help="one period's reports (id, value)")
+    step.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
+    step.add_argument("--output", required=True, help="release directory")
+    step.add_argument("--period", type=int, default=None,
+                      help="the period this file holds (checked; default: the next one)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="continual-synth",
@@ -57,25 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true", help="show Beam's logs")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    window = commands.add_parser("window", help="fixed-time-window synthesizer (Bun et al. "
-                                 "2024, Algorithm 1)").add_subparsers(dest="action", required=True)
-    run = window.add_parser("run", help="synthesize a whole panel in one job")
-    run.add_argument("--input", required=True, help="long panel: file or directory")
-    run.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
-    run.add_argument("--output", required=True, help="release directory")
-    _add_privacy_options(run)
-
-    init = window.add_parser("init", help="create the state of an incremental release")
-    init.add_argument("--state", required=True, help="state directory (holds private data)")
-    _add_privacy_options(init)
-
-    step = window.add_parser("step", help="ingest the next period and release it")
-    step.add_argument("--state", required=True)
-    step.add_argument("--input", required=True, help="one period's reports (id, value)")
-    step.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
-    step.add_argument("--output", required=True, help="release directory")
-    step.add_argument("--period", type=int, default=None,
-                      help="the period this file holds (checked; default: the next one)")
+    _add_job_commands(commands, "window", "fixed-time-window synthesizer (Bun et al. 2024, "
+                      "Algorithm 1)", _add_window_options)
+    _add_job_commands(commands, "cumulative", "cumulative synthesizer (Bun et al. 2024, "
+                      "Algorithm 2)", _add_cumulative_options)
 
     evaluate = commands.add_parser("evaluate", help="evaluate a release against the truth"
                                    ).add_subparsers(dest="action", required=True)
@@ -87,6 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev_window.add_argument("--id-col", default="id")
     ev_window.add_argument("--period-col", default="period")
     ev_window.add_argument("--value-col", default="value")
+    ev_cumulative = evaluate.add_parser("cumulative", help="counts of people with at least b "
+                                        "ones by period against the truth and the bound")
+    ev_cumulative.add_argument("--truth", required=True)
+    ev_cumulative.add_argument("--synthetic", required=True)
+    ev_cumulative.add_argument("--report", default=None,
+                               help="directory for summary.json and plots")
+    ev_cumulative.add_argument("--id-col", default="id")
+    ev_cumulative.add_argument("--period-col", default="period")
+    ev_cumulative.add_argument("--value-col", default="value")
 
     demo = commands.add_parser("demo", help="run everything on an embedded SIPP-like panel")
     demo.add_argument("--output", required=True)
@@ -96,18 +129,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args):
-    from continual_synth.mechanisms.window import WindowConfig
-    from continual_synth.pipelines.options import parse_alphabet
-    return WindowConfig(window=args.window, horizon=args.horizon, rho=args.rho,
-                        alphabet=parse_alphabet(args.alphabet), neighbor=args.neighbor,
-                        beta=args.beta, n_pad=args.n_pad, delta=args.delta)
+    if args.command == "window":
+        from continual_synth.mechanisms.window import WindowConfig
+        from continual_synth.pipelines.options import parse_alphabet
+        return WindowConfig(window=args.window, horizon=args.horizon, rho=args.rho,
+                            alphabet=parse_alphabet(args.alphabet), neighbor=args.neighbor,
+                            beta=args.beta, n_pad=args.n_pad, delta=args.delta)
+    from continual_synth.mechanisms.cumulative import CumulativeConfig
+    return CumulativeConfig(horizon=args.horizon, rho=args.rho, neighbor=args.neighbor,
+                            counter=args.counter, beta=args.beta, delta=args.delta,
+                            population_share=args.population_share,
+                            public_population=args.public_population)
 
 
-def _common(args, config):
+def _model(args):
+    from continual_synth.mechanisms.models import CumulativeModel, WindowModel
+    config = _config(args)
+    return WindowModel(config) if args.command == "window" else CumulativeModel(config)
+
+
+def _common(args, alphabet):
     from continual_synth.pipelines.options import PanelColumns, parse_value
     return dict(seed=args.seed, out_format=args.out_format,
                 columns=PanelColumns(args.id_col, args.period_col, args.value_col),
-                missing_value=parse_value(args.missing_value, config.alphabet),
+                missing_value=parse_value(args.missing_value, alphabet),
                 num_shards=args.shards)
 
 
@@ -118,23 +163,27 @@ def dispatch(args, beam_args: List[str]) -> dict:
 
 
 def _dispatch(args, beam_args: List[str]) -> dict:
-    from continual_synth.pipelines import window as window_jobs
-    if args.command == "window":
+    from continual_synth.pipelines import jobs
+    if args.command in ("window", "cumulative"):
         if args.action == "step":
-            return window_jobs.step(args.state, args.input, args.output,
-                                    in_format=args.input_format, period=args.period,
-                                    beam_args=beam_args)
-        config = _config(args)
+            return jobs.step(args.state, args.input, args.output, in_format=args.input_format,
+                             period=args.period, beam_args=beam_args, kind=args.command)
+        model = _model(args)
         if args.action == "run":
-            return window_jobs.run(args.input, args.output, config, in_format=args.input_format,
-                                   beam_args=beam_args, **_common(args, config))
-        window_jobs.init(args.state, config, **_common(args, config))
+            return jobs.run(model, args.input, args.output, in_format=args.input_format,
+                            beam_args=beam_args, **_common(args, model.alphabet))
+        jobs.init(model, args.state, **_common(args, model.alphabet))
         return {"status": "initialised", "state": args.state,
-                "n_pad": config.n_pad, "error_bound": config.error_bound}
+                **{key: value for key, value in model.manifest(model.initial_state()).items()
+                   if key in ("n_pad", "error_bound", "counter_rhos")}}
     if args.command == "evaluate":
-        from continual_synth.pipelines.evaluate_window import evaluate_window
-        summary = evaluate_window(args.truth, args.synthetic, args.report, id_col=args.id_col,
-                                  period_col=args.period_col, value_col=args.value_col)
+        if args.action == "window":
+            from continual_synth.pipelines.evaluate_window import evaluate_window as evaluate
+        else:
+            from continual_synth.pipelines.evaluate_cumulative import (
+                evaluate_cumulative as evaluate)
+        summary = evaluate(args.truth, args.synthetic, args.report, id_col=args.id_col,
+                           period_col=args.period_col, value_col=args.value_col)
         return _headline(summary)
     from continual_synth.pipelines.demo import demo
     return demo(args.output, seed=args.seed, beam_args=beam_args)

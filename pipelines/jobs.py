@@ -346,3 +346,22 @@ def _emit_step_shard(model, shard: int, period: int, plan: Dict, state_dir: str)
 def _remove_version(state_dir: str, kind: str, version: int) -> None:
     if version >= 1:
         shutil.rmtree(os.path.join(state_dir, kind, f"v{version:04d}"), ignore_errors=True)
+
+
+class SynthesizerJobs:
+    """``run`` / ``init`` / ``step`` bound to one synthesizer: ``config`` in, model inside."""
+
+    def __init__(self, model_class):
+        self.model_class = model_class
+
+    def run(self, input_path: str, output_dir: str, config, **options) -> Dict:
+        """Synthesize a whole panel in one pipeline (options: see :func:`run`)."""
+        return run(self.model_class(config), input_path, output_dir, **options)
+
+    def init(self, state_dir: str, config, **options) -> Dict:
+        """Create the state of an incremental release (options: see :func:`init`)."""
+        return init(self.model_class(config), state_dir, **options)
+
+    def step(self, state_dir: str, input_path: str, output_dir: str, **options) -> Dict:
+        """Ingest the next period (options: see :func:`step`)."""
+        return step(state_dir, input_path, output_dir, kind=self.model_class.kind, **options)

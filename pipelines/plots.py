@@ -49,8 +49,8 @@ def plot_error_over_time(periods: Sequence[int], series: Mapping[str, Series],
 
 def plot_query_panels(periods: Sequence[int], panels: Mapping[str, Mapping[str, Series]],
                       path: str, title: str, marked_periods: Sequence[int] = (),
-                      truth_label: str = "truth",
-                      ylabel: str = "proportion") -> str:
+                      truth_label: str = "truth", ylabel: str = "proportion",
+                      xlabel: str = "period t (end of window)") -> str:
     """One panel per query (2 columns), each comparing series over the period t
     at which the query's window ends.
 
@@ -72,7 +72,7 @@ def plot_query_panels(periods: Sequence[int], panels: Mapping[str, Mapping[str, 
                         markeredgewidth=1.6, label=label, zorder=3)
             else:
                 _draw_series(ax, periods, label, values)
-        _finish_axes(ax, periods, xlabel="period t (end of window)", ylabel=ylabel)
+        _finish_axes(ax, periods, xlabel=xlabel, ylabel=ylabel)
         ax.set_title(panel_title, fontsize="medium")
         ax.legend(frameon=False, fontsize="small")
     for ax in axes.ravel()[len(panels):]:

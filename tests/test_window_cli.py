@@ -207,17 +207,24 @@ def test_demo(tmp_path, capsys):
     output = str(tmp_path / "demo")
     assert main(["demo", "--output", output, "--seed", "1"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert sorted(os.listdir(output)) == ["input", "report", "synthetic"]
+    assert sorted(os.listdir(output)) == ["cumulative", "cumulative_report", "input", "report",
+                                          "synthetic"]
     assert os.listdir(os.path.join(output, "input")) == ["sipp_like_panel.parquet"]
     manifest = read_manifest(os.path.join(output, "synthetic"))
-    assert manifest["sampler"] == printed["sampler"] == "seeded"
+    window = printed["window"]
+    assert manifest["sampler"] == window["sampler"] == "seeded"
     assert manifest["for_publication"] is False
     assert manifest["window"] == 3 and manifest["horizon"] == 12
     assert manifest["periods_released"] == list(range(1, 13))
-    assert printed["num_synthetic"] == manifest["num_synthetic"]
-    assert printed["plots"] == ["quarterly_queries.png", "window_error.png"]
+    assert window["num_synthetic"] == manifest["num_synthetic"]
+    assert window["plots"] == ["quarterly_queries.png", "window_error.png"]
     assert os.path.isfile(os.path.join(output, "report", "summary.json"))
-    assert printed["overall"]["within_bound"] is True
+    assert window["overall"]["within_bound"] is True
+    cumulative = printed["cumulative"]
+    assert read_manifest(os.path.join(output, "cumulative"))["algorithm"].startswith(
+        "bun2024-algorithm-2")
+    assert cumulative["plots"] == ["cumulative_error.png", "cumulative_shares.png"]
+    assert cumulative["overall"]["within_bound"] is True
     # a second demo into the same place is refused before anything is written
     before = snapshot(output)
     assert main(["demo", "--output", output, "--seed", "1"]) == 2
