@@ -1,10 +1,12 @@
-"""A plain single-process numpy job doing what ``continual-synth window run`` does:
-read the long Parquet panel, pivot, synthesize (Algorithm 1), write long Parquet.
+"""A plain single-process numpy job doing what ``continual-synth window run`` (Algorithm 1)
+or ``continual-synth cumulative run`` (Algorithm 2) does: read the long Parquet panel,
+pivot, synthesize, write long Parquet.
 
 It reuses the library's numpy kernels (the point is to measure what Beam costs on
 top of the same arithmetic), but no Beam, no shards and no staging.
 
-    python bench/window_numpy_baseline.py --input panel.parquet --output out/ --window 3 --horizon 12 --rho 0.005
+    python bench/numpy_baseline.py --input panel.parquet --output out/ --window 3 --horizon 12 --rho 0.005
+    python bench/numpy_baseline.py --synthesizer cumulative --input panel.parquet --output out/ --horizon 12 --rho 0.005
 """
 import argparse
 import os
@@ -15,22 +17,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms import emission, panel, window
-from continual_synth.mechanisms.models import WindowModel
+from continual_synth.mechanisms.cumulative import CumulativeConfig
+from continual_synth.mechanisms.models import CumulativeModel, WindowModel
 from continual_synth.mechanisms.samplers import make_sampler
 
 
-def synthesize(input_path, output_dir, config, seed):
+def synthesize(input_path, output_dir, model, seed):
     table = pq.read_table(input_path)
-    codes = panel.encode_values(table.column("value").to_numpy(), config.alphabet)
+    codes = panel.encode_values(table.column("value").to_numpy(), model.alphabet)
     _, matrix = panel.pivot(table.column("id").to_numpy(), table.column("period").to_numpy(),
-                            codes, 1, config.horizon)
+                            codes, 1, model.horizon)
     del table, codes
-    model = WindowModel(config)
     statistics = model.panel_statistics(matrix)
     population = matrix.shape[0]
     del matrix
     state, code_counts, people = model.initial_state(), None, None
-    alphabet = np.asarray(config.alphabet)
+    alphabet = np.asarray(model.alphabet)
     schema = pa.schema([("synthetic_id", pa.int64()), ("period", pa.int32()),
                         ("value", pa.int64())])
     os.makedirs(output_dir, exist_ok=True)
@@ -40,7 +42,7 @@ def synthesize(input_path, output_dir, config, seed):
                 "synthetic_id": people.ids, "period": np.full(values.size, period, np.int32),
                 "value": alphabet[values]}, schema=schema))
 
-        for period in range(1, config.horizon + 1):
+        for period in range(1, model.horizon + 1):
             sampler = make_sampler([seed, period])
             state, initial, extension = model.step(state, statistics[period - 1], sampler,
                                                    population)
@@ -67,10 +69,15 @@ def main():
     parser.add_argument("--horizon", type=int, default=12)
     parser.add_argument("--rho", type=float, default=0.005)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--synthesizer", choices=["window", "cumulative"], default="window")
     args = parser.parse_args()
-    config = window.WindowConfig(window=args.window, horizon=args.horizon, rho=args.rho)
+    if args.synthesizer == "window":
+        model = WindowModel(window.WindowConfig(window=args.window, horizon=args.horizon,
+                                                rho=args.rho))
+    else:
+        model = CumulativeModel(CumulativeConfig(horizon=args.horizon, rho=args.rho))
     start = time.perf_counter()
-    state = synthesize(args.input, args.output, config, args.seed)
+    state = synthesize(args.input, args.output, model, args.seed)
     print(f"numpy baseline: {time.perf_counter() - start:.2f} s, "
           f"{state.num_synthetic} synthetic people")
 
