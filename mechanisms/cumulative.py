@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from continual_synth.mechanisms import accounting
+from continual_synth.mechanisms.errors import check_next_period
 from continual_synth.mechanisms.counters import StreamCounter, make_counter, max_variance
 from continual_synth.mechanisms.samplers import Sampler
 
@@ -203,11 +204,7 @@ def period_cost(state: CumulativeState, period: int) -> float:
 def check_step(state: CumulativeState, period: int) -> None:
     """Refuse a period out of order, beyond the horizon, or overspending — before any data."""
     config = state.config
-    if period > config.horizon:
-        raise ValueError(f"period {period} is beyond the horizon T={config.horizon}")
-    if period != state.period + 1:
-        raise ValueError(f"period {period} is out of order: the state has seen periods "
-                         f"1..{state.period}, so the next period is {state.period + 1}")
+    check_next_period(period, state.period, config.horizon)
     state.ledger.check(period_cost(state, period), f"period {period}")
 
 

@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from continual_synth.mechanisms import accounting
+from continual_synth.mechanisms.errors import check_next_period
 from continual_synth.mechanisms.consistency import consistent_extension
 from continual_synth.mechanisms.samplers import Sampler
 
@@ -182,11 +183,7 @@ def check_step(state: WindowState, period: int) -> None:
     """Refuse, before any data is read, a period out of order or beyond the horizon,
     or one whose noise would overspend the budget."""
     config = state.config
-    if period > config.horizon:
-        raise ValueError(f"period {period} is beyond the horizon T={config.horizon}")
-    if period != state.period + 1:
-        raise ValueError(f"period {period} is out of order: the state has seen periods "
-                         f"1..{state.period}, so the next period is {state.period + 1}")
+    check_next_period(period, state.period, config.horizon)
     if period >= config.window:
         state.ledger.check(config.rho_per_update, f"period {period}")
 
