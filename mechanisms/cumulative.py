@@ -162,11 +162,6 @@ class CumulativeState:
     def num_synthetic(self) -> int:
         return 0 if self.released is None else int(self.released[0])
 
-    def weight_group_sizes(self) -> np.ndarray:
-        """Synthetic people of each weight w = 0..t: Ŝ_w − Ŝ_{w+1}."""
-        released = self.released[: self.period + 2]
-        return released[:-1] - released[1:]
-
     def to_dict(self) -> Dict:
         return {"config": self.config.to_dict(), "ledger": self.ledger.to_dict(),
                 "period": self.period,

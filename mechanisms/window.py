@@ -240,6 +240,8 @@ def manifest_fields(state: WindowState) -> Dict:
     config = state.config
     spent = state.ledger.spent
     epsilon = accounting.zcdp_to_approx_dp(spent, config.delta) if spent > 0 else 0.0
+    relation = ("replace one person's whole sequence" if config.neighbor == "replace"
+                else "add or remove one person")
     return {
         "algorithm": ALGORITHM,
         "paper": "Bun, Gaboardi, Neunhoeffer, Zhang (2024), Algorithm 1",
@@ -254,7 +256,7 @@ def manifest_fields(state: WindowState) -> Dict:
         "delta": config.delta,
         "privacy_statement": (
             f"{spent:.6g}-zCDP so far (of {config.rho:.6g}) for neighbouring panels that "
-            f"{'replace one person' + chr(39) + 's whole sequence' if config.neighbor == 'replace' else 'add or remove one person'}; "
+            f"{relation}; "
             f"this implies ({epsilon:.4g}, {config.delta:g})-DP"),
         "noise": "discrete Gaussian",
         "noise_variance": config.noise_variance,

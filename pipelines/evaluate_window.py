@@ -385,11 +385,6 @@ def _plain(number):
     return int(number) if number.is_integer() else number
 
 
-def _shown(value) -> str:
-    """A numpy scalar as it would be written in Python (2, 'abc')."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
-
-
 def _max_or_none(values):
     """The largest value that is not None; None if there is none."""
     present = [value for value in values if value is not None]

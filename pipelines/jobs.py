@@ -41,7 +41,7 @@ from continual_synth.transforms.histogram import (PanelStatistics, SumArrays, hi
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.shard import GroupByShard
 from continual_synth.transforms.synthesize import SynthesizePanel, synthesize_period
-from continual_synth.transforms.validate import ValidatePanelBatches
+from continual_synth.transforms.validate import ValidatePanelBatches, encode_panel_batch
 from continual_synth.transforms.write import WriteRecordBatches
 
 DEFAULT_SHARDS = 16
@@ -185,8 +185,8 @@ def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optiona
         raise StateError(f"this state releases into {state['output_dir']}, not {output_dir}")
     pending = state["pending"]
     if pending is not None:
-        if period not in (None, pending["period"]) or _seen_period(state, input_path) not in (
-                None, pending["period"]):
+        seen = _seen_period(state, input_path)
+        if period not in (None, pending["period"]) or seen not in (None, pending["period"]):
             raise StateError(f"period {pending['period']} was computed but not published "
                              f"(interrupted run); re-run the step with that period's file")
         return _publish(model, state_dir, output_dir, state, wstate, beam_args, resumed=True)
@@ -198,8 +198,10 @@ def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optiona
             return _already_released(period)
         if period != target:
             raise StateError(f"period {period} is out of order: the next period is {target}")
-    elif wstate.period and _seen_period(state, input_path) is not None:
-        return _already_released(_seen_period(state, input_path))
+    elif wstate.period:
+        seen = _seen_period(state, input_path)
+        if seen is not None:
+            return _already_released(seen)
     model.check_step(wstate, target)  # horizon and budget, before reading any data
     digest = fingerprint(input_path)
     people, statistics = _period_statistics(model, state, input_path, in_format, target,
@@ -274,7 +276,6 @@ class _ValidatePeriod(beam.PTransform):
 
 
 def _encode_step_batch(table, columns, alphabet, period, where, with_period):
-    from continual_synth.transforms.validate import encode_panel_batch
     if with_period:
         periods = table.column(columns.period_col).to_numpy(zero_copy_only=False)
         wrong = periods != period

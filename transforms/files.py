@@ -6,7 +6,6 @@ file).  Formats: Parquet (pyarrow), CSV (pyarrow.csv) and Avro (fastavro).
 """
 from __future__ import annotations
 
-import io
 import os
 from typing import Iterable, List, Optional
 
@@ -15,11 +14,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from continual_synth.mechanisms.errors import InputError  # noqa: F401  (re-exported)
+
 FORMATS = ("parquet", "csv", "avro")
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".avro": "avro"}
-
-
-from continual_synth.mechanisms.errors import InputError  # noqa: F401  (re-exported)
 
 
 def detect_format(path: str, fmt: Optional[str] = None) -> str:
@@ -112,13 +110,6 @@ def avro_schema(table_schema: pa.Schema) -> dict:
             kind = "string"
         fields.append({"name": field.name, "type": kind})
     return {"type": "record", "name": "Record", "fields": fields}
-
-
-def table_to_csv_text(table: pa.Table, header: bool) -> str:
-    """A table as CSV text without a trailing newline."""
-    sink = io.BytesIO()
-    pacsv.write_csv(table, sink, write_options=pacsv.WriteOptions(include_header=header))
-    return sink.getvalue().decode("utf-8").rstrip("\n")
 
 
 def write_file(table: pa.Table, path: str, fmt: str) -> None:

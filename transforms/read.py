@@ -6,7 +6,7 @@ fastavro (one table per file), so no stage handles one Python object per record.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional
 
 import apache_beam as beam
 from apache_beam.io.parquetio import ReadAllFromParquetBatched
@@ -17,17 +17,14 @@ from continual_synth.transforms.files import detect_format, list_data_files, rea
 class ReadRecordBatches(beam.PTransform):
     """``PBegin → PCollection[pyarrow.Table]`` for a file, a directory or a list of files."""
 
-    def __init__(self, path: str, fmt: Optional[str] = None,
-                 columns: Optional[Sequence[str]] = None):
+    def __init__(self, path: str, fmt: Optional[str] = None):
         super().__init__()
         self._files = list_data_files(path)
         self._format = detect_format(path, fmt)
-        self._columns = list(columns) if columns else None
 
     def expand(self, pbegin):
         files = pbegin | "ListFiles" >> beam.Create(self._files)
         if self._format == "parquet":
-            # Column selection is left to validation, which names any missing column.
             return files | "ReadParquet" >> ReadAllFromParquetBatched()
         fmt = self._format
         return files | f"Read{fmt.capitalize()}" >> beam.Map(lambda path: read_file(path, fmt))
