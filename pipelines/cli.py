@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev_cumulative.add_argument("--period-col", default="period")
     ev_cumulative.add_argument("--value-col", default="value")
 
+    for extension in _extensions():
+        extension.add_commands(commands, evaluate)
+
     demo = commands.add_parser("demo", help="run everything on an embedded SIPP-like panel")
     demo.add_argument("--output", required=True)
     demo.add_argument("--seed", type=int, default=None,
@@ -162,8 +165,19 @@ def dispatch(args, beam_args: List[str]) -> dict:
         return _dispatch(args, resolved)
 
 
+def _extensions():
+    """Command families defined in their own modules (each has ``add_commands`` and
+    ``dispatch``, which returns None for a command it does not own)."""
+    from continual_synth.pipelines import bounded_cli, tabular_cli
+    return (tabular_cli, bounded_cli)
+
+
 def _dispatch(args, beam_args: List[str]) -> dict:
     from continual_synth.pipelines import jobs
+    for extension in _extensions():
+        result = extension.dispatch(args, beam_args)
+        if result is not None:
+            return result
     if args.command in ("window", "cumulative"):
         if args.action == "step":
             return jobs.step(args.state, args.input, args.output, in_format=args.input_format,
