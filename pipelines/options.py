@@ -54,8 +54,9 @@ def value_type(alphabet: Sequence) -> pa.DataType:
 
 def record_schema(alphabet: Sequence) -> pa.Schema:
     """Schema of released synthetic records."""
-    return pa.schema([("synthetic_id", pa.int64()), ("period", pa.int32()),
-                      ("value", value_type(alphabet))])
+    return pa.schema([pa.field("synthetic_id", pa.int64(), nullable=False),
+                      pa.field("period", pa.int32(), nullable=False),
+                      pa.field("value", value_type(alphabet), nullable=False)])
 
 
 def pipeline_options(beam_args: Sequence[str] = ()) -> PipelineOptions:

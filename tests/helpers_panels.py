@@ -113,10 +113,12 @@ def committed_snapshot(state_dir: str, attempted_period: int) -> Dict[str, bytes
 
 
 def sorted_records(release_dir: str) -> pa.Table:
-    """All released records, types normalised (CSV/Avro read back as int64), sorted."""
+    """All released records, types normalised (CSV/Avro read back as int64; every field
+    nullable, as CSV readers make them), sorted."""
     table = read_dataset(release_dir)
     assert table.column_names == RECORD_COLUMNS, table.column_names
     table = table.set_column(1, "period", table["period"].cast(pa.int32()))
+    table = table.cast(pa.schema([field.with_nullable(True) for field in table.schema]))
     return table.sort_by([("synthetic_id", "ascending"), ("period", "ascending")])
 
 

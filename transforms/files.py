@@ -97,7 +97,9 @@ def read_dataset(path: str, fmt: Optional[str] = None) -> pa.Table:
 
 
 def avro_schema(table_schema: pa.Schema) -> dict:
-    """An Avro record schema for a flat Arrow schema of ints, floats and strings."""
+    """An Avro record schema for a flat Arrow schema of ints, floats and strings; a
+    nullable Arrow field becomes the union ``["null", type]`` (so missing values, e.g. a
+    domain value ``null``, round-trip)."""
     fields = []
     for field in table_schema:
         if pa.types.is_integer(field.type):
@@ -108,7 +110,7 @@ def avro_schema(table_schema: pa.Schema) -> dict:
             kind = "boolean"
         else:
             kind = "string"
-        fields.append({"name": field.name, "type": kind})
+        fields.append({"name": field.name, "type": ["null", kind] if field.nullable else kind})
     return {"type": "record", "name": "Record", "fields": fields}
 
 
