@@ -1,0 +1,304 @@
+"""Evaluation of a synthetic tabular stream against the true stream (Kumar, Strohmer and
+Vershynin 2024, §7.3 metrics; Figures 1-6 and Tables 1-2).
+
+The truth is a stream of records with a period column: f_t is every record of periods
+1..t.  The release directory holds, for every released period t, the synthetic table
+g_t (the rows whose period column equals t), as files readable together as one dataset,
+and optionally ``manifest.json``; a release whose rows of period t are only the records
+*added* at t (the §5 baseline, manifest ``"release_form": "increment ..."``) is read as
+g_t = every row of periods ≤ t.  For every released t this module computes the four
+metrics AvgWE, MaxWE, AvgRelWE and MaxRelWE of
+:mod:`continual_synth.mechanisms.workload_error` over the workloads ``marginals`` (all
+2-way by default), their mean over the last ``last`` periods (the Tables 1-2 figure),
+and, with ``report_dir``, writes ``summary.json`` and ``tabular_metrics.png`` (one panel
+per metric over time, as in Figures 1-6).
+
+Nothing is re-read per period: the truth's per-period workload histograms ∇f_t are
+counted in one pass and accumulated by a cumulative sum; the release is read one file at
+a time (a release of T periods of a growing table holds Σ_t |g_t| ≈ B·T²/2 rows, far more
+than the truth) and each file's rows are counted into its periods' histograms.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Dict, List, Mapping, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from continual_synth.mechanisms.marginals import Domain, encode_records, parse_workloads
+from continual_synth.mechanisms.workload_error import (METRICS, average_last,
+                                                       period_histograms, stream_metrics)
+from continual_synth.pipelines.plots import _figure, _finish_axes, _save
+from continual_synth.transforms.files import InputError, list_data_files, read_dataset, read_file
+
+MANIFEST_NAME = "manifest.json"
+#: manifest fields copied into the summary when present
+MANIFEST_KEYS = ("algorithm", "paper", "method", "epsilon", "epsilon_spent", "counter", "fit",
+                 "marginals", "selections", "neighbor", "sampler", "seed", "horizon",
+                 "periods_released", "size", "release_form", "domain_private")
+PANEL_TITLES = {"AvgWE": "(a) Average of workload errors",
+                "MaxWE": "(b) Maximum of workload errors",
+                "AvgRelWE": "(c) Average of relative workload errors",
+                "MaxRelWE": "(d) Maximum of relative workload errors"}
+PLOT_NAME = "tabular_metrics.png"
+
+
+def _periods_of(table: pa.Table, period_col: str, where: str) -> np.ndarray:
+    if period_col not in table.column_names:
+        raise InputError(f"{where}: no period column {period_col!r}; the columns are "
+                         f"{table.column_names}")
+    column = table.column(period_col)
+    if column.null_count:
+        raise InputError(f"{where}: {column.null_count} row(s) have no {period_col!r}")
+    try:
+        values = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise InputError(f"{where}: column {period_col!r} of type {column.type} is not "
+                         f"an integer period") from None
+    if values.size and (np.any(values != np.round(values)) or values.min() < 1):
+        raise InputError(f"{where}: periods must be integers 1, 2, ...; found "
+                         f"{values[(values != np.round(values)) | (values < 1)][0]!r}")
+    return values.astype(np.int64)
+
+
+def _read_manifest(synthetic_dir: str) -> Optional[dict]:
+    path = os.path.join(synthetic_dir, MANIFEST_NAME)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            manifest = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict):
+        raise InputError(f"{path} is not a JSON object")
+    return manifest
+
+
+def _count_release(synthetic_dir: str, domain: Domain, positions: List[List[int]],
+                   period_col: str, fmt: Optional[str]) -> Dict[int, List[np.ndarray]]:
+    """Per released period t, the workload histograms of g_t (read file by file)."""
+    files = list_data_files(synthetic_dir)
+    if not files:
+        raise InputError(f"{synthetic_dir}: no .parquet, .csv or .avro files found")
+    counts: Dict[int, List[np.ndarray]] = {}
+    for path in files:
+        table = read_file(path, fmt)
+        where = f"synthetic release {path}"
+        periods = _periods_of(table, period_col, where)
+        if not periods.size:
+            continue
+        codes = encode_records(table, domain, where=where)
+        present, local = np.unique(periods, return_inverse=True)
+        histograms = period_histograms(codes, local + 1, len(present), domain.sizes, positions)
+        for j, period in enumerate(present.tolist()):
+            rows = [h[j] for h in histograms]
+            if period in counts:
+                for total, row in zip(counts[period], rows):
+                    total += row
+            else:
+                counts[period] = rows
+    return counts
+
+
+def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[str] = None, *,
+                     domain_path: str, marginals: str = "2", period_col: str = "period",
+                     last: int = 10, truth_format: Optional[str] = None,
+                     synthetic_format: Optional[str] = None, scale: str = "proportion",
+                     zero_truth: str = "skip", label: Optional[str] = None,
+                     synthetic_form: str = "auto") -> dict:
+    """Compare a synthetic tabular release with the true stream; return the summary and,
+    with ``report_dir``, write ``summary.json`` and ``tabular_metrics.png`` there.
+
+    ``synthetic_form`` says what the rows of period t are: ``"table"``, the whole synthetic
+    table g_t (Algorithm 3, the proposed method); ``"increment"``, the synthetic records
+    added at t, so that g_t is every row of periods ≤ t (the §5 baseline, which releases
+    an independent synthetic batch per period and accumulates them); ``"auto"`` (default)
+    reads the manifest's ``release_form`` ("increment ..." → increment) and otherwise
+    takes ``"table"``.
+
+    The released periods are the manifest's ``periods_released`` when present (a list of
+    periods, or the number N of periods released, meaning 1..N; a listed period without
+    rows is an empty table or increment), else every period 1..t_max of the release; in
+    ``"table"`` form each of them must then have rows.  The truth must cover every
+    released period; its later periods are ignored.  ``scale`` and ``zero_truth`` are
+    passed to :func:`continual_synth.mechanisms.workload_error.stream_metrics`.
+    """
+    if int(last) != last or last < 1:
+        raise InputError(f"--last must be a positive integer, got {last!r}")
+    domain = Domain.from_json(domain_path)
+    workloads = parse_workloads(marginals, domain)
+    positions = [domain.index(w) for w in workloads]
+    manifest = _read_manifest(synthetic_dir)
+    synthetic_form = _release_form(synthetic_form, manifest)
+
+    truth = read_dataset(truth_path, truth_format)
+    truth_periods = _periods_of(truth, period_col, f"truth {truth_path}")
+    if not truth_periods.size:
+        raise InputError(f"truth {truth_path}: no records")
+    truth_codes = encode_records(truth, domain, where=f"truth {truth_path}")
+    del truth
+
+    released_counts = _count_release(synthetic_dir, domain, positions, period_col,
+                                     synthetic_format)
+    listed = manifest.get("periods_released") if manifest else None
+    if listed is not None:
+        periods = _listed_periods(listed, synthetic_dir)
+        unlisted = sorted(set(released_counts) - set(periods))
+        if unlisted:
+            raise InputError(f"{synthetic_dir}: rows for period(s) {unlisted[:10]} that the "
+                             f"manifest does not list as released")
+    else:
+        if not released_counts:
+            raise InputError(f"{synthetic_dir}: the release has no rows")
+        top = max(released_counts)
+        missing = sorted(set(range(1, top + 1)) - set(released_counts))
+        if missing and synthetic_form == "table":
+            raise InputError(f"{synthetic_dir}: no synthetic table for period(s) "
+                             f"{missing[:10]}{' …' if len(missing) > 10 else ''} "
+                             f"(the release goes up to period {top})")
+        periods = list(range(1, top + 1))
+    if not periods:
+        raise InputError(f"{synthetic_dir}: nothing released yet")
+    horizon = periods[-1]
+    if truth_periods.max() < horizon:
+        raise InputError(f"the truth covers periods up to {int(truth_periods.max())} but "
+                         f"the release goes up to period {horizon}")
+    keep = truth_periods <= horizon
+    increments = period_histograms(truth_codes[keep], truth_periods[keep], horizon,
+                                   domain.sizes, positions)
+    synthetic = [np.zeros_like(h) for h in increments]
+    for period, rows in released_counts.items():
+        for matrix, row in zip(synthetic, rows):
+            matrix[period - 1] = row
+    if synthetic_form == "increment":
+        synthetic = [np.cumsum(matrix, axis=0) for matrix in synthetic]
+    metrics = stream_metrics(increments, synthetic, scale=scale, zero_truth=zero_truth)
+    index = np.asarray(periods) - 1
+    true_sizes = np.cumsum(increments[0].sum(axis=1))
+    synthetic_sizes = synthetic[0].sum(axis=1)
+    per_period = [{"period": int(t), "true_size": int(true_sizes[t - 1]),
+                   "synthetic_size": int(synthetic_sizes[t - 1]),
+                   **{name: _finite(metrics[name][t - 1]) for name in METRICS}}
+                  for t in periods]
+    final = periods[-1] - 1
+    order = np.argsort(-np.nan_to_num(metrics["WE"][final], nan=-1.0), kind="stable")
+    summary = {
+        "label": label or _default_label(manifest, synthetic_dir),
+        "truth": truth_path, "synthetic": synthetic_dir, "domain": domain_path,
+        "marginals": str(marginals), "num_workloads": len(workloads),
+        "scale": scale, "zero_truth": zero_truth, "period_col": period_col,
+        "synthetic_form": synthetic_form,
+        "method": manifest.get("method") if manifest else None,
+        "epsilon": manifest.get("epsilon") if manifest else None,
+        "manifest": ({key: manifest[key] for key in MANIFEST_KEYS if key in manifest}
+                     if manifest else None),
+        "periods_released": len(periods), "horizon": horizon,
+        "empty_periods": [int(t) for t in periods if t not in released_counts],
+        "last": int(last),
+        "average_last": {name: _finite(average_last(metrics[name][index], int(last)))
+                         for name in METRICS},
+        "periods": per_period,
+        "final_period_worst_workloads": [
+            {"workload": list(workloads[i]), "WE": _finite(metrics["WE"][final, i]),
+             "RelWE": _finite(metrics["RelWE"][final, i])} for i in order[:10]],
+    }
+    if report_dir is not None:
+        write_report(summary, report_dir)
+    return summary
+
+
+def _release_form(requested: str, manifest: Optional[dict]) -> str:
+    if requested not in ("auto", "table", "increment"):
+        raise InputError(f"unknown synthetic form {requested!r}; choose auto, table or "
+                         f"increment")
+    if requested != "auto":
+        return requested
+    form = str((manifest or {}).get("release_form", "")).strip().lower()
+    return "increment" if form.startswith("increment") else "table"
+
+
+def _listed_periods(listed, synthetic_dir: str) -> List[int]:
+    """The manifest's ``periods_released``: a list of periods, or N meaning 1..N."""
+    if isinstance(listed, bool):
+        listed = None
+    if isinstance(listed, int):
+        return list(range(1, listed + 1))
+    if isinstance(listed, list) and all(isinstance(p, int) and not isinstance(p, bool)
+                                        and p >= 1 for p in listed):
+        return sorted(set(listed))
+    raise InputError(f"{synthetic_dir}/{MANIFEST_NAME}: periods_released must be a list of "
+                     f"periods or a number of periods, got {listed!r}")
+
+
+def _default_label(manifest: Optional[dict], synthetic_dir: str) -> str:
+    if manifest and manifest.get("method"):
+        epsilon = manifest.get("epsilon")
+        return f"{manifest['method']}" + (f" (ε={epsilon})" if epsilon is not None else "")
+    return os.path.basename(os.path.normpath(synthetic_dir)) or synthetic_dir
+
+
+def _finite(value) -> Optional[float]:
+    value = float(value)
+    return None if math.isnan(value) or math.isinf(value) else value
+
+
+def write_report(summary: dict, report_dir: str) -> None:
+    """``summary.json`` and ``tabular_metrics.png`` (one release) into ``report_dir``."""
+    os.makedirs(report_dir, exist_ok=True)
+    with open(os.path.join(report_dir, "summary.json"), "w", encoding="utf-8") as handle:
+        json.dump(summary, handle, indent=2, allow_nan=False)
+        handle.write("\n")
+    plot_metrics_over_time({summary["label"]: summary}, os.path.join(report_dir, PLOT_NAME))
+
+
+def _as_columns(metrics) -> Dict[str, List]:
+    """Per-period metrics as columns: accepts a summary (with ``"periods"``), a list of
+    per-period dicts, or a dict of columns (``"period"`` plus the metrics)."""
+    if isinstance(metrics, Mapping) and isinstance(metrics.get("periods"), list):
+        metrics = metrics["periods"]
+    if isinstance(metrics, Mapping):
+        columns = {key: list(value) for key, value in metrics.items()}
+    else:
+        rows = list(metrics)
+        columns = {key: [row.get(key) for row in rows] for key in ("period", *METRICS)}
+    if "period" not in columns:
+        length = len(next(iter(columns.values()), []))
+        columns["period"] = list(range(1, length + 1))
+    return columns
+
+
+def plot_metrics_over_time(series: Mapping[str, object], path: str,
+                           title: Optional[str] = None) -> str:
+    """The four metrics over time, one panel each (2 × 2, as in Figures 1-6), with one line
+    per release: ``series`` maps a label (e.g. "baseline", "proposed") to its per-period
+    metrics (a summary from :func:`evaluate_tabular`, a list of per-period dicts, or a
+    dict of columns with ``"period"`` and the metric names).  Returns ``path``."""
+    if not series:
+        raise InputError("plot_metrics_over_time: no series to plot")
+    fig = _figure(10.0, 7.0)
+    axes = fig.subplots(2, 2, squeeze=False).ravel()
+    columns = {label: _as_columns(values) for label, values in series.items()}
+    for ax, name in zip(axes, METRICS):
+        periods_all: List[int] = []
+        for label, values in columns.items():
+            periods = values["period"]
+            ys = np.array([np.nan if v is None else v for v in values.get(name, [])],
+                          dtype=float)
+            if ys.size != len(periods):
+                raise InputError(f"series {label!r}: {ys.size} values of {name} for "
+                                 f"{len(periods)} periods")
+            marker = "o" if len(periods) <= 40 else None
+            ax.plot(periods, ys, marker=marker, markersize=3, linewidth=1.2, label=label)
+            if len(periods) > len(periods_all):
+                periods_all = list(periods)
+        ax.set_ylim(bottom=0)
+        _finish_axes(ax, periods_all, xlabel="time t", ylabel=name)
+        ax.set_title(PANEL_TITLES[name], fontsize="medium")
+        ax.legend(frameon=False, fontsize="small")
+    fig.suptitle(title or "Workload errors over time (Kumar et al. 2024, §7.3)")
+    return _save(fig, path)

@@ -1,0 +1,199 @@
+"""`evaluate tabular`: the §7.3 metrics per period of a release directory."""
+import json
+import os
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.pipelines.evaluate_tabular import evaluate_tabular, plot_metrics_over_time
+from continual_synth.transforms.files import write_file
+
+DOMAIN = {"a": ["x", "y"], "b": [0, 1, None], "c": [0, 1]}
+
+# truth: period 1 adds two records, period 2 one, period 3 two
+TRUTH = [("x", 0, 0, 1), ("y", 1, 1, 1), ("x", None, 1, 2), ("y", 0, 0, 3), ("x", 0, 1, 3)]
+# synthetic table g_t per period (whole tables, not increments)
+SYNTH = {1: [("x", 0, 0), ("x", 1, 1)],
+         2: [("x", 0, 0), ("y", 1, 1), ("x", None, 1)],
+         3: [("x", 0, 0), ("x", 0, 0), ("y", 0, 0), ("x", 0, 1), ("y", 1, 1), ("x", 1, 0)]}
+
+
+def table(rows, with_period=True):
+    names = ["a", "b", "c"] + (["period"] if with_period else [])
+    columns = list(zip(*rows)) if rows else [[] for _ in names]
+    types = [pa.string(), pa.int64(), pa.int64(), pa.int32()]
+    return pa.table({n: pa.array(list(col), type=t) for n, col, t in zip(names, columns, types)})
+
+
+@pytest.fixture
+def files(tmp_path):
+    domain = tmp_path / "domain.json"
+    domain.write_text(json.dumps(DOMAIN))
+    truth = tmp_path / "truth.parquet"
+    write_file(table(TRUTH), str(truth), "parquet")
+    release = tmp_path / "release"
+    for t, rows in SYNTH.items():
+        write_file(table([r + (t,) for r in rows]), str(release / f"synthetic-t{t:04d}-s00000.parquet"),
+                   "parquet")
+    (release / "manifest.json").write_text(json.dumps({"method": "proposed", "epsilon": 1.0}))
+    return tmp_path, str(domain), str(truth), str(release)
+
+
+def expected(t, scale_rows=True):
+    """The four metrics at t, by brute force from the record lists (all 2-way workloads)."""
+    truth = [r[:3] for r in TRUTH if r[3] <= t]
+    synth = SYNTH[t]
+    names = list(DOMAIN)
+    wes, rels = [], []
+    for i in range(3):
+        for j in range(i + 1, 3):
+            cells = [(u, v) for u in DOMAIN[names[i]] for v in DOMAIN[names[j]]]
+            cf = Counter((r[i], r[j]) for r in truth)
+            cg = Counter((r[i], r[j]) for r in synth)
+            f = {c: cf[c] / len(truth) for c in cells}
+            g = {c: cg[c] / len(synth) for c in cells}
+            wes.append(sum(abs(f[c] - g[c]) for c in cells) / len(cells))
+            defined = [c for c in cells if f[c] > 0]
+            rels.append(sum(abs(f[c] - g[c]) / f[c] for c in defined) / len(defined))
+    return {"AvgWE": sum(wes) / 3, "MaxWE": max(wes),
+            "AvgRelWE": sum(rels) / 3, "MaxRelWE": max(rels)}
+
+
+def test_metrics_per_period_summary_and_plot(files):
+    tmp_path, domain, truth, release = files
+    report = tmp_path / "report"
+    summary = evaluate_tabular(truth, release, str(report), domain_path=domain, last=2)
+    assert [row["period"] for row in summary["periods"]] == [1, 2, 3]
+    assert [row["true_size"] for row in summary["periods"]] == [2, 3, 5]
+    assert [row["synthetic_size"] for row in summary["periods"]] == [2, 3, 6]
+    assert summary["num_workloads"] == 3
+    for row in summary["periods"]:
+        want = expected(row["period"])
+        for name, value in want.items():
+            assert row[name] == pytest.approx(value), (row["period"], name)
+    assert summary["periods"][1]["MaxWE"] == 0.0  # g_2 == f_2
+    for name in ("AvgWE", "MaxWE", "AvgRelWE", "MaxRelWE"):
+        assert summary["average_last"][name] == pytest.approx(
+            (expected(2)[name] + expected(3)[name]) / 2)
+    assert summary["method"] == "proposed" and summary["epsilon"] == 1.0
+    assert summary["label"] == "proposed (ε=1.0)"
+    on_disk = json.loads((report / "summary.json").read_text())
+    assert on_disk["average_last"] == summary["average_last"]
+    assert (report / "tabular_metrics.png").stat().st_size > 1000
+
+
+def test_zero_error_when_release_is_the_cumulative_truth(tmp_path, files):
+    _, domain, truth, _ = files
+    release = tmp_path / "exact"
+    rows = [r + (t,) for t in (1, 2, 3) for r in [x[:3] for x in TRUTH if x[3] <= t]]
+    write_file(table(rows), str(release / "all.csv"), "csv")  # one file, several periods, CSV
+    summary = evaluate_tabular(truth, str(release), domain_path=domain, marginals="1")
+    assert summary["num_workloads"] == 3 and summary["manifest"] is None
+    for row in summary["periods"]:
+        assert (row["AvgWE"], row["MaxWE"], row["AvgRelWE"], row["MaxRelWE"]) == (0, 0, 0, 0)
+
+
+def test_truth_as_a_directory_of_csv_and_a_workload_list(tmp_path, files):
+    _, domain, _, release = files
+    truth_dir = tmp_path / "truth_dir"
+    for t in (1, 2, 3):
+        write_file(table([r for r in TRUTH if r[3] == t]), str(truth_dir / f"p{t}.csv"), "csv")
+    summary = evaluate_tabular(str(truth_dir), release, domain_path=domain, marginals="a,b")
+    assert summary["num_workloads"] == 1
+    assert summary["final_period_worst_workloads"][0]["workload"] == ["a", "b"]
+
+
+def test_missing_period_is_refused(tmp_path, files):
+    _, domain, truth, release = files
+    os.remove(os.path.join(release, "synthetic-t0002-s00000.parquet"))
+    os.remove(os.path.join(release, "manifest.json"))
+    with pytest.raises(InputError, match=r"no synthetic table for period\(s\) \[2\]"):
+        evaluate_tabular(truth, release, domain_path=domain)
+
+
+def test_manifest_lists_the_released_periods(tmp_path, files):
+    _, domain, truth, release = files
+    with open(os.path.join(release, "manifest.json"), "w") as handle:
+        json.dump({"method": "baseline", "epsilon": 2, "periods_released": [1, 2]}, handle)
+    with pytest.raises(InputError, match="does not list"):
+        evaluate_tabular(truth, release, domain_path=domain)
+    with open(os.path.join(release, "manifest.json"), "w") as handle:
+        json.dump({"method": "baseline", "periods_released": [1, 2, 3, 4]}, handle)
+    with pytest.raises(InputError, match="truth covers periods up to 3"):
+        evaluate_tabular(truth, release, domain_path=domain)
+
+
+def test_domain_mismatch_is_refused(tmp_path, files):
+    _, _, truth, release = files
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps({"a": ["x", "y"], "b": [0, 1], "c": [0, 1]}))  # no null
+    with pytest.raises(InputError, match="not in the domain"):
+        evaluate_tabular(truth, release, domain_path=str(small))
+    extra = tmp_path / "extra.json"
+    extra.write_text(json.dumps({**DOMAIN, "d": [0, 1]}))
+    with pytest.raises(InputError, match="missing attribute column"):
+        evaluate_tabular(truth, release, domain_path=str(extra))
+
+
+def test_no_period_column_is_refused(tmp_path, files):
+    _, domain, truth, _ = files
+    release = tmp_path / "noperiod"
+    write_file(table([r[:3] for r in TRUTH], with_period=False), str(release / "x.parquet"),
+               "parquet")
+    with pytest.raises(InputError, match="no period column"):
+        evaluate_tabular(truth, str(release), domain_path=domain)
+
+
+def test_plot_overlays_several_releases(tmp_path, files):
+    _, domain, truth, release = files
+    summary = evaluate_tabular(truth, release, domain_path=domain)
+    columns = {"period": [1, 2, 3], "AvgWE": [0.3, 0.2, 0.1], "MaxWE": [0.5, 0.4, 0.3],
+               "AvgRelWE": [1.0, None, 0.5], "MaxRelWE": [2.0, 1.5, 1.0]}
+    path = plot_metrics_over_time({"proposed": summary, "baseline": columns,
+                                   "rows": summary["periods"]}, str(tmp_path / "cmp.png"))
+    assert os.path.getsize(path) > 1000
+    with pytest.raises(InputError):
+        plot_metrics_over_time({}, str(tmp_path / "none.png"))
+
+
+def test_increment_releases_accumulate(tmp_path, files):
+    """The §5 baseline appends each period's synthetic records: g_t = rows of periods ≤ t."""
+    _, domain, truth, _ = files
+    release = tmp_path / "increments"
+    increments = {1: SYNTH[1], 2: [("x", 0, 0)], 3: []}  # g_3 = g_2: period 3 adds nothing
+    for t, rows in increments.items():
+        if rows:
+            write_file(table([r + (t,) for r in rows]), str(release / f"inc-{t}.parquet"),
+                       "parquet")
+    (release / "manifest.json").write_text(json.dumps(
+        {"method": "baseline", "epsilon": 0.5, "periods_released": 3,
+         "release_form": "increment (appended)"}))
+    summary = evaluate_tabular(truth, str(release), domain_path=domain)
+    assert summary["synthetic_form"] == "increment"
+    assert [row["synthetic_size"] for row in summary["periods"]] == [2, 3, 3]
+    assert summary["empty_periods"] == [3]
+    assert summary["manifest"]["release_form"] == "increment (appended)"
+    as_tables = evaluate_tabular(truth, str(release), domain_path=domain,
+                                 synthetic_form="table")
+    assert [row["synthetic_size"] for row in as_tables["periods"]] == [2, 1, 0]
+    # the same metrics as the equivalent whole-table release
+    whole = tmp_path / "whole"
+    cumulative = {1: SYNTH[1], 2: SYNTH[1] + [("x", 0, 0)], 3: SYNTH[1] + [("x", 0, 0)]}
+    for t, rows in cumulative.items():
+        write_file(table([r + (t,) for r in rows]), str(whole / f"g-{t}.parquet"), "parquet")
+    reference = evaluate_tabular(truth, str(whole), domain_path=domain)
+    for got, want in zip(summary["periods"], reference["periods"]):
+        for name in ("AvgWE", "MaxWE", "AvgRelWE", "MaxRelWE"):
+            assert got[name] == pytest.approx(want[name])
+    with pytest.raises(InputError, match="synthetic form"):
+        evaluate_tabular(truth, str(release), domain_path=domain, synthetic_form="delta")
+
+
+def test_bad_periods_released_is_refused(files):
+    _, domain, truth, release = files
+    with open(os.path.join(release, "manifest.json"), "w") as handle:
+        json.dump({"periods_released": "all"}, handle)
+    with pytest.raises(InputError, match="periods_released"):
+        evaluate_tabular(truth, release, domain_path=domain)
