@@ -66,8 +66,9 @@ def read_file(path: str, fmt: Optional[str] = None) -> pa.Table:
     try:
         if fmt == "parquet":
             return pq.read_table(path)
-        if fmt == "csv":
-            return pacsv.read_csv(path)
+        if fmt == "csv":  # an empty field is a missing value, as pyarrow writes nulls
+            return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+                strings_can_be_null=True))
         with open(path, "rb") as handle:
             return avro_bytes_to_table(handle)
     except InputError:
