@@ -11,6 +11,9 @@ Two samplers share one interface:
   Algorithm 3) vectorised over numpy's PCG64 with floating-point acceptance tests.
   Its releases are *not for publication*; manifests say so.
 
+Both also implement the exponential mechanism (``exponential_mechanism``) as report
+noisy max with Gumbel noise: OpenDP's exact ``make_noisy_max``, or a numpy Gumbel-max.
+
 Both also draw continuous Gaussian noise (``gaussian``) for the continuous Gaussian
 mechanism on real-valued releases (the square-root factorisation counter).
 
@@ -53,6 +56,29 @@ class Sampler:
         queries use :meth:`discrete_gaussian`.
         """
         raise NotImplementedError
+
+    def exponential_mechanism(self, utilities, epsilon: float, sensitivity: float) -> int:
+        """Index i of ``utilities`` drawn with P(i) ∝ exp(ε·u_i / (2Δ)) — the exponential
+        mechanism of McSherry and Talwar (2007) (Kumar et al. 2024 Definition 3.8, with the
+        sign of a utility to maximise) — as *report noisy max with Gumbel noise*:
+        argmax_i u_i + Gumbel(scale 2Δ/ε), which has exactly that distribution.
+
+        Privacy: if every u_i changes by at most Δ (``sensitivity``, L∞ over candidates)
+        between neighbouring inputs, the selection is ε-DP (utilities that may move in
+        opposite directions need the factor 2; we never assume monotone utilities).
+        """
+        raise NotImplementedError
+
+
+def _check_selection(utilities, epsilon: float, sensitivity: float) -> np.ndarray:
+    _check_positive("epsilon", epsilon)
+    _check_positive("sensitivity", sensitivity)
+    u = np.asarray(utilities, dtype=np.float64).ravel()
+    if u.size == 0:
+        raise ValueError("the exponential mechanism needs at least one candidate")
+    if not np.isfinite(u).all():
+        raise ValueError("utilities must be finite")
+    return u
 
 
 class OpenDPSampler(Sampler):
@@ -98,6 +124,30 @@ class OpenDPSampler(Sampler):
                                          dp.l2_distance(T=float), scale=math.sqrt(sigma2))
         return np.asarray(measurement([0.0] * size), dtype=np.float64)
 
+    def exponential_mechanism(self, utilities, epsilon: float, sensitivity: float) -> int:
+        """OpenDP's exact report-noisy-max with Gumbel noise: ``opendp.measurements.
+        make_noisy_max`` on ``vector_domain(atom_domain(T=float, nan=False))`` with the
+        non-monotonic ``linf_distance(T=float)``, scale 2Δ/ε and output measure
+        ``zero_concentrated_divergence()`` — the measure under which OpenDP draws *Gumbel*
+        noise, so the selection is distributed exactly as P(i) ∝ exp(ε·u_i/(2Δ)), the
+        exponential mechanism, which is ε-DP (McSherry and Talwar 2007).  (With
+        ``max_divergence()`` OpenDP 0.16 draws exponential noise instead — permute-and-flip,
+        also ε-DP but a different distribution.)  OpenDP's privacy map is checked before
+        the draw: it must give ρ ≤ ε²/8, the exponential mechanism's zCDP bound (Cesar and
+        Rogers 2021), i.e. the same calibration."""
+        u = _check_selection(utilities, epsilon, sensitivity)
+        if u.size == 1:
+            return 0
+        dp = self._dp
+        space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+                 dp.linf_distance(T=float))
+        scale = 2.0 * float(sensitivity) / float(epsilon)
+        measurement = dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(),
+                                          scale=scale)
+        if measurement.map(float(sensitivity)) > float(epsilon) ** 2 / 8 * (1 + 1e-9):
+            raise RuntimeError("OpenDP's privacy map exceeds the requested epsilon")
+        return int(measurement([float(v) for v in u]))
+
 
 class SeededSampler(Sampler):
     """Reproducible simulation noise (not for publication).
@@ -141,6 +191,16 @@ class SeededSampler(Sampler):
         """Continuous Gaussian N(0, sigma2) from numpy's ``rng.normal`` (simulation only)."""
         _check_positive("sigma2", sigma2)
         return self.rng.normal(0.0, math.sqrt(sigma2), size)
+
+    def exponential_mechanism(self, utilities, epsilon: float, sensitivity: float) -> int:
+        """Gumbel-max with numpy's ``rng.gumbel`` (simulation only): argmax_i
+        ε·u_i/(2Δ) + G_i, G_i i.i.d. standard Gumbel, which is distributed exactly as
+        P(i) ∝ exp(ε·u_i/(2Δ))."""
+        u = _check_selection(utilities, epsilon, sensitivity)
+        if u.size == 1:
+            return 0
+        scores = u * (float(epsilon) / (2.0 * float(sensitivity)))
+        return int(np.argmax(scores + self.rng.gumbel(size=u.size)))
 
 
 def make_sampler(seed) -> Sampler:

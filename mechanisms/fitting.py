@@ -1,0 +1,569 @@
+"""A_Dataset: fit a synthetic dataset to noisy workload measurements (Kumar, Strohmer and
+Vershynin 2024, §4.2 and the ``A_Dataset`` subroutine of Algorithms 1-3).
+
+``A_Dataset`` takes noisy measurements ``{(q_i, m_i)}`` of some workloads and an
+initialisation h (warm start) and returns a dataset complying with the measurements.  It
+does not touch private data and needs no privacy budget: everything here is
+post-processing of already-private measurements.
+
+Two fits:
+
+* ``mw`` — **multiplicative weights** over the full distribution on 𝒳 (Hardt, Ligett,
+  McSherry 2012; §4.2.1), for small domains only: the model is a dense probability vector
+  over all |𝒳| cells, refused with an :class:`InputError` above ``max_cells``.  Each
+  measured workload is applied as the multiplicative-weights update with the exact
+  (entropic) step, p(x) ← p(x)·m̂_W(c(x)) / p_W(c(x)) (the KL projection of p onto
+  {W(p) = m̂_W}, i.e. iterative proportional fitting; MWEM's update
+  p(x) ∝ p(x)·exp(q(x)(m − q(p))/(2n)) is its first-order version and converges far
+  more slowly), cycling ``iterations`` times over the measured workloads from the warm
+  start.  m̂_W is the measurement clipped at 0 and normalised.  Noise-free and
+  consistent measurements are matched in the limit, and the result is the distribution
+  closest in KL to the warm start that matches them.
+* ``pgm`` (default) — private-pgm (``mbi`` 2.0, McKenna et al. 2019; §4.2.2):
+  ``mbi.estimation.MirrorDescent`` on a Markov random field, or, when the junction tree
+  of the workloads is too large, ``mbi``'s ``MixtureOfProductsEstimator`` (a latent-class
+  graphical model: a hidden component variable with all attributes independent given it).
+  ``pgm_model`` = ``auto`` | ``mrf`` | ``mixture`` chooses; ``auto`` takes the MRF when the
+  junction tree over all the workloads' cliques has at most ``max_cells`` cells.
+
+Speed.  ``mbi`` compiles (JAX jit) one program per *structure* (the list of measured
+cliques); a compile costs seconds, a compiled fit milliseconds.  So every ``pgm`` fit
+passes **all** the configured workloads, always in the same order: the measured ones with
+their noise standard deviation, the unmeasured ones as *anchors* — the warm-start model's
+own answers, with a large standard deviation (weight ``anchor_weight`` relative to the
+least precise measurement).  The structure never changes during a run: one compile per
+run (per process), then a few milliseconds per fit.  The anchors make the fit a proximal
+step from the warm start (the MW analogue: stay close to h_{t,l−1}, move where measured).
+All ``mbi`` fits run on the normalised scale (total 1; values and standard deviations
+divided by the fit's total), so a changing total never forces a recompile.
+
+Models (:class:`FittedModel`) expose ``total`` (float: the number of records the model
+stands for), ``answers(workloads)`` (workload histograms, flattened C order as
+:func:`~continual_synth.mechanisms.marginals.workload_histogram`, scaled to ``total``),
+``sample(n, rng)`` (an n × p int32 code matrix, deterministic given the numpy ``rng``) and
+``to_dict()`` / :func:`model_from_dict` (JSON-serialisable).  Kinds: ``uniform`` (the
+data-independent start), ``dense`` (MW), ``mrf``, ``mixture-of-products`` and ``mixture``
+(a weighted average of models: Algorithm 3's g_t = avg_l h_{t,l}).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.marginals import Domain, Workload
+
+FIT_METHODS = ("pgm", "mw")
+PGM_MODELS = ("auto", "mrf", "mixture")
+DEFAULT_MAX_CELLS = 1 << 22
+
+
+# ---------------------------------------------------------------------------- mbi import
+
+@functools.lru_cache(maxsize=1)
+def _mbi():
+    """Import ``mbi`` with float64 JAX and the persistent compilation cache disabled
+    (the settings ``mbi`` asks for; the cache only slows sweeps of small programs)."""
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_enable_compilation_cache", False)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import mbi
+        from mbi import estimation, marginal_oracles
+        from mbi.extensions import mixture_of_products
+    return mbi, estimation, marginal_oracles, mixture_of_products
+
+
+# ---------------------------------------------------------------------------- measurements
+
+@dataclass(frozen=True)
+class Measurement:
+    """A noisy measurement of one workload histogram: ``values`` (float, C order over the
+    workload's cells, on the count scale) with noise standard deviation ``stddev`` per
+    cell (any positive number: it only weighs the measurements against each other)."""
+
+    workload: Workload
+    values: np.ndarray
+    stddev: float = 1.0
+
+
+def _cells(domain: Domain, workload: Workload) -> int:
+    return domain.size(workload)
+
+
+# ---------------------------------------------------------------------------- models
+
+class FittedModel:
+    """A synthetic dataset as a model: ``total`` records distributed over 𝒳."""
+
+    kind = "abstract"
+
+    def __init__(self, domain: Domain, total: float):
+        self.domain = domain
+        self.total = max(float(total), 0.0)
+
+    # -- interface ----------------------------------------------------------------------
+    def probabilities(self, workload: Workload) -> np.ndarray:
+        """The model's distribution of the workload's cells (sums to 1)."""
+        raise NotImplementedError
+
+    def answers(self, workloads: Sequence[Workload]) -> List[np.ndarray]:
+        """Workload histograms (float64, C order) scaled to ``total``."""
+        return [self.probabilities(tuple(w)) * self.total for w in workloads]
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` records drawn i.i.d. from the model: an n × p int32 code matrix."""
+        raise NotImplementedError
+
+    def to_dict(self) -> Dict:
+        raise NotImplementedError
+
+    def scaled(self, total: float) -> "FittedModel":
+        """The same distribution standing for ``total`` records."""
+        data = self.to_dict()
+        data["total"] = float(total)
+        return model_from_dict(data, self.domain)
+
+    def _check_n(self, n) -> int:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"sample size must be a non-negative integer, got {n!r}")
+        return int(n)
+
+
+def _project_dense(table: np.ndarray, table_attrs: Sequence[str],
+                   workload: Workload) -> np.ndarray:
+    """Marginal of a dense table (axes ``table_attrs``) on ``workload`` (C order)."""
+    keep = [table_attrs.index(a) for a in workload]
+    drop = tuple(i for i in range(len(table_attrs)) if i not in keep)
+    marg = table.sum(axis=drop) if drop else table
+    remaining = [i for i in range(len(table_attrs)) if i in keep]
+    order = [remaining.index(table_attrs.index(a)) for a in workload]
+    return np.transpose(marg, order).reshape(-1)
+
+
+class UniformModel(FittedModel):
+    """The uniform distribution on 𝒳 (the data-independent start; Algorithm 3 line 4
+    initialises g(0, x) = 1, i.e. uniform with |𝒳| records; we keep the uniform
+    distribution with a chosen total, 0 by default, see ``tabular``)."""
+
+    kind = "uniform"
+
+    def probabilities(self, workload):
+        cells = _cells(self.domain, workload)
+        return np.full(cells, 1.0 / cells)
+
+    def sample(self, n, rng):
+        n = self._check_n(n)
+        return np.stack([rng.integers(0, s, n) for s in self.domain.sizes], axis=1
+                        ).astype(np.int32).reshape(n, len(self.domain.sizes))
+
+    def to_dict(self):
+        return {"kind": self.kind, "total": self.total}
+
+
+class DenseModel(FittedModel):
+    """A probability vector over all of 𝒳 (C order over the domain's attributes): MW."""
+
+    kind = "dense"
+
+    def __init__(self, domain, total, probs: np.ndarray):
+        super().__init__(domain, total)
+        probs = np.asarray(probs, dtype=np.float64).reshape(domain.sizes)
+        s = probs.sum()
+        self.probs = probs / s if s > 0 else np.full(domain.sizes, 1.0 / probs.size)
+
+    def probabilities(self, workload):
+        return _project_dense(self.probs, list(self.domain.names), workload)
+
+    def sample(self, n, rng):
+        n = self._check_n(n)
+        flat = self.probs.reshape(-1)
+        cdf = np.cumsum(flat)
+        idx = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
+        idx = np.minimum(idx, flat.size - 1)
+        return np.stack(np.unravel_index(idx, self.domain.sizes), axis=1).astype(np.int32)
+
+    def to_dict(self):
+        return {"kind": self.kind, "total": self.total,
+                "probs": self.probs.reshape(-1).tolist()}
+
+
+class MixtureOfProductsModel(FittedModel):
+    """``mbi``'s mixture of products: K equally weighted components, each a product of
+    per-attribute categoricals softmax(logits[a][k])."""
+
+    kind = "mixture-of-products"
+
+    def __init__(self, domain, total, logits: Dict[str, np.ndarray]):
+        super().__init__(domain, total)
+        self.logits = {a: np.asarray(logits[a], dtype=np.float64) for a in domain.names}
+        self._products = {}
+        for a, lg in self.logits.items():
+            e = np.exp(lg - lg.max(axis=1, keepdims=True))
+            self._products[a] = e / e.sum(axis=1, keepdims=True)
+
+    @property
+    def components(self) -> int:
+        return next(iter(self.logits.values())).shape[0]
+
+    def probabilities(self, workload):
+        mats = [self._products[a] for a in workload]
+        out = mats[0]
+        for m in mats[1:]:
+            out = (out[:, :, None] * m[:, None, :]).reshape(out.shape[0], -1)
+        return out.mean(axis=0)
+
+    def sample(self, n, rng):
+        n = self._check_n(n)
+        comp = rng.integers(0, self.components, n)
+        cols = []
+        for a in self.domain.names:
+            cdf = np.cumsum(self._products[a], axis=1)[comp]
+            u = rng.random(n)[:, None] * cdf[:, -1:]
+            cols.append(np.minimum((cdf <= u).sum(axis=1), cdf.shape[1] - 1))
+        return np.stack(cols, axis=1).astype(np.int32).reshape(n, len(self.domain.names))
+
+    def to_dict(self):
+        return {"kind": self.kind, "total": self.total,
+                "logits": {a: v.tolist() for a, v in self.logits.items()}}
+
+
+class MRFModel(FittedModel):
+    """``mbi``'s Markov random field: potentials and marginals on the maximal cliques of
+    the junction tree (held as numpy tables; the ``mbi`` object is rebuilt on demand)."""
+
+    kind = "mrf"
+
+    def __init__(self, domain, total, cliques: Sequence[Tuple[str, ...]],
+                 potentials: Dict, marginals: Dict):
+        super().__init__(domain, total)
+        self.cliques = [tuple(c) for c in cliques]
+        self.potentials = {tuple(c): np.asarray(potentials[tuple(c)], dtype=np.float64)
+                           for c in self.cliques}
+        self.marginals = {}
+        for c in self.cliques:
+            m = np.clip(np.asarray(marginals[tuple(c)], dtype=np.float64), 0, None)
+            s = m.sum()
+            self.marginals[c] = m / s if s > 0 else np.full(m.shape, 1.0 / m.size)
+
+    def probabilities(self, workload):
+        for c in self.cliques:
+            if set(workload) <= set(c):
+                return _project_dense(self.marginals[c], list(c), workload)
+        raise InputError(f"workload {workload} is not supported by the fitted model "
+                         f"(cliques {self.cliques})")
+
+    def mbi_potentials(self):
+        mbi, *_ = _mbi()
+        dom = _mbi_domain(self.domain)
+        tables = {c: mbi.Factor(dom.project(c), self.potentials[c]) for c in self.cliques}
+        return mbi.CliqueVector(dom, self.cliques, tables)
+
+    def sample(self, n, rng):
+        """Forward sampling along the junction tree (``mbi``'s ``synthetic_data`` with
+        method "sample"), with numpy's global generator seeded from ``rng`` and restored
+        afterwards, so the result is deterministic given ``rng``."""
+        n = self._check_n(n)
+        if n == 0:
+            return np.zeros((0, len(self.domain.names)), dtype=np.int32)
+        mbi, _, marginal_oracles, _ = _mbi()
+        potentials = self.mbi_potentials()
+        model = mbi.MarkovRandomField(
+            potentials=potentials,
+            marginals=marginal_oracles.message_passing_stable(potentials, 1.0),
+            total=1.0)
+        saved = np.random.get_state()
+        try:
+            np.random.seed(int(rng.integers(0, 2 ** 32 - 1)))
+            data = model.synthetic_data(rows=n, method="sample")
+        finally:
+            np.random.set_state(saved)
+        return np.stack([np.asarray(data.to_dict()[a]) if hasattr(data, "to_dict")
+                         else np.asarray(data.df[a]) for a in self.domain.names],
+                        axis=1).astype(np.int32)
+
+    def to_dict(self):
+        return {"kind": self.kind, "total": self.total,
+                "cliques": [list(c) for c in self.cliques],
+                "potentials": [self.potentials[c].tolist() for c in self.cliques],
+                "marginals": [self.marginals[c].tolist() for c in self.cliques]}
+
+
+class MixtureModel(FittedModel):
+    """The average of datasets h_1..h_k (Algorithm 3 line 19: g_t = avg_l h_{t,l}):
+    ``total`` = mean of the components' totals; answers = mean of their answers; a
+    record comes from component l with probability |h_l| / Σ|h|."""
+
+    kind = "mixture"
+
+    def __init__(self, domain, components: Sequence[FittedModel]):
+        if not components:
+            raise ValueError("a mixture needs at least one component")
+        self.components = list(components)
+        super().__init__(domain, float(np.mean([c.total for c in self.components])))
+
+    def _weights(self):
+        totals = np.array([c.total for c in self.components])
+        if totals.sum() <= 0:
+            return np.full(len(totals), 1.0 / len(totals))
+        return totals / totals.sum()
+
+    def probabilities(self, workload):
+        w = self._weights()
+        return sum(wi * c.probabilities(workload) for wi, c in zip(w, self.components))
+
+    def sample(self, n, rng):
+        n = self._check_n(n)
+        counts = rng.multinomial(n, self._weights())
+        parts = [c.sample(int(k), rng) for c, k in zip(self.components, counts)]
+        out = np.concatenate(parts, axis=0) if parts else np.zeros((0, len(self.domain.names)))
+        return out[rng.permutation(out.shape[0])].astype(np.int32)
+
+    def to_dict(self):
+        return {"kind": self.kind, "total": self.total,
+                "components": [c.to_dict() for c in self.components]}
+
+    def scaled(self, total):
+        factor = total / self.total if self.total > 0 else 0.0
+        return MixtureModel(self.domain, [c.scaled(c.total * factor) if self.total > 0
+                                          else c.scaled(total) for c in self.components])
+
+
+def average_models(domain: Domain, models: Sequence[FittedModel]) -> FittedModel:
+    """avg_l h_l as a model: exact dense average for MW, else a :class:`MixtureModel`."""
+    models = list(models)
+    if len(models) == 1:
+        return models[0]
+    if any(isinstance(m, DenseModel) for m in models) and \
+            all(isinstance(m, (DenseModel, UniformModel)) for m in models):
+        models = [_as_dense(m) for m in models]
+    if all(isinstance(m, DenseModel) for m in models):
+        total = float(np.mean([m.total for m in models]))
+        acc = sum(m.probs * m.total for m in models)
+        return DenseModel(domain, total, acc if total > 0 else
+                          sum(m.probs for m in models))
+    return MixtureModel(domain, models)
+
+
+def _as_dense(model: FittedModel) -> "DenseModel":
+    """A small-domain model as a dense distribution over 𝒳."""
+    if isinstance(model, DenseModel):
+        return model
+    if isinstance(model, UniformModel):
+        return DenseModel(model.domain, model.total, np.ones(model.domain.sizes))
+    if isinstance(model, MixtureModel):
+        comps = [_as_dense(c) for c in model.components]
+        w = model._weights()
+        return DenseModel(model.domain, model.total, sum(wi * c.probs for wi, c in zip(w, comps)))
+    raise InputError(f"MW cannot start from a {model.kind} model")
+
+
+def model_from_dict(data: Dict, domain: Domain) -> FittedModel:
+    """Inverse of ``FittedModel.to_dict`` (the domain is passed separately)."""
+    kind = data.get("kind")
+    total = float(data["total"])
+    if kind == "uniform":
+        return UniformModel(domain, total)
+    if kind == "dense":
+        return DenseModel(domain, total, np.asarray(data["probs"], dtype=np.float64))
+    if kind == "mixture-of-products":
+        return MixtureOfProductsModel(domain, total, data["logits"])
+    if kind == "mrf":
+        cliques = [tuple(c) for c in data["cliques"]]
+        return MRFModel(domain, total, cliques, dict(zip(cliques, data["potentials"])),
+                        dict(zip(cliques, data["marginals"])))
+    if kind == "mixture":
+        return MixtureModel(domain, [model_from_dict(c, domain) for c in data["components"]])
+    raise ValueError(f"unknown fitted model kind {kind!r}")
+
+
+# ---------------------------------------------------------------------------- fitters
+
+def _mbi_domain(domain: Domain):
+    mbi, *_ = _mbi()
+    return mbi.Domain(list(domain.names), list(domain.sizes))
+
+
+@functools.lru_cache(maxsize=16)
+def _shared_estimator(kind: str, components: int, learning_rate: float):
+    """One estimator object per setting and process: ``mbi``'s jit cache is keyed on
+    the estimator (a static argument), so sharing it lets every run in a process with
+    the same structure reuse one compiled program."""
+    _, estimation, _, mop = _mbi()
+    if kind == "mrf":
+        return estimation.MirrorDescent()
+    import optax
+
+    return mop.MixtureOfProductsEstimator(optimizer=optax.adam(learning_rate),
+                                          num_components=components, seed=0)
+
+
+def junction_tree_cells(domain: Domain, workloads: Sequence[Workload]) -> int:
+    """Cells of the junction tree over the workloads' cliques (``mbi``'s elimination)."""
+    _, _, _, _ = _mbi()
+    from mbi import junction_tree
+
+    dom = _mbi_domain(domain)
+    tree, _ = junction_tree.make_junction_tree(dom, [tuple(w) for w in workloads])
+    return int(sum(dom.size(c) for c in tree.nodes))
+
+
+class Fitter:
+    """A_Dataset for one domain and one ordered list of workloads (fixed per run).
+
+    ``fit(measurements, total, warm_start)`` returns a model of ``total`` records that
+    complies with ``measurements`` (a list of :class:`Measurement`, workloads among the
+    fitter's), initialised at ``warm_start`` (a :class:`FittedModel`, or None for the
+    uniform start).  Deterministic: no randomness is used.
+    """
+
+    def __init__(self, domain: Domain, workloads: Sequence[Workload], method: str = "pgm",
+                 iterations: int = 100, pgm_model: str = "auto", components: int = 32,
+                 max_cells: int = DEFAULT_MAX_CELLS, anchor_weight: float = 1.0,
+                 learning_rate: float = 0.05):
+        if method not in FIT_METHODS:
+            raise InputError(f"fit must be one of {FIT_METHODS}, got {method!r}")
+        if pgm_model not in PGM_MODELS:
+            raise InputError(f"pgm_model must be one of {PGM_MODELS}, got {pgm_model!r}")
+        if not isinstance(iterations, (int, np.integer)) or iterations < 1:
+            raise InputError(f"fit iterations must be a positive integer, got {iterations!r}")
+        self.domain = domain
+        self.workloads = [tuple(w) for w in workloads]
+        if not self.workloads:
+            raise InputError("the fit needs at least one workload")
+        self.index = {w: i for i, w in enumerate(self.workloads)}
+        self.method = method
+        self.iterations = int(iterations)
+        self.components = int(components)
+        self.anchor_weight = float(anchor_weight)
+        self.learning_rate = float(learning_rate)
+        self.max_cells = int(max_cells)
+        if method == "mw":
+            cells = domain.size()
+            if cells > self.max_cells:
+                raise InputError(
+                    f"--fit mw keeps a distribution over all of the domain's {cells:.3g} "
+                    f"cells, above the limit of {self.max_cells}; use --fit pgm")
+            self.model_kind = "dense"
+        elif pgm_model == "auto":
+            self.model_kind = ("mrf" if junction_tree_cells(domain, self.workloads)
+                               <= self.max_cells else "mixture-of-products")
+        elif pgm_model == "mrf":
+            cells = junction_tree_cells(domain, self.workloads)
+            if cells > self.max_cells:
+                raise InputError(f"the Markov random field over these workloads needs "
+                                 f"{cells:.3g} cells (limit {self.max_cells}); use "
+                                 f"pgm_model 'mixture' or 'auto'")
+            self.model_kind = "mrf"
+        else:
+            self.model_kind = "mixture-of-products"
+        self._estimator = None
+
+    # -- public ---------------------------------------------------------------------------
+    def start(self, total: float = 0.0) -> FittedModel:
+        """The data-independent start: the uniform distribution with ``total`` records."""
+        return UniformModel(self.domain, total)
+
+    def fit(self, measurements: Sequence[Measurement], total: float,
+            warm_start: Optional[FittedModel] = None) -> FittedModel:
+        total = max(float(total), 0.0)
+        warm = warm_start if warm_start is not None else self.start(total)
+        measurements = [m for m in measurements]
+        for m in measurements:
+            if tuple(m.workload) not in self.index:
+                raise InputError(f"measurement of unknown workload {m.workload}")
+            if np.asarray(m.values).shape != (_cells(self.domain, m.workload),):
+                raise InputError(f"measurement of {m.workload} has the wrong shape")
+        if not measurements or total <= 0:
+            return warm.scaled(total)
+        if self.model_kind == "dense":
+            return self._fit_mw(measurements, total, warm)
+        return self._fit_mbi(measurements, total, warm)
+
+    # -- MW ---------------------------------------------------------------------------------
+    def _fit_mw(self, measurements, total, warm):
+        p = _as_dense(warm).probs.copy()
+        targets, cells = [], []
+        for m in measurements:
+            t = np.clip(np.asarray(m.values, dtype=np.float64), 0, None)
+            if t.sum() <= 0:
+                continue
+            pos = self.domain.index(m.workload)
+            grids = np.indices(self.domain.sizes, sparse=True)
+            shape = tuple(self.domain.sizes[i] for i in pos)
+            flat = np.ravel_multi_index(tuple(grids[i] for i in pos), shape)
+            cells.append(np.broadcast_to(flat, self.domain.sizes).reshape(-1))
+            targets.append(t / t.sum())
+        flat_p = p.reshape(-1)
+        for _ in range(self.iterations):
+            for cell, target in zip(cells, targets):
+                current = np.bincount(cell, weights=flat_p, minlength=target.size)
+                ratio = np.divide(target, current, out=np.zeros_like(target),
+                                  where=current > 0)
+                flat_p = flat_p * ratio[cell]
+                s = flat_p.sum()
+                flat_p = flat_p / s if s > 0 else np.full(flat_p.size, 1.0 / flat_p.size)
+        return DenseModel(self.domain, total, flat_p)
+
+    # -- mbi --------------------------------------------------------------------------------
+    def _estimator_for(self):
+        if self._estimator is None:
+            self._estimator = _shared_estimator(self.model_kind, self.components,
+                                                self.learning_rate)
+        return self._estimator
+
+    def _linear_measurements(self, measurements, total, warm):
+        """All workloads in the fitter's order: measured ones with their noise, the
+        others anchored at the warm start's answers (normalised scale)."""
+        mbi, *_ = _mbi()
+        given = {tuple(m.workload): m for m in measurements}
+        worst = max(float(m.stddev) for m in measurements)
+        anchor_sd = worst / math.sqrt(self.anchor_weight) if self.anchor_weight > 0 else 1e12
+        out = []
+        for w in self.workloads:
+            if w in given:
+                m = given[w]
+                values = np.asarray(m.values, dtype=np.float64) / total
+                sd = max(float(m.stddev), 1e-9) / total
+            else:
+                values = warm.probabilities(w)
+                sd = anchor_sd / total
+            out.append(mbi.LinearMeasurement(values, w, stddev=sd))
+        return out
+
+    def _fit_mbi(self, measurements, total, warm):
+        mbi, estimation, marginal_oracles, mop = _mbi()
+        dom = _mbi_domain(self.domain)
+        lms = self._linear_measurements(measurements, total, warm)
+        estimator = self._estimator_for()
+        last = warm.components[-1] if isinstance(warm, MixtureModel) else warm
+        if self.model_kind == "mrf":
+            warm_start = last.mbi_potentials() if isinstance(last, MRFModel) else None
+            model = estimator.estimate(dom, lms, known_total=1.0, iters=self.iterations,
+                                       warm_start=warm_start)
+            cliques = [tuple(c) for c in model.potentials.cliques]
+            pots = {c: np.asarray(model.potentials[c].datavector(flatten=False))
+                    for c in cliques}
+            margs = {c: np.asarray(model.marginals.project(c).datavector(flatten=False))
+                     for c in cliques}
+            return MRFModel(self.domain, total, cliques, pots, margs)
+        warm_start = None
+        if isinstance(last, MixtureOfProductsModel) and last.components == self.components:
+            import jax.numpy as jnp
+
+            warm_start = mop.MixtureOfProducts(
+                {a: jnp.asarray(v) for a, v in last.logits.items()}, dom, 1.0)
+        model = estimator.estimate(dom, lms, known_total=1.0, iters=self.iterations,
+                                   warm_start=warm_start)
+        logits = {a: np.asarray(model._logits[a]) for a in self.domain.names}
+        return MixtureOfProductsModel(self.domain, total, logits)

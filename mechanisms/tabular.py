@@ -1,0 +1,582 @@
+"""Synthetic high-dimensional tabular streams (Kumar, Strohmer and Vershynin 2024) as pure
+state machines: the baseline (§5, Algorithm 2, "StreamingMWEM") and the proposed method
+(§6, Algorithm 3) in the workload form of §7.2.
+
+Setting (§3).  At period t a batch ∇f_t of records over the public domain 𝒳 arrives; the
+stream so far is f_t = ∇f_1 + … + ∇f_t.  After every period a synthetic table is released
+that should answer the workloads Q (marginal histograms, §7.2 Definition 7.1) like f_t.
+
+Neighbouring relation (§3.3 Definition 3.3; papers README point 6): **event level** — two
+streams are neighbours when one record is added or removed at one time (‖f − f̃‖_∇ = 1).
+Every workload histogram of ∇f_t then has L1 sensitivity 1 (each record is in one cell,
+parallel composition inside a workload, §7.2), and a record of period t changes nothing
+of any other period's ∇f.
+
+Proposed method (Algorithm 3, §7.2 workload form), per period t with k = ``selections``:
+
+* h_{t,0} = g_{t−1} (the previous release's model; g_0 = the uniform distribution with 0
+  records — the paper's g(0, x) = 1 would put |𝒳| phantom records into g_0, hopeless for
+  the ~10^9-cell domains of 12 attributes).
+* For l = 1..k (lines 9-18): utilities over the workloads J_{t,l} not yet selected in
+  this period (§7.2 item 3, bias-corrected)
+      u_i = ‖W_i(∇f_t + g_{t−1}) − W_i(h_{t,l−1})‖_1 / |W_i| − b_i,
+  select j by the exponential mechanism with ε' = ε/(2k) (line 12), feed the counter
+  C_j (a ``dim = |W_j|`` multi-dimensional counter of budget ε/(2k), kind ``counter``)
+  with W_j(∇f_t) (line 15: *selective counting* — only selected counters see period t),
+  measure m(t, j) = C_j(t) + r(t − 1, j) (lines 16-17), and fit
+  h_{t,l} = A_Dataset({(W_i, m(t, i))}_{i ∈ I_{t,l}}, h_{t,l−1}) (line 18, warm start).
+* g_t = avg_l h_{t,l} (line 19); for every workload i not selected at t,
+  C_i(t) = C_i(t − 1) and r(t, i) = W_i(g_t) − C_i(t) (lines 20-21), so that
+  m(t', i) = C_i(t') + r(t, i) at the next selection t' is W_i(g_t) plus the noisy counts
+  fed since.  (§6.2 prints the two cases of r(t, i) the other way round; we follow the
+  algorithm's lines 16 and 20-21, the only reading in which r is the "remainder for times
+  when the query is not selected".)
+
+Privacy of the proposed method (Theorem 6.1, selective counting of Kumar et al. 2024):
+a record of period t enters (i) the k exponential mechanisms of period t — the utilities of
+other periods use ∇f_{t'} and g_{t'−1}, a release — and (ii) the period-t entry of the
+k counters selected at t, one entry each (later feeds and r use only releases).  So its
+loss is k·ε/(2k) + k·ε/(2k) = ε, whatever the number of periods: the whole stream is ε-DP
+under event-level neighbours (adaptive composition inside a period, parallel composition
+across periods).  The counters' own noise is exact discrete Laplace (``counters``,
+``epsilon=ε/(2k)``, ``entries_changed=1``; each workload's vector entry has L1 sensitivity 1).
+
+Exponential mechanism calibration.  Algorithm 3 writes ExponentialMechanism(e, ε/2k) and
+Algorithm 2 writes P ∝ exp(ε/(2k)·e_i), which drops the sensitivity.  We use the standard
+calibration P(i) ∝ exp(ε'·u_i / (2Δ)) with ε' = ε/(2k) and the actual sensitivity of the
+utilities: one record changes W_i(∇f_t) in one cell by 1, so ‖·‖_1 moves by at most 1
+and u_i by at most Δ = 1/|W_i|; with one Δ for all candidates, Δ = 1 / min_i |W_i| (the
+paper's "1/4 for 2-way workloads" is this value for binary attributes).  The bias term is
+data-independent and does not change Δ.  The factor 2 stays: the utilities are not
+monotone (a record can raise one workload's error and lower another's).
+
+Bias correction (``bias_correction``): ``paper`` — b_i = |𝒳_{columns(W_i)}| = |W_i| as
+printed in §7.2 item 3 (it strongly favours small workloads); ``noise`` — b_i =
+√(2/π)·σ_i, the expected absolute noise per cell the measurement would carry (AIM-style;
+σ_i from the counter's exact variance); ``none``.
+
+Baseline (Algorithm 2, StreamingMWEM, workload form): an independent offline MWEM-style
+synthesizer on each period's new records ∇f_t with budget ε per period: k selections by
+the exponential mechanism (ε/(2k) each, utilities ‖W_i(∇f_t) − W_i(h_{t,l−1})‖_1/|W_i| − b_i,
+same Δ) and k measurements W_j(∇f_t) + discrete Laplace of scale 2k/ε (L1 sensitivity 1 →
+ε/(2k) each), fit with A_Dataset from h_{t,0} = uniform.  ε per period, and by parallel
+composition across periods (each record lives in one period's ∇f) ε for the whole stream.
+The release is the increment ∇g_t = avg_l h_{t,l}; the I/O layer appends it:
+g_t = g_{t−1} + ∇g_t.  (The paper's MW step uses the true |∇f_t|, which is private; we use
+the noisy size below.)
+
+Noisy sizes (no extra budget: post-processing of the noisy measurements).  Every measured
+workload's noisy histogram sums to an unbiased estimate of the size it counts; the fit of
+iteration l uses the inverse-variance weighted mean of these sums over the workloads
+measured so far in the period (variance = cells × per-cell noise variance), clipped at 0.
+Proposed: m(t, i) estimates W_i(f_t), so this is the size of the stream so far; the
+release's ``size`` = round(|g_t|) = round(mean_l |h_{t,l}|).  Baseline: the sums estimate
+|∇f_t|; ``increment_size`` = round(|∇g_t|) and ``size`` = Σ_{s ≤ t} increment sizes.
+
+Budget ledger (unit ε): the whole-stream guarantee ε is debited once, at period 1 (entry
+"stream"), and every later period records a zero debit with what it spent on its own
+records (ε: ε/2 selection + ε/2 counters, or ε baseline).  After any number of periods
+``ledger.spent`` = ε.  Periods beyond ``horizon`` are refused before any data is used.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from continual_synth.mechanisms import accounting
+from continual_synth.mechanisms.counters import (
+    StreamCounter,
+    UNBOUNDED_KINDS,
+    counter_kinds,
+    make_counter,
+)
+from continual_synth.mechanisms.errors import InputError, StateError
+from continual_synth.mechanisms.fitting import (
+    DEFAULT_MAX_CELLS,
+    FIT_METHODS,
+    PGM_MODELS,
+    Fitter,
+    FittedModel,
+    Measurement,
+    average_models,
+    model_from_dict,
+)
+from continual_synth.mechanisms.marginals import Domain, Workload
+from continual_synth.mechanisms.samplers import Sampler, discrete_laplace_variance
+
+ALGORITHMS = {
+    "proposed": "kumar2024-algorithm-3-select-measure-fit-with-counters",
+    "baseline": "kumar2024-algorithm-2-streaming-mwem",
+}
+METHODS = tuple(ALGORITHMS)
+BIAS_CORRECTIONS = ("paper", "noise", "none")
+RELATION = "event-level add/remove of one record"
+FORMAT_VERSION = 1
+
+
+# ---------------------------------------------------------------------------- config
+
+@dataclass(frozen=True)
+class TabularConfig:
+    """Public parameters of one tabular stream release (all go into the manifest)."""
+
+    domain: Domain
+    workloads: Tuple[Workload, ...]
+    epsilon: float
+    horizon: Optional[int] = None
+    method: str = "proposed"
+    selections: int = 3
+    counter: str = "simple"
+    fit: str = "pgm"
+    fit_iterations: int = 100
+    pgm_model: str = "auto"
+    mixture_components: int = 32
+    anchor_weight: float = 1.0
+    bias_correction: str = "paper"
+    max_cells: int = DEFAULT_MAX_CELLS
+
+    def __post_init__(self):
+        if not isinstance(self.domain, Domain):
+            raise InputError("domain must be a marginals.Domain")
+        workloads = tuple(tuple(str(a) for a in w) for w in self.workloads)
+        if not workloads:
+            raise InputError("at least one workload is needed")
+        for w in workloads:
+            positions = self.domain.index(w)
+            if len(set(positions)) != len(positions):
+                raise InputError(f"workload {w} repeats an attribute")
+        if len(set(workloads)) != len(workloads):
+            raise InputError("a workload is listed twice")
+        object.__setattr__(self, "workloads", workloads)
+        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) \
+                or not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+            raise InputError(f"epsilon must be a positive number, got {self.epsilon!r}")
+        object.__setattr__(self, "epsilon", float(self.epsilon))
+        if self.method not in METHODS:
+            raise InputError(f"method must be one of {METHODS}, got {self.method!r}")
+        if isinstance(self.selections, bool) or not isinstance(self.selections, (int, np.integer)) \
+                or not 1 <= self.selections <= len(workloads):
+            raise InputError(f"selections must be an integer between 1 and the number of "
+                             f"workloads ({len(workloads)}), got {self.selections!r}")
+        object.__setattr__(self, "selections", int(self.selections))
+        if self.horizon is not None:
+            if isinstance(self.horizon, bool) or not isinstance(self.horizon, (int, np.integer)) \
+                    or self.horizon < 1:
+                raise InputError(f"horizon must be a positive integer, got {self.horizon!r}")
+            object.__setattr__(self, "horizon", int(self.horizon))
+        if self.counter not in counter_kinds():
+            raise InputError(f"unknown counter {self.counter!r}; choose from {counter_kinds()}")
+        if self.method == "proposed" and self.horizon is None \
+                and self.counter not in UNBOUNDED_KINDS:
+            raise InputError(f"counter {self.counter!r} needs a horizon; without one use "
+                             f"{sorted(UNBOUNDED_KINDS)}")
+        if self.counter == "sqrt-factorisation":
+            raise InputError("the sqrt-factorisation counter takes only a zCDP budget; "
+                             "this synthesizer is pure ε-DP (discrete Laplace counters)")
+        if self.fit not in FIT_METHODS:
+            raise InputError(f"fit must be one of {FIT_METHODS}, got {self.fit!r}")
+        if self.pgm_model not in PGM_MODELS:
+            raise InputError(f"pgm_model must be one of {PGM_MODELS}")
+        if not isinstance(self.fit_iterations, (int, np.integer)) or self.fit_iterations < 1:
+            raise InputError("fit_iterations must be a positive integer")
+        if self.bias_correction not in BIAS_CORRECTIONS:
+            raise InputError(f"bias_correction must be one of {BIAS_CORRECTIONS}")
+        if not (self.anchor_weight >= 0 and math.isfinite(self.anchor_weight)):
+            raise InputError("anchor_weight must be a non-negative number")
+        if not isinstance(self.mixture_components, (int, np.integer)) \
+                or self.mixture_components < 1:
+            raise InputError("mixture_components must be a positive integer")
+
+    # -- derived ------------------------------------------------------------------------
+    @property
+    def cells(self) -> List[int]:
+        """|W_i|: cells (marginal queries) of every workload."""
+        return [self.domain.size(w) for w in self.workloads]
+
+    @property
+    def selection_epsilon(self) -> float:
+        """ε' = ε/(2k) of every exponential mechanism."""
+        return self.epsilon / (2 * self.selections)
+
+    @property
+    def measure_epsilon(self) -> float:
+        """ε/(2k): every counter's budget (proposed) or every Laplace measurement's
+        (baseline)."""
+        return self.epsilon / (2 * self.selections)
+
+    @property
+    def utility_sensitivity(self) -> float:
+        """Δ = max_i 1/|W_i| (see the module docstring)."""
+        return 1.0 / min(self.cells)
+
+    @property
+    def laplace_scale(self) -> float:
+        """Baseline measurement noise: discrete Laplace of scale 1/(ε/(2k)) = 2k/ε."""
+        return accounting.laplace_scale(1.0, self.measure_epsilon)
+
+    def fitter(self) -> Fitter:
+        """The A_Dataset of this configuration (shared per process: it holds ``mbi``'s
+        compiled fit)."""
+        key = (_domain_key(self.domain), self.workloads, self.fit, int(self.fit_iterations),
+               self.pgm_model, int(self.mixture_components), int(self.max_cells),
+               float(self.anchor_weight))
+        if key not in _FITTERS:
+            _FITTERS[key] = Fitter(self.domain, self.workloads, self.fit,
+                                   iterations=int(self.fit_iterations),
+                                   pgm_model=self.pgm_model,
+                                   components=int(self.mixture_components),
+                                   max_cells=int(self.max_cells),
+                                   anchor_weight=float(self.anchor_weight))
+        return _FITTERS[key]
+
+    def make_counter(self) -> List[StreamCounter]:
+        return [make_counter(self.counter, self.horizon, epsilon=self.measure_epsilon,
+                             dim=c, entries_changed=1) for c in self.cells]
+
+    def to_dict(self) -> Dict:
+        return {"domain": self.domain.to_dict(),
+                "workloads": [list(w) for w in self.workloads],
+                "epsilon": self.epsilon, "horizon": self.horizon, "method": self.method,
+                "selections": self.selections, "counter": self.counter, "fit": self.fit,
+                "fit_iterations": int(self.fit_iterations), "pgm_model": self.pgm_model,
+                "mixture_components": int(self.mixture_components),
+                "anchor_weight": float(self.anchor_weight),
+                "bias_correction": self.bias_correction, "max_cells": int(self.max_cells)}
+
+    @classmethod
+    def from_dict(cls, data: Dict) -> "TabularConfig":
+        data = dict(data)
+        data["domain"] = Domain(data["domain"])
+        data["workloads"] = tuple(tuple(w) for w in data["workloads"])
+        return cls(**data)
+
+
+def _domain_key(domain: Domain):
+    return tuple((name, tuple(map(repr, values))) for name, values in domain.values.items())
+
+
+_FITTERS: Dict = {}
+
+
+# ---------------------------------------------------------------------------- state
+
+@dataclass
+class TabularState:
+    """What the synthesizer carries between periods (no raw records).
+
+    ``model``: g_{t−1} (proposed) — None for the baseline, whose releases are increments.
+    ``counters``, ``counter_values`` (C_i at its last feed), ``remainders`` (r(t, i)),
+    ``anchor_times`` (counter time when r was last set): proposed only.
+    **Holds private information** (counter states contain true running sums); keep it on
+    the private side.
+    """
+
+    config: Dict
+    ledger: accounting.BudgetLedger
+    period: int = 0
+    model: Optional[FittedModel] = None
+    counters: List[StreamCounter] = field(default_factory=list)
+    counter_values: List[np.ndarray] = field(default_factory=list)
+    remainders: List[np.ndarray] = field(default_factory=list)
+    anchor_times: List[int] = field(default_factory=list)
+    size: int = 0
+    selection_counts: List[int] = field(default_factory=list)
+    last_selected: List[int] = field(default_factory=list)
+
+    def to_dict(self) -> Dict:
+        return {"format": FORMAT_VERSION, "config": self.config,
+                "ledger": self.ledger.to_dict(), "period": self.period,
+                "model": None if self.model is None else self.model.to_dict(),
+                "counters": [c.to_dict() for c in self.counters],
+                "counter_values": [np.asarray(v).tolist() for v in self.counter_values],
+                "remainders": [np.asarray(v).tolist() for v in self.remainders],
+                "anchor_times": list(self.anchor_times), "size": int(self.size),
+                "selection_counts": list(self.selection_counts),
+                "last_selected": list(self.last_selected)}
+
+    @classmethod
+    def from_dict(cls, data: Dict) -> "TabularState":
+        if data.get("format") != FORMAT_VERSION:
+            raise StateError(f"unknown tabular state format {data.get('format')!r}")
+        domain = Domain(data["config"]["domain"])
+        return cls(config=data["config"],
+                   ledger=accounting.BudgetLedger.from_dict(data["ledger"]),
+                   period=int(data["period"]),
+                   model=None if data["model"] is None else model_from_dict(data["model"],
+                                                                            domain),
+                   counters=[StreamCounter.from_dict(c) for c in data["counters"]],
+                   counter_values=[np.asarray(v, dtype=np.float64)
+                                   for v in data["counter_values"]],
+                   remainders=[np.asarray(v, dtype=np.float64) for v in data["remainders"]],
+                   anchor_times=[int(x) for x in data["anchor_times"]],
+                   size=int(data["size"]),
+                   selection_counts=[int(x) for x in data["selection_counts"]],
+                   last_selected=[int(x) for x in data["last_selected"]])
+
+
+@dataclass(frozen=True)
+class TabularRelease:
+    """One period's release.
+
+    ``model``: the table to release — g_t (``increment`` False, proposed) or the increment
+    ∇g_t (``increment`` True, baseline: append ``increment_size`` records sampled from it
+    to the previous table).  ``size``: the noisy size of the stream so far (int ≥ 0,
+    post-processing, see the module docstring); ``increment_size``: records to draw from
+    ``model`` now (= ``size`` for the proposed method).  ``selected``: the workloads
+    selected this period, in selection order.
+    """
+
+    period: int
+    model: FittedModel
+    size: int
+    increment: bool
+    increment_size: int
+    selected: Tuple[Workload, ...]
+    method: str
+
+
+def initial_state(config: TabularConfig) -> TabularState:
+    """The state before period 1: fresh counters (proposed), r = 0, C = 0, g_0 uniform."""
+    q = len(config.workloads)
+    state = TabularState(config=config.to_dict(),
+                         ledger=accounting.BudgetLedger(total=config.epsilon, unit="epsilon"),
+                         selection_counts=[0] * q)
+    if config.method == "proposed":
+        state.model = config.fitter().start(0.0)
+        state.counters = config.make_counter()
+        state.counter_values = [np.zeros(c) for c in config.cells]
+        state.remainders = [np.zeros(c) for c in config.cells]
+        state.anchor_times = [0] * q
+    return state
+
+
+def check_step(config: TabularConfig, state: TabularState, period: int) -> None:
+    """Refuse a mismatched state, a period out of order or beyond the horizon, or an
+    overspend — before any data is used."""
+    if state.config != config.to_dict():
+        raise StateError("the state was made with a different configuration")
+    if config.horizon is not None and period > config.horizon:
+        raise StateError(f"period {period} is beyond the horizon T={config.horizon}")
+    if period != state.period + 1:
+        raise StateError(f"period {period} is out of order: the next period is "
+                         f"{state.period + 1}")
+    state.ledger.check(period_cost(config, period), f"period {period}")
+
+
+def period_cost(config: TabularConfig, period: int) -> float:
+    """ε debited at ``period``: the whole-stream ε at period 1, 0 afterwards (parallel
+    composition across periods under event-level neighbours)."""
+    return config.epsilon if period == 1 else 0.0
+
+
+def _check_histograms(config: TabularConfig, period_histograms) -> List[np.ndarray]:
+    hists = list(period_histograms)
+    if len(hists) != len(config.workloads):
+        raise InputError(f"expected {len(config.workloads)} workload histograms, "
+                         f"got {len(hists)}")
+    out = []
+    for w, c, h in zip(config.workloads, config.cells, hists):
+        arr = np.asarray(h)
+        if arr.shape != (c,):
+            raise InputError(f"histogram of workload {w} has shape {arr.shape}, "
+                             f"expected ({c},)")
+        if not np.issubdtype(arr.dtype, np.integer) or (arr < 0).any():
+            raise InputError(f"histogram of workload {w} must hold non-negative integer counts")
+        out.append(arr.astype(np.int64))
+    return out
+
+
+def _size_estimate(sums: Sequence[float], variances: Sequence[float]) -> float:
+    """Inverse-variance weighted mean of noisy totals, clipped at 0."""
+    w = 1.0 / np.maximum(np.asarray(variances, dtype=np.float64), 1e-12)
+    return max(float(np.dot(w, sums) / w.sum()), 0.0)
+
+
+def _utilities(config, targets, answers, candidates, bias) -> np.ndarray:
+    cells = config.cells
+    return np.array([np.abs(targets[i] - answers[i]).sum() / cells[i] - bias[i]
+                     for i in candidates])
+
+
+def _copy_state(state: TabularState) -> TabularState:
+    return TabularState(
+        config=state.config,
+        ledger=accounting.BudgetLedger.from_dict(state.ledger.to_dict()),
+        period=state.period, model=state.model,
+        counters=[StreamCounter.from_dict(c.to_dict()) for c in state.counters],
+        counter_values=[v.copy() for v in state.counter_values],
+        remainders=[v.copy() for v in state.remainders],
+        anchor_times=list(state.anchor_times), size=state.size,
+        selection_counts=list(state.selection_counts),
+        last_selected=list(state.last_selected))
+
+
+def step(config: TabularConfig, state: TabularState, period_histograms,
+         sampler: Sampler) -> Tuple[TabularState, TabularRelease]:
+    """One period.  ``period_histograms``: the exact workload histograms of ∇f_t in
+    ``config.workloads`` order (non-negative int arrays).  Returns a new state and the
+    release; the input state is not modified."""
+    period = state.period + 1
+    check_step(config, state, period)
+    hists = _check_histograms(config, period_histograms)
+    new = _copy_state(state)
+    new.period = period
+    if config.method == "proposed":
+        release = _step_proposed(config, new, hists, sampler, period)
+    else:
+        release = _step_baseline(config, new, hists, sampler, period)
+    label = "stream" if period == 1 else f"period {period}"
+    new.ledger.charge(period_cost(config, period), label, period=period,
+                      epsilon_on_period_records=config.epsilon,
+                      selections=[list(w) for w in release.selected])
+    return new, release
+
+
+def _bias(config, sds) -> np.ndarray:
+    if config.bias_correction == "paper":
+        return np.asarray(config.cells, dtype=np.float64)
+    if config.bias_correction == "noise":
+        return math.sqrt(2 / math.pi) * np.asarray(sds, dtype=np.float64)
+    return np.zeros(len(config.workloads))
+
+
+def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
+    fitter = config.fitter()
+    workloads, cells, k = config.workloads, config.cells, config.selections
+    q = len(workloads)
+    g_prev = new.model
+    prev_answers = g_prev.answers(workloads)
+    targets = [prev_answers[i] + hists[i] for i in range(q)]
+
+    def measurement_variance(i, time):
+        counter = new.counters[i]
+        anchor = new.anchor_times[i]
+        var = counter.variance(time) - (counter.variance(anchor) if anchor >= 1 else 0.0)
+        return max(var, counter.variance(1))
+
+    next_sds = [math.sqrt(measurement_variance(i, new.counters[i].time + 1))
+                if (config.horizon is None or new.counters[i].time < config.horizon) else 0.0
+                for i in range(q)]
+    bias = _bias(config, next_sds)
+    h, answers = g_prev, prev_answers
+    selected, measurements, sums, variances, iterates = [], [], [], [], []
+    for _ in range(k):
+        candidates = [i for i in range(q) if i not in selected]
+        u = _utilities(config, targets, answers, candidates, bias)
+        j = candidates[sampler.exponential_mechanism(u, config.selection_epsilon,
+                                                     config.utility_sensitivity)]
+        selected.append(j)
+        value = new.counters[j].feed(hists[j], sampler)          # line 15
+        new.counter_values[j] = value
+        m = value + new.remainders[j]                            # lines 16-17
+        var = measurement_variance(j, new.counters[j].time)
+        measurements.append(Measurement(workloads[j], m, math.sqrt(var)))
+        sums.append(float(m.sum()))
+        variances.append(var * cells[j])
+        total = _size_estimate(sums, variances)
+        h = fitter.fit(measurements, total, warm_start=h)        # line 18
+        answers = h.answers(workloads)
+        iterates.append(h)
+    g = average_models(config.domain, iterates)                  # line 19
+    g_answers = g.answers(workloads)
+    for i in range(q):                                           # lines 20-21
+        if i not in selected:
+            new.remainders[i] = g_answers[i] - new.counter_values[i]
+            new.anchor_times[i] = new.counters[i].time
+        else:
+            new.selection_counts[i] += 1
+    new.model = g
+    new.size = int(round(g.total))
+    new.last_selected = list(selected)
+    return TabularRelease(period=period, model=g, size=new.size, increment=False,
+                          increment_size=new.size,
+                          selected=tuple(workloads[j] for j in selected), method="proposed")
+
+
+def _step_baseline(config, new, hists, sampler, period) -> TabularRelease:
+    fitter = config.fitter()
+    workloads, cells, k = config.workloads, config.cells, config.selections
+    q = len(workloads)
+    scale = config.laplace_scale
+    noise_var = discrete_laplace_variance(scale)
+    bias = _bias(config, [math.sqrt(noise_var)] * q)
+    h = fitter.start(0.0)
+    answers = h.answers(workloads)
+    targets = [h_.astype(np.float64) for h_ in hists]
+    selected, measurements, sums, variances, iterates = [], [], [], [], []
+    for _ in range(k):
+        candidates = [i for i in range(q) if i not in selected]
+        u = _utilities(config, targets, answers, candidates, bias)
+        j = candidates[sampler.exponential_mechanism(u, config.selection_epsilon,
+                                                     config.utility_sensitivity)]
+        selected.append(j)
+        noisy = hists[j] + np.asarray(sampler.discrete_laplace(scale, cells[j]),
+                                      dtype=np.int64)
+        measurements.append(Measurement(workloads[j], noisy.astype(np.float64),
+                                        math.sqrt(noise_var)))
+        sums.append(float(noisy.sum()))
+        variances.append(noise_var * cells[j])
+        total = _size_estimate(sums, variances)
+        h = fitter.fit(measurements, total, warm_start=h.scaled(total))
+        answers = h.answers(workloads)
+        iterates.append(h)
+    increment = average_models(config.domain, iterates)
+    increment_size = int(round(increment.total))
+    for j in selected:
+        new.selection_counts[j] += 1
+    new.size = state_size = new.size + increment_size
+    new.last_selected = list(selected)
+    return TabularRelease(period=period, model=increment, size=state_size, increment=True,
+                          increment_size=increment_size,
+                          selected=tuple(workloads[j] for j in selected), method="baseline")
+
+
+def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
+    """The privacy facts of a tabular release, for ``manifest.json``."""
+    spent = state.ledger.spent
+    proposed = config.method == "proposed"
+    fitter = config.fitter()
+    return {
+        "algorithm": ALGORITHMS[config.method],
+        "paper": ("Kumar, Strohmer, Vershynin (2024), "
+                  + ("§6 Algorithm 3 with the §7.2 workload form" if proposed
+                     else "§5 Algorithm 2 (StreamingMWEM), workload form")),
+        "method": config.method,
+        "neighbor": "event-level",
+        "relation": RELATION,
+        "epsilon": config.epsilon,
+        "epsilon_spent": spent,
+        "privacy_statement": (
+            f"{spent:.6g}-DP (pure, of {config.epsilon:.6g}) for the whole stream under "
+            f"event-level neighbours (one record added or removed at one time): each "
+            f"period spends epsilon on its own records only ("
+            + ("k exponential mechanisms of eps/(2k) and k selected counters of eps/(2k)"
+               if proposed else "k exponential mechanisms and k Laplace measurements of "
+                                "eps/(2k)") + "), parallel composition across periods"),
+        "selections": config.selections,
+        "selection_epsilon": config.selection_epsilon,
+        "measurement_epsilon": config.measure_epsilon,
+        "utility_sensitivity": config.utility_sensitivity,
+        "bias_correction": config.bias_correction,
+        "counter": config.counter if proposed else None,
+        "counter_epsilon": config.measure_epsilon if proposed else None,
+        "measurement_noise": (f"discrete Laplace counters, scale {2 * config.selections / config.epsilon:.6g} per node"
+                              if proposed else
+                              f"discrete Laplace, scale {config.laplace_scale:.6g} per cell"),
+        "fit": config.fit,
+        "fit_model": fitter.model_kind,
+        "fit_iterations": int(config.fit_iterations),
+        "horizon": config.horizon,
+        "workloads": [list(w) for w in config.workloads],
+        "periods_released": state.period,
+        "size": int(state.size),
+        "size_note": ("noisy size of the stream so far, post-processing of the noisy "
+                      "measurements (no extra budget)"),
+        "selection_counts": {",".join(w): int(c) for w, c in
+                             zip(config.workloads, state.selection_counts)},
+        "last_selected": [list(config.workloads[i]) for i in state.last_selected],
+        "release_form": "whole table g_t" if proposed else "increment (appended)",
+    }

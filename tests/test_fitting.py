@@ -1,0 +1,146 @@
+"""A_Dataset fits (mechanisms/fitting.py): MW on tiny domains, mbi MRF and mixture of
+products, model interface (answers, sample, to_dict/from_dict)."""
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from continual_synth.mechanisms import fitting
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.marginals import Domain, all_workloads, workload_histograms
+
+DOMAIN = Domain({"a": [0, 1, 2], "b": ["x", "y"], "c": [0, 1, 2, 3]})
+WORKLOADS = all_workloads(DOMAIN, 2)
+
+
+def skewed_codes(n, seed):
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(DOMAIN.size(), 0.4))
+    idx = rng.choice(p.size, n, p=p)
+    return np.stack(np.unravel_index(idx, DOMAIN.sizes), axis=1).astype(np.int32)
+
+
+def exact_measurements(codes, workloads=WORKLOADS):
+    hists = workload_histograms(codes, DOMAIN, workloads)
+    return [fitting.Measurement(w, h.astype(float), 1.0) for w, h in zip(workloads, hists)]
+
+
+def l1(model, measurements):
+    return sum(np.abs(model.answers([m.workload])[0] - m.values).sum() for m in measurements)
+
+
+def test_mw_matches_noise_free_marginals_on_a_tiny_domain():
+    codes = skewed_codes(400, 1)
+    ms = exact_measurements(codes)
+    model = fitting.Fitter(DOMAIN, WORKLOADS, "mw", iterations=200).fit(ms, 400.0)
+    assert model.kind == "dense" and model.total == 400.0
+    assert l1(model, ms) < 1.0          # 3 workloads, 400 records each: < 0.1% off
+
+
+def test_mw_more_iterations_never_worse():
+    codes = skewed_codes(300, 2)
+    ms = exact_measurements(codes)
+    errors = [l1(fitting.Fitter(DOMAIN, WORKLOADS, "mw", iterations=i).fit(ms, 300.0), ms)
+              for i in (1, 3, 10, 30)]
+    assert all(b <= a + 1e-9 for a, b in zip(errors, errors[1:]))
+    start = fitting.Fitter(DOMAIN, WORKLOADS, "mw").start(300.0)
+    assert errors[0] < l1(start, ms)
+
+
+def test_mw_keeps_the_warm_start_where_nothing_is_measured():
+    codes = skewed_codes(300, 3)
+    fitter = fitting.Fitter(DOMAIN, WORKLOADS, "mw", iterations=50)
+    warm = fitter.fit(exact_measurements(codes), 300.0)
+    # measure only (a, b) with the same values: the (b, c) marginal must not move
+    ms = exact_measurements(codes, [("a", "b")])
+    refit = fitter.fit(ms, 300.0, warm_start=warm)
+    assert np.allclose(refit.answers([("b", "c")])[0], warm.answers([("b", "c")])[0], atol=1e-6)
+
+
+def test_mw_refuses_large_domains():
+    big = Domain({f"x{i}": list(range(10)) for i in range(8)})
+    with pytest.raises(InputError, match="fit pgm"):
+        fitting.Fitter(big, all_workloads(big, 2), "mw", max_cells=10 ** 6)
+
+
+def test_pgm_mrf_fits_noise_free_marginals():
+    codes = skewed_codes(500, 4)
+    ms = exact_measurements(codes)
+    fitter = fitting.Fitter(DOMAIN, WORKLOADS, "pgm", iterations=300)
+    assert fitter.model_kind == "mrf"
+    model = fitter.fit(ms, 500.0)
+    assert l1(model, ms) / (3 * 500) < 0.03
+    start = fitter.start(500.0)
+    assert l1(model, ms) < 0.2 * l1(start, ms)
+
+
+def test_pgm_mixture_of_products_improves_on_the_start():
+    codes = skewed_codes(500, 5)
+    ms = exact_measurements(codes)
+    fitter = fitting.Fitter(DOMAIN, WORKLOADS, "pgm", pgm_model="mixture", iterations=200,
+                            components=8)
+    model = fitter.fit(ms, 500.0)
+    assert model.kind == "mixture-of-products"
+    assert l1(model, ms) < 0.5 * l1(fitter.start(500.0), ms)
+
+
+@pytest.mark.parametrize("fit,kind", [("mw", "auto"), ("pgm", "mrf"), ("pgm", "mixture")])
+def test_sample_deterministic_and_distributed_like_the_model(fit, kind):
+    codes = skewed_codes(500, 6)
+    fitter = fitting.Fitter(DOMAIN, WORKLOADS, fit, pgm_model=kind, iterations=100,
+                            components=8)
+    model = fitter.fit(exact_measurements(codes), 500.0)
+    a = model.sample(4000, np.random.default_rng(9))
+    b = model.sample(4000, np.random.default_rng(9))
+    assert a.dtype == np.int32 and a.shape == (4000, 3)
+    assert np.array_equal(a, b)
+    assert (a >= 0).all() and (a < np.array(DOMAIN.sizes)).all()
+    w = ("a", "c")
+    observed = workload_histograms(a, DOMAIN, [w])[0]
+    expected = model.answers([w])[0] / model.total * 4000
+    keep = expected > 0
+    assert stats.chisquare(observed[keep], expected[keep] * observed[keep].sum()
+                           / expected[keep].sum()).pvalue > 1e-4
+    assert model.sample(0, np.random.default_rng(1)).shape == (0, 3)
+
+
+@pytest.mark.parametrize("fit,kind", [("mw", "auto"), ("pgm", "mrf"), ("pgm", "mixture")])
+def test_models_round_trip_through_json(fit, kind):
+    codes = skewed_codes(200, 7)
+    fitter = fitting.Fitter(DOMAIN, WORKLOADS, fit, pgm_model=kind, iterations=50,
+                            components=4)
+    h1 = fitter.fit(exact_measurements(codes), 200.0)
+    h2 = fitter.fit(exact_measurements(codes)[:1], 210.0, warm_start=h1)
+    for model in (h1, fitting.average_models(DOMAIN, [h1, h2]), fitter.start(5.0)):
+        back = fitting.model_from_dict(json.loads(json.dumps(model.to_dict())), DOMAIN)
+        assert back.kind == model.kind and back.total == pytest.approx(model.total)
+        for x, y in zip(back.answers(WORKLOADS), model.answers(WORKLOADS)):
+            assert np.allclose(x, y)
+        assert np.array_equal(back.sample(50, np.random.default_rng(3)),
+                              model.sample(50, np.random.default_rng(3)))
+
+
+def test_average_of_dense_models_is_the_average_dataset():
+    fitter = fitting.Fitter(DOMAIN, WORKLOADS, "mw", iterations=20)
+    h1 = fitter.fit(exact_measurements(skewed_codes(100, 8)), 100.0)
+    h2 = fitter.fit(exact_measurements(skewed_codes(300, 9)), 300.0)
+    g = fitting.average_models(DOMAIN, [h1, h2])
+    assert g.total == pytest.approx(200.0)
+    for w, x, y, z in zip(WORKLOADS, g.answers(WORKLOADS), h1.answers(WORKLOADS),
+                          h2.answers(WORKLOADS)):
+        assert np.allclose(x, (y + z) / 2)
+    # the mixture of non-dense models averages the same way
+    mix = fitting.MixtureModel(DOMAIN, [fitter.start(100.0), h2])
+    assert np.allclose(mix.answers([("a",)])[0],
+                       (fitter.start(100.0).answers([("a",)])[0] + h2.answers([("a",)])[0]) / 2)
+
+
+def test_fit_rejects_bad_measurements():
+    fitter = fitting.Fitter(DOMAIN, WORKLOADS, "mw")
+    with pytest.raises(InputError):
+        fitter.fit([fitting.Measurement(("a", "b"), np.zeros(5))], 10.0)
+    with pytest.raises(InputError):
+        fitter.fit([fitting.Measurement(("a",), np.zeros(3))], 10.0)
+    with pytest.raises(InputError):
+        fitting.Fitter(DOMAIN, WORKLOADS, "magic")

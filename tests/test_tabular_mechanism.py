@@ -1,0 +1,222 @@
+"""Kumar et al. 2024 Algorithms 2 (baseline) and 3 (proposed) as state machines."""
+import json
+
+import numpy as np
+import pytest
+
+from continual_synth.mechanisms import tabular
+from continual_synth.mechanisms.errors import InputError, StateError
+from continual_synth.mechanisms.marginals import Domain, all_workloads, workload_histograms
+from continual_synth.mechanisms.samplers import SeededSampler
+
+DOMAIN = Domain({"a": [0, 1, 2], "b": [0, 1, 2, 3], "c": ["u", "v"], "d": [0, 1, 2],
+                 "e": [0, 1]})
+WORKLOADS = tuple(all_workloads(DOMAIN, 2))
+
+
+def stream(periods, batch, seed):
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(DOMAIN.size(), 0.3))
+    return [np.stack(np.unravel_index(rng.choice(p.size, batch, p=p), DOMAIN.sizes),
+                     axis=1).astype(np.int32) for _ in range(periods)]
+
+
+def config(**kw):
+    base = dict(domain=DOMAIN, workloads=WORKLOADS, epsilon=1.0, horizon=20,
+                method="proposed", selections=3, fit="mw", fit_iterations=20)
+    base.update(kw)
+    return tabular.TabularConfig(**base)
+
+
+def run(cfg, batches, seed):
+    """Fold step over the stream; returns the final state, releases and the per-period
+    average workload error of the released table against the truth."""
+    state, sampler = tabular.initial_state(cfg), SeededSampler(seed)
+    truth = [np.zeros(c) for c in cfg.cells]
+    table = [np.zeros(c) for c in cfg.cells]
+    releases, errors = [], []
+    for codes in batches:
+        hists = workload_histograms(codes, DOMAIN, cfg.workloads)
+        truth = [t + h for t, h in zip(truth, hists)]
+        state, release = tabular.step(cfg, state, hists, sampler)
+        answers = release.model.answers(cfg.workloads)
+        table = [t + a for t, a in zip(table, answers)] if release.increment else answers
+        releases.append(release)
+        errors.append(np.mean([np.abs(t - a).mean() for t, a in zip(truth, table)]))
+    return state, releases, np.array(errors), truth, table
+
+
+def test_config_validation():
+    with pytest.raises(InputError):
+        config(selections=len(WORKLOADS) + 1)
+    with pytest.raises(InputError):
+        config(selections=0)
+    with pytest.raises(InputError):
+        config(epsilon=0.0)
+    with pytest.raises(InputError):
+        config(method="other")
+    with pytest.raises(InputError):
+        config(counter="nope")
+    with pytest.raises(InputError):
+        config(counter="tree", horizon=None)
+    with pytest.raises(InputError):
+        config(fit="magic")
+    with pytest.raises(InputError):
+        config(workloads=(("a", "zz"),))
+    config(counter="simple", horizon=None)           # unbounded counter: no horizon needed
+    cfg = config(counter="tree")
+    assert tabular.TabularConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
+def test_calibration_values():
+    cfg = config(epsilon=2.0, selections=4)
+    assert cfg.selection_epsilon == pytest.approx(0.25)
+    assert cfg.measure_epsilon == pytest.approx(0.25)
+    assert cfg.utility_sensitivity == pytest.approx(1 / 4)   # smallest workload: c × e
+    assert cfg.laplace_scale == pytest.approx(4.0)
+    state = tabular.initial_state(cfg)
+    assert all(c.budget == pytest.approx(0.25) and c.unit == "epsilon" and c.dim == n
+               for c, n in zip(state.counters, cfg.cells))
+
+
+@pytest.mark.parametrize("method", ["proposed", "baseline"])
+def test_ledger_totals_epsilon_and_refuses_past_the_horizon(method):
+    cfg = config(method=method, horizon=5, epsilon=0.7)
+    state, releases, *_ = run(cfg, stream(5, 30, 1), 2)
+    assert state.ledger.spent == pytest.approx(0.7)
+    assert state.period == 5 and [r.period for r in releases] == [1, 2, 3, 4, 5]
+    hists = workload_histograms(stream(1, 30, 3)[0], DOMAIN, cfg.workloads)
+    with pytest.raises(StateError, match="horizon"):
+        tabular.step(cfg, state, hists, SeededSampler(0))
+    assert state.ledger.spent == pytest.approx(0.7)
+    fields = tabular.manifest_fields(cfg, state)
+    assert fields["epsilon_spent"] == pytest.approx(0.7)
+    assert fields["relation"] == "event-level add/remove of one record"
+    assert fields["size"] == releases[-1].size
+
+
+def test_refuses_mismatched_state_and_bad_histograms():
+    cfg = config()
+    state = tabular.initial_state(cfg)
+    hists = workload_histograms(stream(1, 10, 1)[0], DOMAIN, WORKLOADS)
+    with pytest.raises(StateError):
+        tabular.step(config(epsilon=2.0), state, hists, SeededSampler(0))
+    with pytest.raises(InputError):
+        tabular.step(cfg, state, hists[:-1], SeededSampler(0))
+    with pytest.raises(InputError):
+        tabular.step(cfg, state, [h * -1 for h in hists], SeededSampler(0))
+    assert state.period == 0 and state.ledger.spent == 0
+
+
+@pytest.mark.parametrize("method", ["proposed", "baseline"])
+def test_noise_free_limit_reproduces_the_workload(method):
+    """ε → ∞, one workload, k = 1: g_t = h_{t,1} answers the workload of the stream so
+    far exactly (MW on a tiny domain), and the noisy size is the true size."""
+    cfg = config(method=method, epsilon=1e8, selections=1, fit_iterations=50, horizon=4,
+                 workloads=(("a", "b"),))
+    state, releases, errors, truth, table = run(cfg, stream(4, 40, 5), 6)
+    assert errors.max() < 1e-3
+    assert [r.size for r in releases] == [40, 80, 120, 160]
+    assert releases[-1].increment == (method == "baseline")
+
+
+@pytest.mark.parametrize("method", ["proposed", "baseline"])
+def test_noise_free_limit_all_workloads(method):
+    """ε → ∞ with every workload selected each period: only the averaging of the iterates
+    (g_t = avg_l h_{t,l}, whose early iterates have fitted few workloads) separates the
+    release from the truth — a few percent of the mean cell count, far below ε = 1."""
+    batches = stream(4, 40, 5)
+    cfg = config(method=method, epsilon=1e8, selections=len(WORKLOADS), fit_iterations=100,
+                 horizon=4)
+    _, releases, errors, truth, _ = run(cfg, batches, 6)
+    mean_cell = np.mean([t.mean() for t in truth])
+    assert errors[-1] < 0.15 * mean_cell
+    assert releases[-1].size == 160
+    noisy = run(config(method=method, epsilon=1.0, selections=3, horizon=4), batches, 6)[2]
+    assert errors[-1] < noisy[-1]
+
+
+def test_proposed_selects_the_workload_with_the_largest_error_at_large_epsilon():
+    cfg = config(epsilon=1e6, selections=1, bias_correction="none")
+    state = tabular.initial_state(cfg)
+    codes = stream(1, 60, 7)[0]
+    hists = workload_histograms(codes, DOMAIN, WORKLOADS)
+    start = state.model.answers(WORKLOADS)
+    u = [np.abs(h - s).sum() / h.size for h, s in zip(hists, start)]
+    _, release = tabular.step(cfg, state, hists, SeededSampler(1))
+    assert release.selected == (WORKLOADS[int(np.argmax(u))],)
+
+
+@pytest.mark.parametrize("method", ["proposed", "baseline"])
+def test_deterministic_and_state_round_trip(method):
+    cfg = config(method=method, horizon=6)
+    batches = stream(6, 25, 8)
+    s1, r1, e1, *_ = run(cfg, batches, 9)
+    s2, r2, e2, *_ = run(cfg, batches, 9)
+    assert np.array_equal(e1, e2) and [r.selected for r in r1] == [r.selected for r in r2]
+    assert json.dumps(s1.to_dict()) == json.dumps(s2.to_dict())
+    # split the run: 3 steps, save/load through JSON, 3 more steps
+    state, sampler = tabular.initial_state(cfg), SeededSampler(9)
+    for codes in batches[:3]:
+        state, _ = tabular.step(cfg, state, workload_histograms(codes, DOMAIN, WORKLOADS),
+                                sampler)
+    state = tabular.TabularState.from_dict(json.loads(json.dumps(state.to_dict())))
+    for codes in batches[3:]:
+        state, release = tabular.step(cfg, state, workload_histograms(codes, DOMAIN, WORKLOADS),
+                                      sampler)
+    assert release.selected == r1[-1].selected
+    assert np.array_equal(release.model.sample(30, np.random.default_rng(1)),
+                          r1[-1].model.sample(30, np.random.default_rng(1)))
+    assert set(state.to_dict()) == {"format", "config", "ledger", "period", "model", "counters",
+                                    "counter_values", "remainders", "anchor_times", "size",
+                                    "selection_counts", "last_selected"}
+
+
+def test_step_does_not_modify_its_input_state():
+    cfg = config()
+    state = tabular.initial_state(cfg)
+    before = json.dumps(state.to_dict())
+    tabular.step(cfg, state, workload_histograms(stream(1, 20, 1)[0], DOMAIN, WORKLOADS),
+                 SeededSampler(2))
+    assert json.dumps(state.to_dict()) == before
+
+
+def test_error_decreases_with_epsilon():
+    batches = [stream(25, 50, s) for s in range(3)]
+    def mean_error(eps):
+        cfg = config(epsilon=eps, horizon=25)
+        return np.mean([run(cfg, b, 10 + i)[2][-5:].mean() for i, b in enumerate(batches)])
+    assert mean_error(0.25) > mean_error(4.0) > mean_error(1e6)
+
+
+def test_proposed_beats_baseline_on_a_small_stream():
+    """Average workload error over the last 10 of 60 periods (batch 50), 3 streams.
+    In this toy set-up the proposed method wins at ε = 2 (and at larger ε); at ε ≤ 1
+    it does not (see the report)."""
+    errors = {"proposed": [], "baseline": []}
+    for seed in range(3):
+        batches = stream(60, 50, 100 + seed)
+        for method in errors:
+            cfg = config(method=method, epsilon=2.0, horizon=60, bias_correction="paper")
+            errors[method].append(run(cfg, batches, 200 + seed)[2][-10:].mean())
+    assert np.mean(errors["proposed"]) < np.mean(errors["baseline"])
+
+
+def test_noisy_size_tracks_the_stream():
+    cfg = config(epsilon=4.0, horizon=10)
+    _, releases, *_ = run(cfg, stream(10, 50, 3), 4)
+    sizes = np.array([r.size for r in releases])
+    assert (sizes >= 0).all()
+    assert np.abs(sizes - 50 * np.arange(1, 11)).max() < 60
+
+
+@pytest.mark.parametrize("method", ["proposed", "baseline"])
+def test_pgm_fit_runs_and_round_trips(method):
+    """The default fit (mbi) in the state machine: small domain (MRF), a few periods."""
+    cfg = config(method=method, fit="pgm", fit_iterations=50, horizon=3, epsilon=4.0)
+    state, releases, errors, *_ = run(cfg, stream(3, 50, 11), 12)
+    assert tabular.manifest_fields(cfg, state)["fit_model"] == "mrf"
+    back = tabular.TabularState.from_dict(json.loads(json.dumps(state.to_dict())))
+    model = back.model if method == "proposed" else releases[-1].model
+    assert model.sample(20, np.random.default_rng(0)).shape == (20, 5)
+    assert np.isfinite(errors).all()
