@@ -1,18 +1,152 @@
 """The ``continual-synth tabular`` commands (Kumar, Strohmer and Vershynin 2024).
 
-Wired into :mod:`continual_synth.pipelines.cli` through :func:`add_commands`
-(register sub-commands) and :func:`dispatch` (run one; None when the parsed
-command belongs to another family).
+    continual-synth tabular run  --input STREAM --output DIR --domain DOMAIN.json --epsilon E
+                                 [--method proposed|baseline] [--selections K] [--marginals 2]
+                                 [--counter simple] [--fit pgm|mw] [--horizon T] [--seed S] …
+    continual-synth tabular init --state STATE --domain DOMAIN.json --epsilon E [same options]
+    continual-synth tabular step --state STATE --input PERIOD_FILE --output DIR [--period P]
+    continual-synth tabular example --output DIR [--construction randomized|ordered]
+                                 [--batch-size 50] [--periods N] [--seed 0]
+    continual-synth evaluate tabular --truth STREAM --synthetic DIR --domain DOMAIN.json
+                                 [--marginals 2] [--report DIR] [--last 10]
+
+Wired into :mod:`continual_synth.pipelines.cli` through :func:`add_commands` and
+:func:`dispatch` (None when the parsed command belongs to another family).
 """
 from __future__ import annotations
 
+import argparse
 from typing import List, Optional
 
 
+def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) -> None:
+    from continual_synth.mechanisms.counters import counter_kinds
+    domain = parser.add_mutually_exclusive_group(required=True)
+    domain.add_argument("--domain", help="public domain: JSON object mapping each attribute "
+                        "column to the list of its values (null allows a missing value)")
+    if with_infer:
+        domain.add_argument("--infer-domain", action="store_true",
+                            help="read the domain off the private data (NOT private; the "
+                                 "manifest says so)")
+    parser.add_argument("--epsilon", type=float, required=True,
+                        help="total ε of event-level ε-DP for the whole stream")
+    parser.add_argument("--method", choices=["proposed", "baseline"], default="proposed",
+                        help="proposed: select-measure-fit with counters (§6, Algorithm 3); "
+                             "baseline: an independent synthesizer per period (§5, "
+                             "Algorithm 2)")
+    parser.add_argument("--selections", type=int, default=None,
+                        help="workloads selected per period, the paper's k (default: the "
+                             "synthesizer's default)")
+    parser.add_argument("--marginals", default="2",
+                        help="workloads: a number k for all k-way marginals (default 2), or "
+                             "a list 'a,b;a,c'")
+    parser.add_argument("--counter", default=None, choices=counter_kinds(),
+                        help="private stream counter per workload (default: simple, as the "
+                             "paper's experiments)")
+    parser.add_argument("--fit", choices=["pgm", "mw"], default="pgm",
+                        help="pgm: private-pgm graphical model (default); mw: multiplicative "
+                             "weights over the whole domain (small domains only)")
+    parser.add_argument("--horizon", type=int, default=None,
+                        help="number of periods T (needed by bounded counters; default: the "
+                             "stream's last period for run, unbounded counters for steps)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="use the reproducible simulation sampler (NOT for publication)")
+    parser.add_argument("--format", dest="out_format", default="parquet",
+                        choices=["parquet", "csv", "avro"], help="output format")
+    parser.add_argument("--period-col", default="period")
+
+
 def add_commands(commands, evaluate) -> None:
-    """Add this family's sub-commands to ``commands`` and ``evaluate``'s sub-parsers."""
+    """Add ``tabular run|init|step|example`` and ``evaluate tabular``."""
+    jobs = commands.add_parser(
+        "tabular", help="synthetic tabular streams (Kumar et al. 2024, Algorithms 2-3)"
+    ).add_subparsers(dest="action", required=True)
+    run = jobs.add_parser("run", help="synthesize a whole stream in one job")
+    run.add_argument("--input", required=True, help="records with a period column: file or "
+                     "directory (Parquet, CSV, Avro)")
+    run.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
+    run.add_argument("--output", required=True, help="release directory")
+    _add_synthesizer_options(run, with_infer=True)
+    init = jobs.add_parser("init", help="create the state of an incremental release")
+    init.add_argument("--state", required=True, help="state directory (private)")
+    _add_synthesizer_options(init, with_infer=False)
+    step = jobs.add_parser("step", help="ingest the next period and release the table")
+    step.add_argument("--state", required=True)
+    step.add_argument("--input", required=True, help="one period's new records")
+    step.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
+    step.add_argument("--output", required=True, help="release directory")
+    step.add_argument("--period", type=int, default=None,
+                      help="the period this file holds (checked; default: the next one)")
+    example = jobs.add_parser("example", help="write a stream built from a real public "
+                              "table (CCES 2016) and its domain.json")
+    example.add_argument("--output", required=True)
+    example.add_argument("--construction", choices=["randomized", "ordered"],
+                         default="randomized", help="§7.1's stream constructions")
+    example.add_argument("--batch-size", type=int, default=50)
+    example.add_argument("--periods", type=int, default=None,
+                         help="stop after this many periods (default: the whole table)")
+    example.add_argument("--seed", type=int, default=0)
+    example.add_argument("--format", dest="out_format", default="parquet",
+                         choices=["parquet", "csv", "avro"])
+
+    ev = evaluate.add_parser("tabular", help="AvgWE, MaxWE, AvgRelWE, MaxRelWE per period "
+                             "(Kumar et al. 2024 §7.3)")
+    ev.add_argument("--truth", required=True, help="the real stream (with a period column)")
+    ev.add_argument("--synthetic", required=True, help="release directory")
+    ev.add_argument("--domain", required=True)
+    ev.add_argument("--marginals", default="2")
+    ev.add_argument("--report", default=None, help="directory for summary.json and plots")
+    ev.add_argument("--period-col", default="period")
+    ev.add_argument("--last", type=int, default=10,
+                    help="average the metrics over the last N periods (default 10)")
+
+
+def synthesizer_from_args(args, input_path: Optional[str] = None):
+    """The synthesizer the options describe (the domain read or, if asked, inferred)."""
+    from continual_synth.mechanisms.marginals import Domain, parse_workloads
+    from continual_synth.mechanisms.tabular_model import TabularSynthesizer
+    inferred = bool(getattr(args, "infer_domain", False))
+    if inferred:
+        from continual_synth.pipelines.tabular import infer_domain
+        domain = infer_domain(input_path, args.period_col, getattr(args, "input_format", None))
+    else:
+        domain = Domain.from_json(args.domain)
+    workloads = parse_workloads(args.marginals, domain)
+    return TabularSynthesizer.create(
+        domain=domain, workloads=workloads, epsilon=args.epsilon, method=args.method,
+        selections=args.selections, counter=args.counter, fit=args.fit,
+        horizon=args.horizon, domain_inferred=inferred)
 
 
 def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     """Run the parsed command if it is ours; otherwise return None."""
-    return None
+    if args.command == "evaluate" and args.action == "tabular":
+        from continual_synth.pipelines.evaluate_tabular import evaluate_tabular
+        summary = evaluate_tabular(args.truth, args.synthetic, args.report,
+                                   domain_path=args.domain, marginals=args.marginals,
+                                   period_col=args.period_col, last=args.last)
+        return {key: value for key, value in summary.items()
+                if not isinstance(value, (list, dict)) or key == "average_last"}
+    if args.command != "tabular":
+        return None
+    from continual_synth.pipelines import tabular
+    if args.action == "example":
+        from continual_synth.pipelines.example_tables import write_example
+        return write_example(args.output, construction=args.construction,
+                             batch_size=args.batch_size, seed=args.seed,
+                             periods=args.periods, fmt=args.out_format)
+    if args.action == "step":
+        return tabular.step(args.state, args.input, args.output, in_format=args.input_format,
+                            period=args.period, beam_args=beam_args)
+    if args.action == "run":
+        synthesizer = synthesizer_from_args(args, args.input)
+        manifest = tabular.run(synthesizer, args.input, args.output, seed=args.seed,
+                               in_format=args.input_format, out_format=args.out_format,
+                               period_col=args.period_col, beam_args=beam_args)
+        return {key: value for key, value in manifest.items()
+                if not isinstance(value, (list, dict))}
+    synthesizer = synthesizer_from_args(args)
+    tabular.init(synthesizer, args.state, seed=args.seed, out_format=args.out_format,
+                 period_col=args.period_col)
+    return {"status": "initialised", "state": args.state, "method": args.method,
+            "epsilon": args.epsilon, "workloads": len(synthesizer.workloads)}

@@ -1,0 +1,89 @@
+"""Time the tabular stream synthesizer's Beam jobs on ~1 000 periods of 50 records.
+
+The stream is CCES 2016 "randomized" with batch size 50 (Kumar et al. 2024 §7.1),
+1 000 periods, all 2-way workloads (91), PGM fit, simple counter, proposed method.
+
+* ``tabular run`` (one Beam pipeline, DirectRunner): total wall time, and per period;
+  the release holds one synthetic table per period (Σ_t |g_t| ≈ 25 million rows).
+* ``tabular step`` (one period per run, as a DAG task would call it): wall time of
+  ``--steps`` consecutive steps, each its own pair of Beam pipelines.
+
+    python bench/tabular_timing.py --periods 1000 --steps 20
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+
+import pyarrow.compute as pc
+
+from continual_synth.mechanisms.marginals import Domain, all_workloads
+from continual_synth.mechanisms.tabular_model import TabularSynthesizer
+from continual_synth.pipelines import tabular
+from continual_synth.pipelines.example_tables import load_table, make_stream, table_domain
+from continual_synth.transforms.files import write_file
+
+
+def synthesizer(horizon):
+    domain = Domain(table_domain())
+    return TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
+                                     epsilon=1.0, counter="simple", fit="pgm",
+                                     horizon=horizon)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--periods", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--workdir", default=None)
+    args = parser.parse_args()
+    work = args.workdir or tempfile.mkdtemp(prefix="tabular-timing-")
+    stream = make_stream(load_table(), "randomized", args.batch, seed=0,
+                         periods=args.periods, domain=table_domain())
+    stream_path = os.path.join(work, "stream.parquet")
+    write_file(stream, stream_path, "parquet")
+    figures = {"periods": args.periods, "batch": args.batch, "records": stream.num_rows}
+
+    out = os.path.join(work, "run")
+    shutil.rmtree(out, ignore_errors=True)
+    start = time.perf_counter()
+    manifest = tabular.run(synthesizer(args.periods), stream_path, out, seed=1)
+    seconds = time.perf_counter() - start
+    rows = sum(pq_rows(os.path.join(out, f)) for f in os.listdir(out) if f.endswith(".parquet"))
+    figures.update({"run_seconds": round(seconds, 1),
+                    "run_seconds_per_period": round(seconds / args.periods, 3),
+                    "released_rows": rows, "final_size": manifest["size"]})
+    print(json.dumps(figures), flush=True)
+
+    state, steps_out = os.path.join(work, "state"), os.path.join(work, "steps")
+    for path in (state, steps_out):
+        shutil.rmtree(path, ignore_errors=True)
+    tabular.init(synthesizer(args.periods), state, seed=1)
+    step_seconds = []
+    for period in range(1, args.steps + 1):
+        part = stream.filter(pc.equal(stream["period"], period)).drop(["period"])
+        path = os.path.join(work, f"p{period:04d}.parquet")
+        write_file(part, path, "parquet")
+        start = time.perf_counter()
+        tabular.step(state, path, steps_out)
+        step_seconds.append(time.perf_counter() - start)
+    figures.update({"steps": args.steps,
+                    "step_seconds_mean": round(sum(step_seconds) / len(step_seconds), 2),
+                    "step_seconds_max": round(max(step_seconds), 2)})
+    print(json.dumps(figures), flush=True)
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def pq_rows(path: str) -> int:
+    import pyarrow.parquet as pq
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+"""The tabular stream synthesizer's jobs: batch, incremental and streaming drivers release
+the same tables for the same seed; bad input is refused with a clear error and nothing
+is written; every period's table is readable as one dataset."""
+from __future__ import annotations
+
+import json
+import os
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.transforms.window import TimestampedValue
+
+from continual_synth.mechanisms.errors import StateError
+from continual_synth.mechanisms.marginals import Domain, all_workloads
+from continual_synth.mechanisms.tabular_model import TabularSynthesizer
+from continual_synth.pipelines import tabular
+from continual_synth.pipelines.cli import main
+from continual_synth.transforms.files import read_dataset, write_file
+from continual_synth.transforms.tabular_stream import SynthesizeTabularStream
+
+DOMAIN = {"a": [0, 1, 2], "b": ["x", "y", None], "c": [0, 1]}
+PERIODS, BATCH = 6, 80
+
+
+def make_stream(seed=0, periods=PERIODS, batch=BATCH) -> pa.Table:
+    """A stream whose b depends on a (so 2-way marginals carry signal), with missing b's."""
+    rng = np.random.default_rng(seed)
+    n = periods * batch
+    a = rng.integers(0, 3, n)
+    b_code = (a + (rng.random(n) < 0.2)) % 3
+    b = [None if code == 2 else "xy"[code] for code in b_code]
+    return pa.table({"period": np.repeat(np.arange(1, periods + 1), batch),
+                     "a": a, "b": pa.array(b, pa.string()), "c": rng.integers(0, 2, n)})
+
+
+def synthesizer(method="proposed", horizon=None) -> TabularSynthesizer:
+    domain = Domain(DOMAIN)
+    return TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
+                                     epsilon=2.0, method=method, fit="mw", horizon=horizon)
+
+
+def sorted_table(table: pa.Table) -> pa.Table:
+    table = table.select(["period", "a", "b", "c"])
+    table = table.set_column(0, "period", table["period"].cast(pa.int32()))
+    table = table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
+    return table.sort_by([(c, "ascending") for c in ["period", "a", "b", "c"]])
+
+
+@pytest.fixture(scope="module")
+def stream_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tabular")
+    stream = make_stream()
+    write_file(stream, str(root / "stream.parquet"), "parquet")
+    with open(root / "domain.json", "w") as handle:
+        json.dump(DOMAIN, handle)
+    for period in range(1, PERIODS + 1):
+        part = stream.filter(pc.equal(stream["period"], period)).drop(["period"])
+        write_file(part, str(root / f"p{period}.csv"), "csv")
+    return root
+
+
+@pytest.fixture(scope="module", params=["proposed", "baseline"])
+def batch_and_steps(request, stream_files, tmp_path_factory):
+    """The same stream released by ``run`` and by ``init`` + T ``step`` runs."""
+    method = request.param
+    root = tmp_path_factory.mktemp(method)
+    manifest = tabular.run(synthesizer(method), str(stream_files / "stream.parquet"),
+                           str(root / "run"), seed=11)
+    tabular.init(synthesizer(method), str(root / "state"), seed=11)
+    summaries = [tabular.step(str(root / "state"), str(stream_files / f"p{p}.csv"),
+                              str(root / "steps")) for p in range(1, PERIODS + 1)]
+    return method, root, manifest, summaries
+
+
+def test_run_and_steps_release_identical_tables(batch_and_steps):
+    method, root, manifest, summaries = batch_and_steps
+    batch = sorted_table(read_dataset(str(root / "run")))
+    steps = sorted_table(read_dataset(str(root / "steps")))
+    assert batch.num_rows > 0
+    assert batch.equals(steps)
+    assert [s["status"] for s in summaries] == ["released"] * PERIODS
+    with open(root / "steps" / "manifest.json") as handle:
+        incremental = json.load(handle)
+    for key in ("epsilon_spent", "size", "selection_counts", "method"):
+        assert incremental[key] == manifest[key]
+    assert manifest["method"] == method and manifest["epsilon_spent"] == pytest.approx(2.0)
+
+
+def test_one_table_per_period_of_about_the_stream_size(batch_and_steps):
+    method, root, manifest, _ = batch_and_steps
+    table = read_dataset(str(root / "run"))
+    periods = table["period"].to_numpy()
+    assert sorted(set(periods.tolist())) == list(range(1, PERIODS + 1))
+    sizes = np.bincount(periods, minlength=PERIODS + 1)[1:]
+    assert sizes[-1] == manifest["size"]
+    # the noisy size tracks |f_t| = 80 t: counters of scale 2k/ε = 3 per cell, so the
+    # error of the size estimate is a few tens at most
+    assert np.all(np.abs(sizes - BATCH * np.arange(1, PERIODS + 1)) < 60), sizes
+    if method == "baseline":  # increments are appended: each table extends the previous
+        previous = None
+        for period in range(1, PERIODS + 1):
+            current = sorted_table(table.filter(pc.equal(table["period"], period)))
+            current = current.drop(["period"])
+            if previous is not None:
+                grown = pc.value_counts(pc.binary_join_element_wise(
+                    pc.cast(current["a"], pa.string()), pc.fill_null(current["b"], "-"),
+                    pc.cast(current["c"], pa.string()), ":"))
+                before = pc.value_counts(pc.binary_join_element_wise(
+                    pc.cast(previous["a"], pa.string()), pc.fill_null(previous["b"], "-"),
+                    pc.cast(previous["c"], pa.string()), ":"))
+                counts = {d["values"]: d["counts"] for d in grown.to_pylist()}
+                assert all(counts.get(d["values"], 0) >= d["counts"]
+                           for d in before.to_pylist())
+            previous = current
+
+
+def test_rerun_of_a_step_reads_nothing_and_spends_nothing(batch_and_steps, stream_files):
+    _, root, _, _ = batch_and_steps
+    state_before = (root / "state" / "state.json").read_text()
+    summary = tabular.step(str(root / "state"), str(stream_files / f"p{PERIODS}.csv"),
+                           str(root / "steps"))
+    assert summary["status"] == "already-released" and summary["period"] == PERIODS
+    assert (root / "state" / "state.json").read_text() == state_before
+
+
+def test_streaming_form_releases_the_batch_tables(batch_and_steps, stream_files, tmp_path):
+    """Stateful DoFn driver on an unbounded (TestStream) source, two batches per period
+    arriving out of order within the period: the same tables as the batch run."""
+    method, root, _, _ = batch_and_steps
+    stream = read_dataset(str(stream_files / "stream.parquet"))
+    events = TestStream()
+    for period in range(1, PERIODS + 1):
+        part = stream.filter(pc.equal(stream["period"], period)).drop(["period"])
+        half = part.num_rows // 2
+        events = events.add_elements([TimestampedValue(part.slice(half), (period - 1) * 10 + 7),
+                                      TimestampedValue(part.slice(0, half), (period - 1) * 10 + 1)])
+        events = events.advance_watermark_to(period * 10)
+    events = events.advance_watermark_to_infinity()
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    out = tmp_path / "streamed"
+    out.mkdir()
+    with beam.Pipeline(options=options) as pipeline:
+        _ = (pipeline
+             | events
+             | SynthesizeTabularStream(synthesizer(method), period_seconds=10, seed=11)
+             | beam.MapTuple(lambda key, table: pq.write_table(table, str(out / f"{key}.parquet"))))
+    assert sorted_table(read_dataset(str(out))).equals(sorted_table(read_dataset(str(root / "run"))))
+
+
+def test_formats_round_trip_missing_values(stream_files, tmp_path):
+    for fmt in ("csv", "avro"):
+        out = tmp_path / fmt
+        tabular.run(synthesizer(), str(stream_files / "stream.parquet"), str(out), seed=2,
+                    out_format=fmt)
+        table = read_dataset(str(out))
+        assert table.num_rows > 0 and set(table.column_names) == {"period", "a", "b", "c"}
+        assert set(table["b"].to_pylist()) <= {"x", "y", None}
+
+
+def test_value_outside_the_domain_is_refused_and_nothing_written(stream_files, tmp_path):
+    stream = make_stream()
+    bad = stream.set_column(2, "b", pa.array(["x"] * 100 + ["w"] + ["y"] * (stream.num_rows - 101)))
+    write_file(bad, str(tmp_path / "bad.parquet"), "parquet")
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="'w'.*not in the domain"):
+        tabular.run(synthesizer(), str(tmp_path / "bad.parquet"), str(out), seed=1)
+    assert not [p for p in os.listdir(out) if not p.startswith(".")] and \
+        not [p for p in os.listdir(out) if p.startswith(".staging")]
+
+
+def test_cli_errors_are_clear(stream_files, tmp_path, capsys):
+    domain = str(stream_files / "domain.json")
+    no_period = make_stream().drop(["period"])
+    write_file(no_period, str(tmp_path / "flat.parquet"), "parquet")
+    code = main(["tabular", "run", "--input", str(tmp_path / "flat.parquet"), "--output",
+                 str(tmp_path / "o1"), "--domain", domain, "--epsilon", "1", "--fit", "mw"])
+    assert code == 2 and "no period column 'period'" in capsys.readouterr().err
+    missing = make_stream().drop(["c"])
+    write_file(missing, str(tmp_path / "noc.parquet"), "parquet")
+    code = main(["tabular", "run", "--input", str(tmp_path / "noc.parquet"), "--output",
+                 str(tmp_path / "o2"), "--domain", domain, "--epsilon", "1", "--fit", "mw"])
+    assert code == 2 and "missing attribute column(s) ['c']" in capsys.readouterr().err
+    code = main(["tabular", "run", "--input", str(stream_files / "stream.parquet"),
+                 "--output", str(tmp_path / "o3"), "--domain", domain, "--epsilon", "1",
+                 "--fit", "mw", "--horizon", "3"])
+    assert code == 2 and "periods must be 1..3" in capsys.readouterr().err
+
+
+def test_steps_refuse_out_of_order_and_past_the_horizon(stream_files, tmp_path):
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    tabular.init(synthesizer(horizon=2), state, seed=1)
+    with pytest.raises(StateError, match="out of order"):
+        tabular.step(state, str(stream_files / "p2.csv"), out, period=2)
+    tabular.step(state, str(stream_files / "p1.csv"), out)
+    tabular.step(state, str(stream_files / "p2.csv"), out)
+    before = open(os.path.join(state, "state.json")).read()
+    with pytest.raises(StateError, match="beyond the horizon"):
+        tabular.step(state, str(stream_files / "p3.csv"), out)
+    assert open(os.path.join(state, "state.json")).read() == before
+    with pytest.raises(StateError, match="already holds a state"):
+        tabular.init(synthesizer(), state)
+
+
+def test_step_with_the_wrong_period_column_is_refused(stream_files, tmp_path):
+    stream = make_stream()
+    write_file(stream.filter(pc.equal(stream["period"], 2)), str(tmp_path / "p2.parquet"),
+               "parquet")
+    tabular.init(synthesizer(), str(tmp_path / "state"), seed=1)
+    with pytest.raises(Exception, match="holds period 2, but this step ingests period 1"):
+        tabular.step(str(tmp_path / "state"), str(tmp_path / "p2.parquet"),
+                     str(tmp_path / "out"))
+
+
+def test_interrupted_step_resumes_without_new_noise(stream_files, tmp_path, monkeypatch):
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    tabular.init(synthesizer(), state, seed=5)
+    tabular.step(state, str(stream_files / "p1.csv"), out)
+    real_publish = tabular._publish
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("worker lost")
+
+    monkeypatch.setattr(tabular, "_publish", crash)
+    with pytest.raises(RuntimeError):
+        tabular.step(state, str(stream_files / "p2.csv"), out)
+    monkeypatch.setattr(tabular, "_publish", real_publish)
+    saved = json.load(open(os.path.join(state, "state.json")))
+    assert saved["pending"]["period"] == 2
+    spent = saved["synthesizer_state"]["ledger"]
+    summary = tabular.step(state, str(stream_files / "p2.csv"), out)
+    assert summary["resumed"] and summary["period"] == 2
+    assert json.load(open(os.path.join(state, "state.json")))["synthesizer_state"]["ledger"] == spent
+    reference = tmp_path / "reference"
+    tabular.run(synthesizer(), str(stream_files / "stream.parquet"), str(reference), seed=5)
+    ref = read_dataset(str(reference))
+    ref = ref.filter(pc.less_equal(ref["period"], 2))
+    assert sorted_table(read_dataset(out)).equals(sorted_table(ref))  # same noise, same records
+
+
+def test_infer_domain_is_labelled_not_private(stream_files, tmp_path, capsys):
+    code = main(["tabular", "run", "--input", str(stream_files / "stream.parquet"),
+                 "--output", str(tmp_path / "o"), "--infer-domain", "--epsilon", "1",
+                 "--fit", "mw", "--seed", "1"])
+    assert code == 0
+    capsys.readouterr()
+    manifest = json.load(open(tmp_path / "o" / "manifest.json"))
+    assert "NOT differentially private" in manifest["domain_source"]
+    assert manifest["domain"]["b"] == ["x", "y", None]

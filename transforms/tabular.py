@@ -1,0 +1,279 @@
+"""Beam stages of the tabular stream synthesizer (Kumar, Strohmer and Vershynin 2024).
+
+* :class:`PeriodWorkloadHistograms` — Arrow batches of records → one element per period:
+  the exact workload histograms of that period's new records ∇f_t, concatenated.  Each
+  batch is encoded against the public domain in one vectorised pass (pyarrow
+  ``index_in``), split by period, histogrammed with ``np.bincount`` and summed by a
+  CombineFn per period (:class:`WorkloadHistogramsFn`); no stage touches a record as a
+  Python object.
+* :func:`fold_tabular_stream` — the synthesizer's state machine folded over periods on one
+  worker (its inputs are a few small count vectors per period); noise is drawn here and
+  only here, per period, so a batch run and T incremental steps with the same seed make
+  the same release.
+* :func:`emission_tasks` / :func:`emit_table` — every period's synthetic table sampled
+  from its fitted model in shards of at most ``ROWS_PER_SHARD`` rows, as Arrow tables
+  ``(period, attribute columns…)``.
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
+                                                  workload_histograms)
+
+ROWS_PER_SHARD = 500_000
+
+
+# ------------------------------------------------------------------------ encoding
+
+
+def encode_stream_batch(table: pa.Table, domain: Domain, period_col: str,
+                        period: Optional[int] = None, horizon: Optional[int] = None,
+                        where: str = "input") -> Tuple[np.ndarray, np.ndarray]:
+    """``(periods, codes)`` of one batch of records: the period of every row (int64) and
+    its attribute codes (n × p).  ``period`` given (an incremental step): a period
+    column, if present, must hold that period only.  Otherwise the period column is
+    required and must hold integers in 1..``horizon`` (any positive period if None)."""
+    codes = encode_records(table, domain, where)
+    if period_col not in table.column_names:
+        if period is None:
+            raise InputError(f"{where}: no period column {period_col!r} (columns: "
+                             f"{table.column_names}); pass --period-col")
+        return np.full(table.num_rows, period, dtype=np.int64), codes
+    column = table.column(period_col)
+    if column.null_count:
+        raise InputError(f"{where}: column {period_col!r} has {column.null_count} empty "
+                         f"value(s)")
+    periods = column.to_numpy(zero_copy_only=False)
+    if periods.dtype.kind not in "iu":
+        raise InputError(f"{where}: period column {period_col!r} must hold integers, "
+                         f"got {column.type}")
+    periods = periods.astype(np.int64)
+    if period is not None:
+        wrong = np.flatnonzero(periods != period)
+        if wrong.size:
+            raise InputError(f"{where}: row {int(wrong[0])} holds period "
+                             f"{int(periods[wrong[0]])}, but this step ingests period {period}")
+    else:
+        top = np.inf if horizon is None else horizon
+        wrong = np.flatnonzero((periods < 1) | (periods > top))
+        if wrong.size:
+            span = "1 or more" if horizon is None else f"1..{horizon}"
+            raise InputError(f"{where}: row {int(wrong[0])} holds period "
+                             f"{int(periods[wrong[0]])}; periods must be {span}")
+    return periods, codes
+
+
+def split_by_period(periods: np.ndarray, codes: np.ndarray) -> Iterator[Tuple[int, np.ndarray]]:
+    """``(period, codes of that period's rows)`` for every period present in a batch."""
+    if periods.size == 0:
+        return
+    order = np.argsort(periods, kind="stable")
+    sorted_periods = periods[order]
+    starts = np.flatnonzero(np.r_[True, sorted_periods[1:] != sorted_periods[:-1]])
+    ends = np.r_[starts[1:], sorted_periods.size]
+    for start, end in zip(starts, ends):
+        yield int(sorted_periods[start]), codes[order[start:end]]
+
+
+# ---------------------------------------------------------------------- histograms
+
+
+def histogram_width(domain: Domain, workloads: Sequence) -> int:
+    """Length of the concatenation of every workload's histogram."""
+    return int(sum(domain.size(w) for w in workloads))
+
+
+def split_histograms(flat: np.ndarray, domain: Domain, workloads: Sequence) -> List[np.ndarray]:
+    """The concatenated histograms back into one array per workload."""
+    edges = np.cumsum([0] + [domain.size(w) for w in workloads])
+    return [flat[edges[i]:edges[i + 1]] for i in range(len(workloads))]
+
+
+class WorkloadHistogramsFn(beam.CombineFn):
+    """Combine code batches of one period into the concatenated workload histograms of
+    their records, with the record count in front: ``[n, hist_1 …, hist_m]``."""
+
+    def __init__(self, domain: Domain, workloads: Sequence):
+        super().__init__()
+        self._domain, self._workloads = domain, list(workloads)
+
+    def create_accumulator(self):
+        return np.zeros(1 + histogram_width(self._domain, self._workloads), dtype=np.int64)
+
+    def add_input(self, accumulator, codes):
+        accumulator[0] += codes.shape[0]
+        accumulator[1:] += np.concatenate(workload_histograms(codes, self._domain,
+                                                              self._workloads))
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        accumulators = iter(accumulators)
+        total = next(accumulators).copy()
+        for accumulator in accumulators:
+            total += accumulator
+        return total
+
+    def extract_output(self, accumulator):
+        return accumulator
+
+
+class PeriodWorkloadHistograms(beam.PTransform):
+    """``PCollection[pa.Table] → PCollection[(period, [n, histograms…])]``.
+
+    ``period`` (an incremental step) fixes the period of every record; otherwise each
+    record's period comes from ``period_col`` and must lie in 1..``horizon``.
+    """
+
+    def __init__(self, domain: Domain, workloads: Sequence, period_col: str = "period",
+                 period: Optional[int] = None, horizon: Optional[int] = None,
+                 where: str = "input"):
+        super().__init__()
+        self._args = (domain, list(workloads), period_col, period, horizon, where)
+
+    def expand(self, batches):
+        domain, workloads, period_col, period, horizon, where = self._args
+        return (batches
+                | "EncodeAndSplit" >> beam.FlatMap(lambda table: split_by_period(
+                    *encode_stream_batch(table, domain, period_col, period, horizon, where)))
+                | "PerPeriod" >> beam.CombinePerKey(WorkloadHistogramsFn(domain, workloads)))
+
+
+# ---------------------------------------------------------------- synthesizer fold
+
+
+def period_sampler_seed(seed: Optional[int], period: int):
+    """Seed of the seeded sampler for one period (None: the exact OpenDP sampler)."""
+    return None if seed is None else [int(seed), int(period)]
+
+
+def fold_tabular_stream(period_counts: Sequence[Tuple[int, np.ndarray]], synthesizer,
+                        seed: Optional[int], horizon: Optional[int] = None) -> Dict:
+    """Run the synthesizer over periods 1..T (T = ``horizon`` or the last period with
+    records; a period without records is an empty period, listed in the manifest).
+
+    Returns ``{"releases": [...], "manifest": {...}}`` where each release is what
+    :func:`emission_tasks` needs (period, size, model, whether it is an increment).
+    """
+    by_period = {int(p): np.asarray(c) for p, c in period_counts}
+    if not by_period:
+        raise InputError("the stream holds no records")
+    last = horizon or max(by_period)
+    width = synthesizer.histogram_width
+    state = synthesizer.initial_state()
+    releases, empty = [], []
+    for period in range(1, last + 1):
+        counts = by_period.get(period)
+        if counts is None:
+            counts = np.zeros(1 + width, dtype=np.int64)
+            empty.append(period)
+        state, release = synthesizer.step(state, counts[1:], period_sampler_seed(seed, period))
+        releases.append(release)
+    manifest = synthesizer.manifest(state)
+    manifest["empty_periods"] = empty
+    return {"releases": releases, "manifest": manifest}
+
+
+# ------------------------------------------------------------------------ emission
+
+
+def emission_tasks(releases: Sequence[Dict]) -> List[Tuple]:
+    """The shards of every period's synthetic table, as ``(period, shard, rows, source)``.
+
+    A release is ``{"period", "size", "increment", "model" | "codes", "emission_seed"}``.
+    The proposed method releases the whole table g_t each period: its shards sample
+    ``rows`` records from the fitted model.  The baseline releases increments ∇g_t,
+    already sampled (``codes``): the table at t is every increment up to t, and its
+    shards are slices ``(start, stop)`` of their concatenation (:func:`increment_codes`).
+    """
+    tasks, offset = [], 0
+    for release in releases:
+        period = release["period"]
+        if release["increment"]:
+            offset += release["codes"].shape[0]
+            tasks += [(period, shard, stop - start, ("slice", start, stop))
+                      for shard, (start, stop) in enumerate(_row_shards(offset))]
+        else:
+            tasks += [(period, shard, stop - start,
+                       ("model", release["model"], release["emission_seed"]))
+                      for shard, (start, stop) in enumerate(_row_shards(release["size"]))]
+    return tasks
+
+
+def increment_codes(releases: Sequence[Dict], num_attributes: int) -> np.ndarray:
+    """All of the baseline's sampled increments, in period order (empty otherwise)."""
+    parts = [r["codes"] for r in releases if r["increment"]]
+    return (np.concatenate(parts) if parts
+            else np.zeros((0, num_attributes), dtype=np.int32))
+
+
+def _row_shards(size: int) -> List[Tuple[int, int]]:
+    size = int(size)
+    return [(start, min(start + ROWS_PER_SHARD, size))
+            for start in range(0, size, ROWS_PER_SHARD)] or [(0, 0)]
+
+
+def sample_rng(emission_seed: int, period: int, shard: int) -> np.random.Generator:
+    """Post-processing randomness of one shard of one period's sample: the same model,
+    seed and shard always give the same records (a re-emitted period reproduces them)."""
+    return np.random.default_rng([int(emission_seed), int(period), int(shard)])
+
+
+def task_codes(task: Tuple, increments: np.ndarray, num_attributes: int) -> np.ndarray:
+    """The attribute codes of one emission task's records."""
+    period, shard, rows, source = task
+    if source[0] == "slice":
+        return increments[source[1]:source[2]]
+    if rows == 0:
+        return np.zeros((0, num_attributes), dtype=np.int32)
+    return source[1].sample(rows, sample_rng(source[2], period, shard))
+
+
+def emit_table(task: Tuple, domain: Domain, increments: np.ndarray,
+               period_col: str = "period") -> Tuple[str, pa.Table]:
+    """One shard of one period's synthetic table: ``(file key, Arrow table)``."""
+    period, shard = task[0], task[1]
+    codes = task_codes(task, increments, len(domain.names))
+    return f"t{period:04d}-s{shard:03d}", synthetic_table(codes, period, domain, period_col)
+
+
+def synthetic_table(codes: np.ndarray, period: int, domain: Domain,
+                    period_col: str = "period") -> pa.Table:
+    columns = {period_col: pa.array(np.full(codes.shape[0], period, dtype=np.int32))}
+    columns.update(decode_records(codes, domain))
+    return pa.table(columns)
+
+
+def synthetic_schema(domain: Domain, period_col: str = "period") -> pa.Schema:
+    """Schema of the released tables: the period, then the attribute columns (typed as
+    the domain's values; nullable only where the domain lists null)."""
+    fields = [pa.field(period_col, pa.int32(), nullable=False)]
+    for name in domain.names:
+        values = list(domain.values[name])
+        kind = pa.array([v for v in values if v is not None] or [None]).type
+        if pa.types.is_null(kind):
+            kind = pa.string()
+        fields.append(pa.field(name, kind, nullable=None in values))
+    return pa.schema(fields)
+
+
+class EmitSyntheticTables(beam.PTransform):
+    """``PCollection[emission task] → PCollection[(key, pa.Table)]``, one per shard;
+    ``increments`` is a singleton PCollection of :func:`increment_codes`."""
+
+    def __init__(self, domain: Domain, increments, period_col: str = "period"):
+        super().__init__()
+        self._args = (domain, increments, period_col)
+
+    def expand(self, tasks):
+        domain, increments, period_col = self._args
+        return (tasks
+                | "Reshuffle" >> beam.Reshuffle()
+                | "Sample" >> beam.Map(
+                    lambda task, codes: emit_table(task, domain, codes, period_col),
+                    codes=beam.pvalue.AsSingleton(increments)))

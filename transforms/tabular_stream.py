@@ -1,0 +1,147 @@
+"""Streaming form of the tabular stream synthesizer (Kumar, Strohmer and Vershynin 2024).
+
+For an unbounded source (Pub/Sub, Kafka …) on Flink or Dataflow: record batches carry
+event-time timestamps; period t is the event-time window
+``[origin + (t−1)·period_seconds, origin + t·period_seconds)``.
+
+    batches ─ WindowInto(FixedWindows) ─ per-window workload histograms (CombinePerKey)
+       ─ GlobalWindows ─ StepTabularStream (stateful DoFn, one key per stream)
+       ─ emission tasks ─ sampled synthetic tables
+
+:class:`StepTabularStream` holds the synthesizer's whole state in Beam state: the
+per-workload private counters, the remainders r(t, i), the last fitted model and the
+ledger (and, for the baseline, the synthetic increments released so far).  Algorithm 3
+is a feedback loop — period t's selection depends on g_{t−1}, which depends on every
+counter — so the counters of one stream live under one key: they cannot be split across
+keys without a cycle in the pipeline graph, which Beam does not allow.  A period is
+processed when the watermark passes the end of its window (an event-time timer), in
+order; a window with no records is an empty period.  Each period's noise is drawn with
+the same per-period sampler seed as the batch and incremental jobs, so the three drivers
+release the same tables for the same seed.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.coders import PickleCoder
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import (BagStateSpec, ReadModifyWriteStateSpec,
+                                              TimerSpec, on_timer)
+from apache_beam.transforms.window import FixedWindows, GlobalWindows
+from apache_beam.utils.timestamp import Timestamp
+
+from continual_synth.transforms.tabular import (WorkloadHistogramsFn, emission_tasks,
+                                                encode_stream_batch, period_sampler_seed,
+                                                synthetic_table, task_codes)
+
+
+class _PeriodOfWindow(beam.DoFn):
+    """Encode a batch against the domain and key it by its window's period."""
+
+    def __init__(self, domain, period_seconds: float, origin: float, where: str):
+        super().__init__()
+        self._args = (domain, period_seconds, origin, where)
+
+    def process(self, table, window=beam.DoFn.WindowParam):
+        domain, period_seconds, origin, where = self._args
+        period = int(round((float(window.start) - origin) / period_seconds)) + 1
+        _, codes = encode_stream_batch(table, domain, "\0no-period-column", period=period,
+                                       where=where)
+        yield period, codes
+
+
+class StepTabularStream(beam.DoFn):
+    """Stateful step of one stream: ``(key, (period, [n, histograms…]))`` in, one release
+    out per period, in period order (see the module docstring)."""
+
+    STATE = ReadModifyWriteStateSpec("synthesizer_state", PickleCoder())
+    BUFFER = BagStateSpec("waiting_periods", PickleCoder())
+    INCREMENTS = BagStateSpec("released_increments", PickleCoder())
+    FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+
+    def __init__(self, synthesizer, seed: Optional[int], period_seconds: float,
+                 origin: float):
+        super().__init__()
+        self._synthesizer, self._seed = synthesizer, seed
+        self._period_seconds, self._origin = period_seconds, origin
+
+    def _period_end(self, period: int) -> Timestamp:
+        return Timestamp(self._origin + period * self._period_seconds)
+
+    def process(self, element, buffer=beam.DoFn.StateParam(BUFFER),
+                flush=beam.DoFn.TimerParam(FLUSH)):
+        _, (period, counts) = element
+        buffer.add((int(period), counts))
+        flush.set(self._period_end(int(period)))
+
+    @on_timer(FLUSH)
+    def on_flush(self, fire_time=beam.DoFn.TimestampParam,
+                 state=beam.DoFn.StateParam(STATE), buffer=beam.DoFn.StateParam(BUFFER),
+                 increments=beam.DoFn.StateParam(INCREMENTS)):
+        synthesizer = self._synthesizer
+        waiting = dict(buffer.read())
+        buffer.clear()
+        current = state.read()
+        if current is None:
+            current = synthesizer.initial_state()
+        period = synthesizer.period(current)
+        ripe = [p for p in waiting if self._period_end(p) <= fire_time]
+        last = max(ripe, default=period)
+        table_so_far = list(increments.read())  # the baseline's increments released so far
+        releases = []
+        while period < last:
+            period += 1
+            counts = waiting.pop(period, None)
+            flat = (np.zeros(synthesizer.histogram_width, dtype=np.int64) if counts is None
+                    else np.asarray(counts)[1:])
+            current, release = synthesizer.step(current, flat,
+                                                period_sampler_seed(self._seed, period))
+            if release["increment"]:
+                increments.add(release["codes"])
+                table_so_far.append(release["codes"])
+                release = {**release, "codes": np.concatenate(table_so_far)}
+            releases.append(release)
+        for p, counts in waiting.items():
+            if p > period:
+                buffer.add((p, counts))
+        state.write(current)
+        yield from releases
+
+
+def _period_tables(release, domain, period_col: str):
+    """The synthetic table of one released period, in shards ``(key, pa.Table)``: a
+    release of the baseline carries every increment so far as ``codes``."""
+    increments = release["codes"] if release["increment"] else None
+    for task in emission_tasks([release]):
+        period, shard = task[0], task[1]
+        yield (f"t{period:04d}-s{shard:03d}",
+               synthetic_table(task_codes(task, increments, len(domain.names)), period,
+                               domain, period_col))
+
+
+class SynthesizeTabularStream(beam.PTransform):
+    """``PCollection[pa.Table]`` (timestamped record batches) →
+    ``PCollection[(key, pa.Table)]``: every period's synthetic table, ready for
+    :class:`continual_synth.transforms.write.WriteRecordBatches`."""
+
+    def __init__(self, synthesizer, *, period_seconds: float, origin: float = 0.0,
+                 seed: Optional[int] = None, period_col: str = "period",
+                 key: str = "stream", where: str = "stream"):
+        super().__init__()
+        self._args = (synthesizer, period_seconds, origin, seed, period_col, key, where)
+
+    def expand(self, batches):
+        synthesizer, period_seconds, origin, seed, period_col, key, where = self._args
+        domain = synthesizer.domain
+        return (batches
+                | "Periods" >> beam.WindowInto(FixedWindows(period_seconds, offset=origin))
+                | "Encode" >> beam.ParDo(_PeriodOfWindow(domain, period_seconds, origin, where))
+                | "Histograms" >> beam.CombinePerKey(
+                    WorkloadHistogramsFn(domain, synthesizer.workloads))
+                | "Global" >> beam.WindowInto(GlobalWindows())
+                | "OneKey" >> beam.Map(lambda kv: (key, kv))
+                | "Step" >> beam.ParDo(StepTabularStream(synthesizer, seed, period_seconds,
+                                                         origin))
+                | "Tables" >> beam.FlatMap(_period_tables, domain, period_col))
