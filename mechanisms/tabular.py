@@ -443,9 +443,37 @@ def _bias(config, sds) -> np.ndarray:
     return np.zeros(len(config.workloads))
 
 
-def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
+def _select_measure_fit(config, sampler, targets, start, bias, measure, rescale: bool):
+    """The k select-measure-fit iterations both algorithms share (Algorithm 3 lines 9-18;
+    Algorithm 2 lines 6-20): select j among the workloads not yet selected this period by
+    the exponential mechanism on the utilities against ``targets``, measure it
+    (``measure(j)`` → noisy histogram and its per-cell noise variance), and fit
+    h_{t,l} = A_Dataset(measurements so far, warm start h_{t,l−1}) at the noisy size.
+    ``rescale``: warm-start from h_{t,l−1} rescaled to the new size (the baseline, whose
+    h_{t,0} is the empty uniform table).  Returns (selected indices, iterates)."""
     fitter = config.fitter()
-    workloads, cells, k = config.workloads, config.cells, config.selections
+    workloads, cells = config.workloads, config.cells
+    h, answers = start, start.answers(workloads)
+    selected, measurements, sums, variances, iterates = [], [], [], [], []
+    for _ in range(config.selections):
+        candidates = [i for i in range(len(workloads)) if i not in selected]
+        u = _utilities(config, targets, answers, candidates, bias)
+        j = candidates[sampler.exponential_mechanism(u, config.selection_epsilon,
+                                                     config.utility_sensitivity)]
+        selected.append(j)
+        values, variance = measure(j)
+        measurements.append(Measurement(workloads[j], values, math.sqrt(variance)))
+        sums.append(float(values.sum()))
+        variances.append(variance * cells[j])
+        total = _size_estimate(sums, variances)
+        h = fitter.fit(measurements, total, warm_start=h.scaled(total) if rescale else h)
+        answers = h.answers(workloads)
+        iterates.append(h)
+    return selected, iterates
+
+
+def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
+    workloads = config.workloads
     q = len(workloads)
     g_prev = new.model
     prev_answers = g_prev.answers(workloads)
@@ -461,25 +489,14 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
                 if (config.horizon is None or new.counters[i].time < config.horizon) else 0.0
                 for i in range(q)]
     bias = _bias(config, next_sds)
-    h, answers = g_prev, prev_answers
-    selected, measurements, sums, variances, iterates = [], [], [], [], []
-    for _ in range(k):
-        candidates = [i for i in range(q) if i not in selected]
-        u = _utilities(config, targets, answers, candidates, bias)
-        j = candidates[sampler.exponential_mechanism(u, config.selection_epsilon,
-                                                     config.utility_sensitivity)]
-        selected.append(j)
+
+    def measure(j):
         value = new.counters[j].feed(hists[j], sampler)          # line 15
         new.counter_values[j] = value
-        m = value + new.remainders[j]                            # lines 16-17
-        var = measurement_variance(j, new.counters[j].time)
-        measurements.append(Measurement(workloads[j], m, math.sqrt(var)))
-        sums.append(float(m.sum()))
-        variances.append(var * cells[j])
-        total = _size_estimate(sums, variances)
-        h = fitter.fit(measurements, total, warm_start=h)        # line 18
-        answers = h.answers(workloads)
-        iterates.append(h)
+        return value + new.remainders[j], measurement_variance(j, new.counters[j].time)
+
+    selected, iterates = _select_measure_fit(config, sampler, targets, g_prev, bias,
+                                             measure, rescale=False)  # lines 9-18
     g = average_models(config.domain, iterates)                  # line 19
     g_answers = g.answers(workloads)
     for i in range(q):                                           # lines 20-21
@@ -498,31 +515,20 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
 
 def _step_baseline(config, new, hists, sampler, period) -> TabularRelease:
     fitter = config.fitter()
-    workloads, cells, k = config.workloads, config.cells, config.selections
+    workloads, cells = config.workloads, config.cells
     q = len(workloads)
     scale = config.laplace_scale
     noise_var = discrete_laplace_variance(scale)
     bias = _bias(config, [math.sqrt(noise_var)] * q)
-    h = fitter.start(0.0)
-    answers = h.answers(workloads)
     targets = [h_.astype(np.float64) for h_ in hists]
-    selected, measurements, sums, variances, iterates = [], [], [], [], []
-    for _ in range(k):
-        candidates = [i for i in range(q) if i not in selected]
-        u = _utilities(config, targets, answers, candidates, bias)
-        j = candidates[sampler.exponential_mechanism(u, config.selection_epsilon,
-                                                     config.utility_sensitivity)]
-        selected.append(j)
+
+    def measure(j):
         noisy = hists[j] + np.asarray(sampler.discrete_laplace(scale, cells[j]),
                                       dtype=np.int64)
-        measurements.append(Measurement(workloads[j], noisy.astype(np.float64),
-                                        math.sqrt(noise_var)))
-        sums.append(float(noisy.sum()))
-        variances.append(noise_var * cells[j])
-        total = _size_estimate(sums, variances)
-        h = fitter.fit(measurements, total, warm_start=h.scaled(total))
-        answers = h.answers(workloads)
-        iterates.append(h)
+        return noisy.astype(np.float64), noise_var
+
+    selected, iterates = _select_measure_fit(config, sampler, targets, fitter.start(0.0),
+                                             bias, measure, rescale=True)
     increment = average_models(config.domain, iterates)
     increment_size = int(round(increment.total))
     for j in selected:

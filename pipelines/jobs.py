@@ -60,6 +60,18 @@ def check_fresh_output(output_dir: str) -> None:
                          f"choose an empty output directory")
 
 
+def save_manifest_after(written, plan, path: str):
+    """Save ``plan["manifest"]`` to ``path`` once every file of ``written`` is written.
+
+    The manifest is saved last, after the writes, as the pipeline's one leaf, so runners
+    that compute only a pipeline's final stage (Beam's Dask runner) run everything."""
+    return (written
+            | "WritesDone" >> beam.combiners.Count.Globally()
+            | "SaveManifest" >> beam.Map(
+                lambda _, p: release_dir.write_json_atomic(path, p["manifest"]),
+                p=beam.pvalue.AsSingleton(plan)))
+
+
 # --------------------------------------------------------------------------- batch
 
 
@@ -91,13 +103,7 @@ def run(model, input_path: str, output_dir: str, *,
                        | "Emit" >> EmitSyntheticPanel(num_shards, model)
                        | "Write" >> WriteRecordBatches(os.path.join(staging, "synthetic"),
                                                        out_format, record_schema(model.alphabet)))
-            # The manifest is saved last, after the writes: one leaf, so runners that
-            # compute only a pipeline's final stage (Beam's Dask runner) run everything.
-            _ = (written
-                 | "WritesDone" >> beam.combiners.Count.Globally()
-                 | "SaveManifest" >> beam.Map(
-                     lambda _, p: release_dir.write_json_atomic(plan_path, p["manifest"]),
-                     p=beam.pvalue.AsSingleton(plan)))
+            save_manifest_after(written, plan, plan_path)
         manifest = release_dir.read_json(plan_path)
         if manifest is None:
             raise InputError(f"{input_path}: the panel holds no records")

@@ -33,7 +33,7 @@ from continual_synth.mechanisms.marginals import Domain
 from continual_synth.mechanisms.tabular_model import TabularSynthesizer
 from continual_synth.pipelines import release_dir
 from continual_synth.pipelines.jobs import (MANIFEST, STATE, _check_format, check_fresh_output,
-                                            fingerprint, load_state)
+                                            fingerprint, load_state, save_manifest_after)
 from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms.files import read_dataset
 from continual_synth.transforms.read import ReadRecordBatches
@@ -103,11 +103,7 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
                        | "Emit" >> EmitSyntheticTables(domain, increments, period_col)
                        | "Write" >> WriteRecordBatches(os.path.join(staging, "synthetic"),
                                                        out_format, schema))
-            _ = (written
-                 | "WritesDone" >> beam.combiners.Count.Globally()
-                 | "SaveManifest" >> beam.Map(
-                     lambda _, p: release_dir.write_json_atomic(manifest_path, p["manifest"]),
-                     p=beam.pvalue.AsSingleton(plan)))
+            save_manifest_after(written, plan, manifest_path)
         manifest = release_dir.read_json(manifest_path)
         if manifest is None:
             raise InputError(f"{input_path}: the stream holds no records")
