@@ -1,18 +1,137 @@
 """The ``continual-synth bounded`` commands (PrivHP, Holland et al. 2025).
 
+    continual-synth bounded run --input POINTS --output DIR --columns x,y --bounds 0:1,0:1
+                                --epsilon E --samples N [--prune-k K] [--depth R | --expected-n M]
+                                [--sketch-width W] [--sketch-depth J] [--neighbor add-remove|replace]
+                                [--budget-split sqrt|sqrt-sensitivity|uniform | --level-epsilons e0,..,er]
+                                [--seed S] [--format parquet|csv|avro] [--input-format F] [--clip]
+                                [--shards 8] [--hash-seed 0] [Beam options]
+    continual-synth evaluate bounded --truth POINTS --synthetic DIR --columns x,y [--report DIR]
+
 Wired into :mod:`continual_synth.pipelines.cli` through :func:`add_commands`
 (register sub-commands) and :func:`dispatch` (run one; None when the parsed
 command belongs to another family).
 """
 from __future__ import annotations
 
+import argparse
 from typing import List, Optional
+
+from continual_synth.mechanisms.errors import InputError
+
+
+def _columns(text: str) -> List[str]:
+    return [c.strip() for c in str(text).split(",") if c.strip()]
 
 
 def add_commands(commands, evaluate) -> None:
     """Add this family's sub-commands to ``commands`` and ``evaluate``'s sub-parsers."""
+    bounded = commands.add_parser(
+        "bounded", help="bounded-memory one-pass synthetic points (PrivHP, Holland et al. "
+        "2025)").add_subparsers(dest="action", required=True)
+    run = bounded.add_parser("run", help="one pass over the points, then N synthetic points",
+                             formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    run.add_argument("--input", required=True, help="points: a file or a directory of files")
+    run.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
+    run.add_argument("--output", required=True, help="release directory (must hold no release)")
+    run.add_argument("--columns", required=True, help="comma-separated numeric columns, e.g. x,y")
+    run.add_argument("--bounds", required=True,
+                     help="public bounding box, one low:high per column (e.g. 0:1,-5:5); "
+                          "a single pair applies to every column")
+    run.add_argument("--epsilon", type=float, required=True, help="total ε (pure DP)")
+    run.add_argument("--samples", type=int, required=True, help="synthetic points to draw")
+    run.add_argument("--prune-k", type=int, default=64,
+                     help="hot nodes kept per level; L* = floor(log2 k) levels are complete")
+    run.add_argument("--depth", type=int, default=None,
+                     help="hierarchy depth r (required unless --expected-n is given)")
+    run.add_argument("--expected-n", type=float, default=None,
+                     help="a PUBLIC guess of the number of points; sets r = round(log2(ε·n)) "
+                          "when --depth is not given (the true n is private and never used)")
+    run.add_argument("--sketch-width", type=int, default=1024, help="count-min columns w")
+    run.add_argument("--sketch-depth", type=int, default=3, help="count-min rows j")
+    run.add_argument("--neighbor", choices=["add-remove", "replace"], default="add-remove",
+                     help="neighbouring relation: add/remove one point (the paper's) or "
+                          "replace one point (sensitivities doubled)")
+    run.add_argument("--budget-split", choices=["sqrt", "sqrt-sensitivity", "uniform"],
+                     default="sqrt", help="per-level split of ε: ε_ℓ ∝ √(N_ℓ·diam_ℓ) (sqrt), "
+                     "∝ √(N_ℓ·Δ_ℓ·diam_ℓ) (sqrt-sensitivity) or equal (uniform)")
+    run.add_argument("--level-epsilons", default=None,
+                     help="explicit ε_0,…,ε_r (r + 1 values summing to --epsilon); "
+                          "overrides --budget-split")
+    run.add_argument("--seed", type=int, default=None,
+                     help="reproducible simulation sampler (NOT for publication)")
+    run.add_argument("--format", dest="out_format", default="parquet",
+                     choices=["parquet", "csv", "avro"], help="output format")
+    run.add_argument("--clip", action="store_true",
+                     help="move points outside --bounds onto them (counted in the manifest) "
+                          "instead of failing")
+    run.add_argument("--shards", type=int, default=8, help="shards of synthetic points")
+    run.add_argument("--hash-seed", type=int, default=0,
+                     help="public seed of the sketches' hash functions")
+    run.add_argument("--batch-rows", type=int, default=1 << 18,
+                     help="rows per Arrow batch when reading")
+
+    ev = evaluate.add_parser("bounded", help="1-Wasserstein distance between synthetic and "
+                             "real points, with plots")
+    ev.add_argument("--truth", required=True, help="the real points (file or directory)")
+    ev.add_argument("--synthetic", required=True, help="a bounded run's release directory")
+    ev.add_argument("--columns", required=True, help="comma-separated columns, e.g. x,y")
+    ev.add_argument("--report", default=None, help="directory for summary.json and plots")
+    ev.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
+    ev.add_argument("--ot-points", type=int, default=4000,
+                    help="points per side for exact optimal transport in d > 1")
+    ev.add_argument("--projections", type=int, default=128,
+                    help="random directions for the sliced W1 in d > 1")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the evaluation's subsampling")
+
+
+def _config(args):
+    from continual_synth.mechanisms import privhp
+    from continual_synth.mechanisms.hierarchy import Bounds
+    columns = _columns(args.columns)
+    bounds = Bounds.parse(args.bounds, len(columns))
+    depth_from = None
+    depth = args.depth
+    if depth is None:
+        if args.expected_n is None:
+            raise InputError("give --depth R, or --expected-n M (a public guess of the number "
+                             "of points) to use the paper's r = log2(ε·M)")
+        depth = privhp.default_depth(args.epsilon, args.expected_n)
+        depth_from = {"expected_n": args.expected_n, "rule": "round(log2(epsilon * expected_n))"}
+    level_eps = None
+    if args.level_epsilons:
+        try:
+            level_eps = tuple(float(v) for v in args.level_epsilons.split(",") if v.strip())
+        except ValueError:
+            raise InputError(f"--level-epsilons: cannot read {args.level_epsilons!r}") from None
+    config = privhp.PrivHPConfig(
+        epsilon=args.epsilon, dims=len(columns), prune_k=args.prune_k, depth=depth,
+        sketch_width=args.sketch_width, sketch_depth=args.sketch_depth,
+        neighbor=args.neighbor, budget_split=args.budget_split, level_epsilons=level_eps,
+        hash_seed=args.hash_seed)
+    return columns, bounds, config, depth_from
 
 
 def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     """Run the parsed command if it is ours; otherwise return None."""
+    if args.command == "bounded" and args.action == "run":
+        from continual_synth.pipelines.bounded import run_bounded
+        columns, bounds, config, depth_from = _config(args)
+        manifest = run_bounded(args.input, args.output, columns, bounds, config, args.samples,
+                               seed=args.seed, in_format=args.input_format,
+                               out_format=args.out_format, clip=args.clip,
+                               num_shards=args.shards, batch_rows=args.batch_rows,
+                               beam_args=beam_args, depth_from=depth_from)
+        keys = ("epsilon", "neighbor", "budget_split", "memory_counters", "samples",
+                "sampler", "for_publication", "clipped_points")
+        return {"status": "released", "output": args.output,
+                **{k: manifest[k] for k in keys if k in manifest},
+                "depth": config.depth, "prune_k": config.prune_k}
+    if args.command == "evaluate" and args.action == "bounded":
+        from continual_synth.pipelines.evaluate_bounded import evaluate_bounded
+        summary = evaluate_bounded(args.truth, args.synthetic, _columns(args.columns),
+                                   args.report, in_format=args.input_format,
+                                   ot_points=args.ot_points, projections=args.projections,
+                                   seed=args.seed)
+        return {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
     return None

@@ -1,0 +1,184 @@
+"""PrivHP's space-utility trade-off (Holland et al. 2025): W1 and memory against prune_k.
+
+For a skewed data set (a mixture of tight clusters) and a uniform one, n = 1 000 000
+points, ε = 1, d = 1 and d = 2, depth r = 20 (≈ log2(ε n)), it runs PrivHP (pure-numpy
+path, :func:`continual_synth.mechanisms.privhp.synthesize`) for a range of prune_k and
+compares, at the same ε and depth, with
+
+* the unpruned full tree (prune_k = 2^r: every level complete, 2^(r+1) − 1 counters,
+  memory growing with the domain), and
+* a uniform generator over the domain (no memory, no privacy cost).
+
+W1 between the n real points and n synthetic points, in [0,1]^d units:
+d = 1 exact (scipy); d = 2 the sliced W1 (mean exact 1-D W1 over random directions on
+subsamples, :func:`continual_synth.pipelines.evaluate_bounded.w1_sliced`), with the
+same statistic between two halves of the real data as its noise floor.  Each figure is
+the mean over ``--reps`` seeds of the seeded sampler.
+
+    python bench/privhp_space_utility.py [--n 1000000] [--reps 3]
+
+Writes bench/results/privhp_space_utility.{md,json,png}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from scipy import stats
+
+from continual_synth.mechanisms import privhp
+from continual_synth.mechanisms.samplers import SeededSampler
+from continual_synth.pipelines.evaluate_bounded import w1_sliced
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+SLICED_POINTS, PROJECTIONS = 200_000, 64
+
+
+def skewed(n, dims, rng):
+    """Five tight clusters (sd 0.004) with unequal weights."""
+    centres = np.array([[0.11, 0.83], [0.37, 0.22], [0.52, 0.57], [0.74, 0.91], [0.93, 0.08]])
+    weights = np.array([0.35, 0.25, 0.2, 0.12, 0.08])
+    which = rng.choice(5, n, p=weights)
+    return np.clip(centres[which, :dims] + rng.normal(0, 0.004, (n, dims)), 0, 1)
+
+
+def uniform(n, dims, rng):
+    return rng.random((n, dims))
+
+
+def w1(truth, synthetic, seed):
+    if truth.shape[1] == 1:
+        return float(stats.wasserstein_distance(truth[:, 0], synthetic[:, 0]))
+    rng = np.random.default_rng(seed)
+    m = min(SLICED_POINTS, truth.shape[0], synthetic.shape[0])
+    a = truth[rng.choice(truth.shape[0], m, replace=False)]
+    b = synthetic[rng.choice(synthetic.shape[0], m, replace=False)]
+    return w1_sliced(a, b, PROJECTIONS, seed)
+
+
+def sketch_width(prune_k):
+    return int(min(4096, max(1024, 8 * prune_k)))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--depth", type=int, default=20)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--prune-k", default="16,64,256,1024,4096")
+    parser.add_argument("--sketch-depth", type=int, default=3)
+    parser.add_argument("--dims", default="1,2")
+    parser.add_argument("--out", default=os.path.join(RESULTS, "privhp_space_utility"))
+    args = parser.parse_args()
+    ks = [int(k) for k in args.prune_k.split(",")]
+    rows = []
+    started = time.time()
+    for dims in [int(d) for d in args.dims.split(",")]:
+        for name, make in (("skewed", skewed), ("uniform", uniform)):
+            truth = make(args.n, dims, np.random.default_rng(100 + dims))
+            floor = None
+            if dims > 1:
+                half = args.n // 2
+                floor = w1(truth[:half], truth[half:], 0)
+            settings = [("privhp", k) for k in ks] + [("full tree", 2 ** args.depth),
+                                                      ("uniform generator", None)]
+            for method, k in settings:
+                values, memory, seconds = [], 0, []
+                for rep in range(args.reps):
+                    t0 = time.time()
+                    if k is None:
+                        synthetic = np.random.default_rng(rep).random((args.n, dims))
+                    else:
+                        config = privhp.PrivHPConfig(
+                            epsilon=args.epsilon, dims=dims, prune_k=k, depth=args.depth,
+                            sketch_width=sketch_width(k), sketch_depth=args.sketch_depth)
+                        memory = config.memory_counters
+                        _, synthetic = privhp.synthesize(truth, config, SeededSampler(rep),
+                                                         args.n)
+                    seconds.append(time.time() - t0)
+                    values.append(w1(truth, synthetic, rep))
+                row = {"dims": dims, "data": name, "method": method, "prune_k": k,
+                       "sketch_width": sketch_width(k) if method == "privhp" else None,
+                       "memory_counters": memory, "w1_mean": float(np.mean(values)),
+                       "w1_runs": values, "seconds_per_run": float(np.mean(seconds)),
+                       "w1_floor": floor}
+                rows.append(row)
+                print(f"d={dims} {name:8s} {method:18s} k={k} mem={memory} "
+                      f"W1={row['w1_mean']:.3g} ({row['seconds_per_run']:.1f}s)", flush=True)
+    for row in rows:  # ratios against the full tree of the same data
+        full = next(r for r in rows if r["dims"] == row["dims"] and r["data"] == row["data"]
+                    and r["method"] == "full tree")
+        row["w1_vs_full"] = row["w1_mean"] / full["w1_mean"]
+        row["memory_vs_full"] = row["memory_counters"] / full["memory_counters"]
+    meta = {"n": args.n, "epsilon": args.epsilon, "depth": args.depth, "reps": args.reps,
+            "sketch_depth": args.sketch_depth, "sketch_width_rule": "min(4096, max(1024, 8k))",
+            "budget_split": "sqrt (default)", "neighbor": "add-remove",
+            "w1": {"1": "exact (scipy.stats.wasserstein_distance), n vs n points",
+                   "2": f"sliced W1, {PROJECTIONS} projections, {SLICED_POINTS} points per "
+                        f"side (w1_floor: the same between two halves of the real data)"},
+            "seconds_total": time.time() - started}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out + ".json", "w") as handle:
+        json.dump({"meta": meta, "rows": rows}, handle, indent=2)
+    write_table(rows, meta, args.out + ".md")
+    plot(rows, args.out + ".png")
+    print(f"wrote {args.out}.{{json,md,png}} in {meta['seconds_total']:.0f}s")
+
+
+def write_table(rows, meta, path):
+    lines = [f"# PrivHP space-utility trade-off (n = {meta['n']:,}, ε = {meta['epsilon']}, "
+             f"r = {meta['depth']}, j = {meta['sketch_depth']}, w = {meta['sketch_width_rule']},"
+             f" {meta['reps']} seeds)", "",
+             "W1 in [0,1]^d units: d = 1 exact; d = 2 sliced W1 "
+             f"({PROJECTIONS} projections, {SLICED_POINTS:,} points per side).", "",
+             "| d | data | method | prune_k | memory (counters) | memory / full | W1 | "
+             "W1 / full |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        k = "" if r["prune_k"] is None or r["method"] != "privhp" else r["prune_k"]
+        lines.append(f"| {r['dims']} | {r['data']} | {r['method']} | {k} | "
+                     f"{r['memory_counters']:,} | {100 * r['memory_vs_full']:.2f}% | "
+                     f"{r['w1_mean']:.3g} | {r['w1_vs_full']:.2f} |")
+    floors = {(r["dims"], r["data"]): r["w1_floor"] for r in rows if r["w1_floor"]}
+    if floors:
+        lines += ["", "Sliced-W1 floor (two halves of the real data): " + ", ".join(
+            f"d={d} {data}: {v:.3g}" for (d, data), v in floors.items())]
+    with open(path, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
+def plot(rows, path):
+    fig = Figure(figsize=(11, 8))
+    FigureCanvasAgg(fig)
+    combos = sorted({(r["dims"], r["data"]) for r in rows})
+    for i, (dims, data) in enumerate(combos):
+        ax = fig.add_subplot(2, 2, i + 1)
+        sel = [r for r in rows if r["dims"] == dims and r["data"] == data]
+        pr = [r for r in sel if r["method"] == "privhp"]
+        ax.plot([r["memory_counters"] for r in pr], [r["w1_mean"] for r in pr], "o-",
+                label="PrivHP (prune_k " + ",".join(str(r["prune_k"]) for r in pr) + ")")
+        full = next(r for r in sel if r["method"] == "full tree")
+        ax.plot([full["memory_counters"]], [full["w1_mean"]], "s", ms=9, label="full tree")
+        ax.axhline(1.5 * full["w1_mean"], ls=":", color="grey", label="1.5 × full tree W1")
+        ax.axvline(0.1 * full["memory_counters"], ls="--", color="grey", lw=0.8,
+                   label="10% of full-tree memory")
+        uni = next(r for r in sel if r["method"] == "uniform generator")
+        ax.axhline(uni["w1_mean"], color="red", lw=0.8, label="uniform generator")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("memory (counters)")
+        ax.set_ylabel("W1" if dims == 1 else "sliced W1")
+        ax.set_title(f"d = {dims}, {data}")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()

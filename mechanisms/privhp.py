@@ -1,0 +1,468 @@
+"""PrivHP: one-pass, bounded-memory private synthetic data (Holland, Camtepe, Thapa and
+Xue, SIGMOD 2025), as restated in ``shared/papers/README.md`` ("PrivHP, restated").
+
+* **Algorithm 1 (initialise and pass).** A complete binary tree of exact counters over
+  levels 0..L*, L* = ⌊log2 prune_k⌋, and one count-min sketch (j × w) per level
+  L*+1..r, fed the level-ℓ cell θ of every point (:class:`PrivHPAccumulator`).  The
+  accumulator is the *exact* state: integers, linear in the input, so partial
+  accumulators over parts of the stream merge by addition (a Beam CombineFn).  Its size
+  is fixed by (prune_k, r, j, w); it never depends on the number of points n.
+* **Noise (Lemma 2 / Theorem 2).** Added once, at release (:func:`release`): each
+  counter of tree level ℓ ≤ L* gets discrete Laplace noise of scale Δ_ℓ/ε_ℓ with
+  Δ_ℓ = 1 (one point changes one counter per level under add/remove of one point) or
+  2 (replace one point: one counter down, one up); each cell of sketch ℓ > L* gets
+  scale Δ_ℓ/ε_ℓ with Δ_ℓ = j (one point changes one cell in each of the j rows) or 2j
+  (replace).  Each level is ε_ℓ-DP; by basic composition over levels 0..r the whole
+  release is ε-DP with ε = Σ_ℓ ε_ℓ.  Initialising counters with noise (the paper) and
+  adding the noise after the pass (here) give the same distribution.
+* **Algorithm 2 (grow)** and **Algorithm 3 (consistency, with both corrections)** are
+  deterministic post-processing of the noisy counters: :func:`grow`,
+  :func:`make_consistent`.
+* **Sampling** (§5): a root-to-leaf walk by counts and a uniform point in the leaf's
+  cell (:func:`sample_unit`), also post-processing.
+* **Budget split** (Lemma 5, after He et al. 2023): the default ``sqrt`` minimises
+  Σ_ℓ N_ℓ·diam_ℓ/ε_ℓ subject to Σ ε_ℓ = ε, giving ε_ℓ ∝ √(N_ℓ·diam_ℓ), N_ℓ the number
+  of nodes released at level ℓ; ``sqrt-sensitivity`` also weighs the noise scale's
+  sensitivity (ε_ℓ ∝ √(N_ℓ·Δ_ℓ·diam_ℓ)); ``uniform`` gives ε/(r+1) to every level; or
+  explicit per-level values.
+
+Memory (:attr:`PrivHPConfig.memory_counters`) is the number of counters held during the
+pass: 2^(L*+1) − 1 tree counters plus (r − L*)·j·w sketch cells.  The unpruned full tree
+of depth r is the special case prune_k ≥ 2^r (L* = r, no sketches, 2^(r+1) − 1 counters).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from continual_synth.mechanisms import hierarchy
+from continual_synth.mechanisms.accounting import check_neighbor, laplace_scale
+from continual_synth.mechanisms.sketch import CountMinSketch, sketch_sensitivity, splitmix64
+
+BUDGET_SPLITS = ("sqrt", "sqrt-sensitivity", "uniform")
+
+
+@dataclass(frozen=True)
+class PrivHPConfig:
+    """Public parameters of a PrivHP release."""
+
+    epsilon: float
+    dims: int
+    prune_k: int
+    depth: int
+    sketch_width: int = 1024
+    sketch_depth: int = 3
+    neighbor: str = "add-remove"
+    budget_split: str = "sqrt"
+    level_epsilons: Optional[Tuple[float, ...]] = None
+    hash_seed: int = 0
+
+    def __post_init__(self):
+        check_neighbor(self.neighbor)
+        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+            raise ValueError(f"epsilon must be a positive number, got {self.epsilon}")
+        if self.dims < 1:
+            raise ValueError("dims must be at least 1")
+        if self.prune_k < 1:
+            raise ValueError(f"prune_k must be at least 1, got {self.prune_k}")
+        if not 1 <= self.depth <= hierarchy.MAX_DEPTH:
+            raise ValueError(f"depth must be in 1..{hierarchy.MAX_DEPTH}, got {self.depth}")
+        if self.sketch_width < 1 or self.sketch_depth < 1:
+            raise ValueError("sketch width and depth must be at least 1")
+        if self.budget_split not in BUDGET_SPLITS:
+            raise ValueError(f"budget split must be one of {BUDGET_SPLITS}")
+        if self.level_epsilons is not None:
+            values = tuple(float(e) for e in self.level_epsilons)
+            if len(values) != self.depth + 1:
+                raise ValueError(f"level epsilons need one value per level 0..{self.depth} "
+                                 f"({self.depth + 1} values), got {len(values)}")
+            if any(not (e > 0 and math.isfinite(e)) for e in values):
+                raise ValueError("every level epsilon must be positive")
+            if abs(sum(values) - self.epsilon) > 1e-6 * self.epsilon:
+                raise ValueError(f"level epsilons sum to {sum(values):.10g}, not to "
+                                 f"epsilon = {self.epsilon:.10g}")
+            object.__setattr__(self, "level_epsilons", values)
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def complete_depth(self) -> int:
+        """L* = ⌊log2 prune_k⌋ (capped at r): the levels kept complete with exact counters."""
+        return min(int(math.floor(math.log2(self.prune_k))), self.depth)
+
+    @property
+    def sketch_levels(self) -> range:
+        return range(self.complete_depth + 1, self.depth + 1)
+
+    @property
+    def is_full_tree(self) -> bool:
+        return self.complete_depth == self.depth
+
+    def nodes_released(self, level: int) -> int:
+        """N_ℓ: nodes of level ℓ in the released tree (2^ℓ up to L*, then 2·min(k, N_{ℓ−1}))."""
+        if level <= self.complete_depth:
+            return 2 ** level
+        return 2 * min(self.prune_k, self.nodes_released(level - 1))
+
+    def sensitivity(self, level: int) -> int:
+        """L1 sensitivity of level ℓ's counters: 1 / 2 (tree level, add-remove / replace),
+        j / 2j (sketch level)."""
+        if level <= self.complete_depth:
+            return 1 if self.neighbor == "add-remove" else 2
+        return sketch_sensitivity(self.sketch_depth, self.neighbor)
+
+    def epsilons(self) -> np.ndarray:
+        """ε_0..ε_r, summing to ε (basic composition)."""
+        if self.level_epsilons is not None:
+            values = np.asarray(self.level_epsilons, dtype=np.float64)
+            return values * (self.epsilon / values.sum())
+        levels = range(self.depth + 1)
+        if self.budget_split == "uniform":
+            weights = np.ones(self.depth + 1)
+        else:
+            weights = np.array([self.nodes_released(l) * hierarchy.diameter(l, self.dims)
+                                * (self.sensitivity(l) if self.budget_split
+                                   == "sqrt-sensitivity" else 1.0) for l in levels])
+            weights = np.sqrt(weights)
+        return self.epsilon * weights / weights.sum()
+
+    def noise_scales(self) -> np.ndarray:
+        """Discrete Laplace scale of each level's counters: Δ_ℓ / ε_ℓ."""
+        eps = self.epsilons()
+        return np.array([laplace_scale(self.sensitivity(l), eps[l])
+                         for l in range(self.depth + 1)])
+
+    @property
+    def tree_counters(self) -> int:
+        return 2 ** (self.complete_depth + 1) - 1
+
+    @property
+    def sketch_counters(self) -> int:
+        return len(self.sketch_levels) * self.sketch_depth * self.sketch_width
+
+    @property
+    def memory_counters(self) -> int:
+        """Counters held during the pass (tree + sketches); independent of n."""
+        return self.tree_counters + self.sketch_counters
+
+    def level_hash_seed(self, level: int) -> int:
+        """Public hash seed of sketch ``level`` (independent hashes per level)."""
+        return int(splitmix64(np.uint64(self.hash_seed & 0xFFFFFFFFFFFFFFFF)
+                              ^ splitmix64(np.uint64(level + 101))))
+
+    def sketch(self, level: int, table: Optional[np.ndarray] = None) -> CountMinSketch:
+        return CountMinSketch(self.sketch_width, self.sketch_depth,
+                              self.level_hash_seed(level), table)
+
+    def to_dict(self) -> Dict:
+        out = asdict(self)
+        out["level_epsilons"] = None if self.level_epsilons is None else list(
+            self.level_epsilons)
+        return out
+
+    def accounting(self) -> Dict:
+        """What a manifest says about the privacy of a release with this configuration."""
+        eps = self.epsilons()
+        return {
+            "epsilon": self.epsilon,
+            "epsilon_spent": float(eps.sum()),
+            "composition": "basic (pure ε-DP): ε = Σ_ℓ ε_ℓ over levels 0..r",
+            "neighbor": self.neighbor,
+            "neighbor_meaning": ("datasets differ by adding or removing one point"
+                                 if self.neighbor == "add-remove" else
+                                 "datasets differ by replacing one point by another "
+                                 "(sensitivities doubled)"),
+            "budget_split": ("explicit" if self.level_epsilons is not None
+                             else self.budget_split),
+            "levels": [{"level": l,
+                        "kind": "tree" if l <= self.complete_depth else "sketch",
+                        "epsilon": float(eps[l]),
+                        "l1_sensitivity": self.sensitivity(l),
+                        "noise": "discrete_laplace",
+                        "noise_scale": float(self.sensitivity(l) / eps[l]),
+                        "nodes_released": self.nodes_released(l)}
+                       for l in range(self.depth + 1)],
+        }
+
+
+def default_depth(epsilon: float, expected_n: float) -> int:
+    """The paper's r ≈ log2(ε·n), from a *public* guess of n (n itself is private)."""
+    return int(min(hierarchy.MAX_DEPTH, max(1, round(math.log2(max(2.0, epsilon
+                                                                   * expected_n))))))
+
+
+# --------------------------------------------------------------------------- the pass
+
+
+class PrivHPAccumulator:
+    """Exact (noise-free) PrivHP state: the complete tree's counters in heap order (level
+    ℓ's node θ at index 2^ℓ − 1 + θ) and one count-min table per sketch level.  Integer
+    arrays of fixed size; adding points and merging are exact integer additions."""
+
+    def __init__(self, config: PrivHPConfig, tree: Optional[np.ndarray] = None,
+                 sketches: Optional[np.ndarray] = None, clipped: int = 0):
+        self.config = config
+        self.tree = (np.zeros(config.tree_counters, dtype=np.int64) if tree is None else tree)
+        shape = (len(config.sketch_levels), config.sketch_depth, config.sketch_width)
+        self.sketches = np.zeros(shape, dtype=np.int64) if sketches is None else sketches
+        self.clipped = int(clipped)
+
+    @property
+    def num_points(self) -> int:
+        """The exact number of points added (private; never released as is)."""
+        return int(self.tree[0])
+
+    @property
+    def counters(self) -> int:
+        return int(self.tree.size + self.sketches.size)
+
+    def level_counts(self, level: int) -> np.ndarray:
+        return self.tree[2 ** level - 1: 2 ** (level + 1) - 1]
+
+    def add_unit_points(self, unit_points: np.ndarray) -> "PrivHPAccumulator":
+        """One pass over a batch of points of [0,1]^d (n × d)."""
+        config = self.config
+        unit_points = np.asarray(unit_points, dtype=np.float64).reshape(-1, config.dims)
+        if unit_points.shape[0] == 0:
+            return self
+        lstar, r = config.complete_depth, config.depth
+        deepest = hierarchy.leaf_index(unit_points, r)
+        leaves = deepest >> np.uint64(r - lstar)
+        counts = np.bincount(leaves.astype(np.int64), minlength=2 ** lstar)
+        for level in range(lstar, -1, -1):  # leaf counts, then sums of siblings upwards
+            self.tree[2 ** level - 1: 2 ** (level + 1) - 1] += counts
+            counts = counts.reshape(-1, 2).sum(axis=1) if level else counts
+        for i, level in enumerate(config.sketch_levels):
+            config.sketch(level, self.sketches[i]).update(deepest >> np.uint64(r - level))
+        return self
+
+    def merge(self, other: "PrivHPAccumulator") -> "PrivHPAccumulator":
+        """In-place sum with another accumulator of the same configuration."""
+        if other.config != self.config:
+            raise ValueError("cannot merge PrivHP accumulators of different configurations")
+        self.tree += other.tree
+        self.sketches += other.sketches
+        self.clipped += other.clipped
+        return self
+
+    def copy(self) -> "PrivHPAccumulator":
+        return PrivHPAccumulator(self.config, self.tree.copy(), self.sketches.copy(),
+                                 self.clipped)
+
+
+def accumulate(unit_points: np.ndarray, config: PrivHPConfig,
+               batch_size: int = 1 << 18) -> PrivHPAccumulator:
+    """The pure-numpy pass over points of [0,1]^d, in batches."""
+    accumulator = PrivHPAccumulator(config)
+    for start in range(0, len(unit_points), batch_size):
+        accumulator.add_unit_points(unit_points[start:start + batch_size])
+    return accumulator
+
+
+# ----------------------------------------------------------------- consistency, tree
+
+
+def make_consistent(parent: np.ndarray, left: np.ndarray, right: np.ndarray
+                    ) -> Tuple[np.ndarray, np.ndarray]:
+    """Holland et al. Algorithm 3 for families (parent ≥ 0, children a, b), vectorised:
+    clamp a, b at 0; add (c(p) − c(a) − c(b))/2 to each; if a child is now negative,
+    set it to 0 and give its sibling c(p) (the two corrections).  Afterwards both are
+    ≥ 0 and a + b = c(p)."""
+    parent = np.asarray(parent, dtype=np.float64)
+    a = np.maximum(np.asarray(left, dtype=np.float64), 0.0)
+    b = np.maximum(np.asarray(right, dtype=np.float64), 0.0)
+    half = (parent - a - b) / 2.0
+    a, b = a + half, b + half
+    a_neg, b_neg = a < 0, b < 0
+    a = np.where(a_neg, 0.0, np.where(b_neg, parent, a))
+    b = np.where(b_neg, 0.0, np.where(a_neg, parent, b))
+    return a, b
+
+
+@dataclass
+class PrivHPTree:
+    """The released decomposition: per level the nodes' θ (sorted), their consistent
+    counts, and for each node the index of its left child in the next level (−1 for a
+    leaf; the right child follows the left one)."""
+
+    dims: int
+    depth: int
+    thetas: List[np.ndarray]
+    counts: List[np.ndarray]
+    children: List[np.ndarray]
+
+    @property
+    def total(self) -> float:
+        return float(self.counts[0][0])
+
+    @property
+    def num_nodes(self) -> int:
+        return int(sum(t.size for t in self.thetas))
+
+    def leaves(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(level, θ, count) of every leaf, level by level."""
+        levels, thetas, counts = [], [], []
+        for level in range(len(self.thetas)):
+            mask = self.children[level] < 0
+            levels.append(np.full(int(mask.sum()), level))
+            thetas.append(self.thetas[level][mask])
+            counts.append(self.counts[level][mask])
+        return np.concatenate(levels), np.concatenate(thetas), np.concatenate(counts)
+
+
+def grow(config: PrivHPConfig, noisy_tree: np.ndarray,
+         noisy_sketches: Sequence[CountMinSketch]) -> PrivHPTree:
+    """Algorithm 2: make the complete tree consistent, then from level L* expand the hot
+    nodes with sketch estimates, make each family consistent (Algorithm 3) and keep the
+    top-k nodes of the new level as the next hot set, until depth r.  Deterministic
+    post-processing of the noisy counters (ties in the top-k broken by θ)."""
+    lstar = config.complete_depth
+    thetas = [np.arange(2 ** l, dtype=np.uint64) for l in range(lstar + 1)]
+    counts = [np.maximum(np.asarray(noisy_tree[0:1], dtype=np.float64), 0.0)]
+    for level in range(1, lstar + 1):
+        raw = np.asarray(noisy_tree[2 ** level - 1: 2 ** (level + 1) - 1], dtype=np.float64)
+        left, right = make_consistent(counts[-1], raw[0::2], raw[1::2])
+        counts.append(np.column_stack([left, right]).reshape(-1))
+    children = [np.arange(0, 2 ** (l + 1), 2, dtype=np.int64) for l in range(lstar)]
+    hot = np.arange(2 ** lstar, dtype=np.int64)
+    for i, level in enumerate(config.sketch_levels):
+        parents = thetas[-1][hot]
+        child_theta = np.column_stack([2 * parents, 2 * parents + np.uint64(1)]).reshape(-1)
+        estimates = noisy_sketches[i].estimate(child_theta).astype(np.float64)
+        left, right = make_consistent(counts[-1][hot], estimates[0::2], estimates[1::2])
+        link = np.full(thetas[-1].size, -1, dtype=np.int64)
+        link[hot] = np.arange(0, 2 * hot.size, 2)
+        children.append(link)
+        thetas.append(child_theta)
+        counts.append(np.column_stack([left, right]).reshape(-1))
+        order = np.argsort(-counts[-1], kind="stable")[:config.prune_k]
+        hot = np.sort(order)
+    children.append(np.full(thetas[-1].size, -1, dtype=np.int64))
+    return PrivHPTree(config.dims, config.depth, thetas, counts, children)
+
+
+# ------------------------------------------------------------------------ release
+
+
+@dataclass
+class PrivHPRelease:
+    """What the noisy step produces: the grown tree, the seed of the (non-private)
+    synthetic-point sampling, and facts for the manifest."""
+
+    config: PrivHPConfig
+    tree: PrivHPTree
+    emission_seed: int
+    sampler: str
+    for_publication: bool
+    clipped: int = 0
+    info: Dict = field(default_factory=dict)
+
+    def manifest(self) -> Dict:
+        config = self.config
+        return {
+            "algorithm": "PrivHP (Holland, Camtepe, Thapa, Xue, SIGMOD 2025), Algorithms 1-3",
+            **config.accounting(),
+            "level_epsilons": [float(e) for e in config.epsilons()],
+            "parameters": {"dims": config.dims, "prune_k": config.prune_k,
+                           "complete_depth": config.complete_depth, "depth": config.depth,
+                           "sketch_width": config.sketch_width,
+                           "sketch_depth": config.sketch_depth,
+                           "hash_seed": config.hash_seed,
+                           "full_tree": config.is_full_tree},
+            "memory_counters": config.memory_counters,
+            "memory": {"tree_counters": config.tree_counters,
+                       "sketch_counters": config.sketch_counters,
+                       "released_tree_nodes": self.tree.num_nodes},
+            "noisy_total": self.tree.total,
+            "sampler": self.sampler,
+            "for_publication": self.for_publication,
+            **self.info,
+        }
+
+
+def release(accumulator: PrivHPAccumulator, sampler) -> PrivHPRelease:
+    """Add the noise once (levels 0..r in order, see the module docstring for the
+    calibration), grow and make the tree consistent.  ``sampler`` comes from
+    :func:`continual_synth.mechanisms.samplers.make_sampler`."""
+    config = accumulator.config
+    scales = config.noise_scales()
+    noisy_tree = accumulator.tree.astype(np.float64)
+    for level in range(config.complete_depth + 1):
+        lo, hi = 2 ** level - 1, 2 ** (level + 1) - 1
+        noisy_tree[lo:hi] += sampler.discrete_laplace(scales[level], hi - lo)
+    eps = config.epsilons()
+    noisy_sketches = [config.sketch(level, accumulator.sketches[i]).privatized(
+        sampler, eps[level], config.neighbor) for i, level in enumerate(config.sketch_levels)]
+    tree = grow(config, noisy_tree, noisy_sketches)
+    emission_seed = int(sampler.rng.integers(0, 2 ** 63 - 1))
+    return PrivHPRelease(config, tree, emission_seed, sampler.name, sampler.for_publication,
+                         clipped=accumulator.clipped)
+
+
+# ----------------------------------------------------------------------- sampling
+
+
+def sample_unit(tree: PrivHPTree, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n synthetic points of [0,1]^d: draw u uniform in [0, c(root)), walk down (left if
+    u < c(left), else subtract c(left) and go right), then a uniform point of the leaf's
+    cell.  A tree whose root count is 0 (all noise) gives uniform points of [0,1]^d."""
+    dims = tree.dims
+    if n <= 0:
+        return np.zeros((0, dims))
+    total = tree.total
+    if not total > 0:
+        return rng.random((n, dims))
+    u = rng.random(n) * total
+    idx = np.arange(n)
+    pos = np.zeros(n, dtype=np.int64)
+    leaf_level = np.zeros(n, dtype=np.int64)
+    leaf_pos = np.zeros(n, dtype=np.int64)
+    for level in range(len(tree.thetas)):
+        child = tree.children[level][pos]
+        stop = child < 0
+        leaf_level[idx[stop]] = level
+        leaf_pos[idx[stop]] = pos[stop]
+        keep = ~stop
+        idx, pos, u, child = idx[keep], pos[keep], u[keep], child[keep]
+        if idx.size == 0:
+            break
+        c_left = tree.counts[level + 1][child]
+        c_right = tree.counts[level + 1][child + 1]
+        go_left = (u < c_left) | (c_right <= 0)
+        u = np.where(go_left, u, u - c_left)
+        pos = np.where(go_left, child, child + 1)
+    out = np.empty((n, dims))
+    offsets = rng.random((n, dims))
+    for level in np.unique(leaf_level):
+        rows = np.flatnonzero(leaf_level == level)
+        corners, sides = hierarchy.cell_boxes(tree.thetas[level][leaf_pos[rows]], int(level),
+                                              dims)
+        out[rows] = corners + offsets[rows] * sides
+    return out
+
+
+def shard_sizes(n: int, num_shards: int) -> np.ndarray:
+    """n split as evenly as possible over shards (the first n mod S get one more)."""
+    sizes = np.full(num_shards, n // num_shards, dtype=np.int64)
+    sizes[: n % num_shards] += 1
+    return sizes
+
+
+def sample_shard(tree: PrivHPTree, n: int, num_shards: int, shard: int,
+                 emission_seed: int) -> np.ndarray:
+    """Shard ``shard``'s synthetic points of [0,1]^d (its own generator, so shards can be
+    drawn anywhere and in any order with the same result)."""
+    size = int(shard_sizes(n, num_shards)[shard])
+    return sample_unit(tree, size, np.random.default_rng([emission_seed, shard]))
+
+
+def synthesize(unit_points: np.ndarray, config: PrivHPConfig, sampler, samples: int,
+               num_shards: int = 1) -> Tuple[PrivHPRelease, np.ndarray]:
+    """The whole mechanism in numpy: pass, release, and ``samples`` synthetic points of
+    [0,1]^d (shards concatenated in order, as the Beam pipeline writes them)."""
+    rel = release(accumulate(unit_points, config), sampler)
+    points = [sample_shard(rel.tree, samples, num_shards, s, rel.emission_seed)
+              for s in range(num_shards)]
+    return rel, np.concatenate(points) if points else np.zeros((0, config.dims))

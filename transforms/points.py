@@ -1,0 +1,212 @@
+"""Beam stages of the bounded-memory synthesizer (PrivHP, Holland et al. 2025).
+
+::
+
+    files ─ ReadPointBatches (Arrow batches → validated n × d arrays in [0,1]^d)
+          ─ BuildPrivHP (CombineFn: per-bundle exact tree + sketches, merged by addition)
+          ─ ReleasePrivHP (one worker: noise once, consistency, growth)
+          ─ SampleSyntheticPoints (the grown tree sent to one task per shard)
+          ─ WriteRecordBatches
+
+Records move as Arrow batches and numpy arrays (``batch_rows`` rows each), never one
+Python object per point.  The CombineFn's accumulator is the *exact* PrivHP state
+(:class:`~continual_synth.mechanisms.privhp.PrivHPAccumulator`): fixed-size integer
+arrays whose size never depends on the number of points, merged by addition; no noise
+is ever added to a partial accumulator.  Noise is added once, in ReleasePrivHP, from
+the project's samplers.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Optional, Sequence, Tuple
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from continual_synth.mechanisms import privhp
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.hierarchy import Bounds, check_points
+from continual_synth.mechanisms.samplers import make_sampler
+from continual_synth.transforms.files import detect_format, list_data_files, read_file
+
+DEFAULT_BATCH_ROWS = 1 << 18
+
+
+def table_points(table: pa.Table, columns: Sequence[str], where: str,
+                 row_offset: int = 0) -> np.ndarray:
+    """The n × d float64 array of ``columns``; an :class:`InputError` for a missing or
+    non-numeric column or an empty cell (naming the column and the row)."""
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise InputError(f"{where}: missing column(s) {missing}; found {table.column_names} "
+                         f"(choose them with --columns)")
+    out = np.empty((table.num_rows, len(columns)), dtype=np.float64)
+    for j, name in enumerate(columns):
+        column = table.column(name)
+        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+            raise InputError(f"{where}: column {name!r} must be numeric, found type "
+                             f"{column.type}")
+        if column.null_count:
+            row = int(np.flatnonzero(pc.is_null(column).to_numpy(zero_copy_only=False))[0])
+            raise InputError(f"{where}: column {name!r} has an empty value at row "
+                             f"{row + row_offset}")
+        out[:, j] = column.to_numpy().astype(np.float64, copy=False)
+    return out
+
+
+def file_batches(path: str, fmt: str, columns: Sequence[str],
+                 batch_rows: int) -> Iterator[Tuple[int, pa.Table]]:
+    """(row offset, table) batches of one data file, ``batch_rows`` rows at a time."""
+    if fmt == "parquet":
+        try:
+            parquet = pq.ParquetFile(path)
+        except Exception as exc:
+            raise InputError(f"{path}: cannot read as parquet: {exc}") from exc
+        names = parquet.schema_arrow.names
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise InputError(f"{path}: missing column(s) {missing}; found {names} "
+                             f"(choose them with --columns)")
+        offset = 0
+        for batch in parquet.iter_batches(batch_size=batch_rows, columns=list(columns)):
+            yield offset, pa.Table.from_batches([batch])
+            offset += batch.num_rows
+        return
+    table = read_file(path, fmt)
+    for offset in range(0, max(table.num_rows, 1), batch_rows):
+        yield offset, table.slice(offset, batch_rows)
+
+
+def read_point_batches(path: str, fmt: str, columns: Sequence[str], bounds: Bounds,
+                       clip: bool, batch_rows: int = DEFAULT_BATCH_ROWS
+                       ) -> Iterator[Tuple[np.ndarray, int]]:
+    """(points scaled to [0,1]^d, number clipped) per batch of one file, validated."""
+    for offset, table in file_batches(path, fmt, columns, batch_rows):
+        if table.num_rows == 0:
+            continue
+        points = table_points(table, columns, path, offset)
+        yield check_points(points, bounds, columns, clip, where=path, row_offset=offset)
+
+
+class ReadPointBatches(beam.PTransform):
+    """``PBegin → PCollection[(n × d array in [0,1]^d, clipped count)]``."""
+
+    def __init__(self, path: str, columns: Sequence[str], bounds: Bounds, clip: bool = False,
+                 fmt: Optional[str] = None, batch_rows: int = DEFAULT_BATCH_ROWS):
+        super().__init__()
+        self._files = list_data_files(path)
+        if not self._files:
+            raise InputError(f"{path}: no .parquet, .csv or .avro files found")
+        self._format = detect_format(path, fmt)
+        self._args = (list(columns), bounds, bool(clip), int(batch_rows))
+
+    def expand(self, pbegin):
+        fmt = self._format
+        columns, bounds, clip, batch_rows = self._args
+        return (pbegin
+                | "ListFiles" >> beam.Create(self._files)
+                | "Reshuffle" >> beam.Reshuffle()
+                | "ReadValidate" >> beam.FlatMap(
+                    lambda path: read_point_batches(path, fmt, columns, bounds, clip,
+                                                    batch_rows)))
+
+
+class PrivHPCombineFn(beam.CombineFn):
+    """Exact PrivHP state of a PCollection of point batches (Holland et al. Algorithm 1's
+    pass).  Accumulators are fixed-size integer arrays; merging adds them; no noise."""
+
+    def __init__(self, config: privhp.PrivHPConfig):
+        super().__init__()
+        self._config = config
+
+    def create_accumulator(self):
+        return privhp.PrivHPAccumulator(self._config)
+
+    def add_input(self, accumulator, element):
+        unit_points, clipped = element
+        accumulator.add_unit_points(unit_points)
+        accumulator.clipped += int(clipped)
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        accumulators = iter(accumulators)
+        total = next(accumulators).copy()
+        for accumulator in accumulators:
+            total.merge(accumulator)
+        return total
+
+    def extract_output(self, accumulator):
+        return accumulator
+
+
+def release_accumulator(accumulator: privhp.PrivHPAccumulator,
+                        seed: Optional[int]) -> privhp.PrivHPRelease:
+    """Noise once, then growth and consistency (runs on one worker)."""
+    return privhp.release(accumulator, make_sampler(seed))
+
+
+class BuildPrivHP(beam.PTransform):
+    """``PCollection[(points, clipped)] → PCollection[PrivHPRelease]`` (one element): the
+    exact combine, then the single noisy release."""
+
+    def __init__(self, config: privhp.PrivHPConfig, seed: Optional[int] = None):
+        super().__init__()
+        self._config, self._seed = config, seed
+
+    def expand(self, batches):
+        seed = self._seed
+        return (batches
+                | "Combine" >> beam.CombineGlobally(PrivHPCombineFn(self._config))
+                | "Release" >> beam.Map(lambda acc: release_accumulator(acc, seed)))
+
+
+def shard_table(rel: privhp.PrivHPRelease, samples: int, num_shards: int, shard: int,
+                bounds: Bounds, columns: Sequence[str]) -> pa.Table:
+    """Shard ``shard``'s synthetic points in the input's units and column names."""
+    unit = privhp.sample_shard(rel.tree, samples, num_shards, shard, rel.emission_seed)
+    points = bounds.from_unit(unit)
+    return pa.table({name: pa.array(points[:, j]) for j, name in enumerate(columns)})
+
+
+def point_schema(columns: Sequence[str]) -> pa.Schema:
+    return pa.schema([(name, pa.float64()) for name in columns])
+
+
+class SampleSyntheticPoints(beam.PTransform):
+    """``PCollection[PrivHPRelease] → PCollection[(shard key, pa.Table)]``: ``samples``
+    points split over ``num_shards`` shards, each drawn from the grown tree with its own
+    generator.
+
+    The release travels to the shards as the *main input* (one task element per shard,
+    each carrying the tree), not as a side input, and ``on_release`` (e.g. saving the
+    manifest) runs as one more task of the same collection: every consumer sees the one
+    release computed once, even on a runner that recomputes side inputs (a recomputed
+    release would draw fresh noise: two trees, twice the privacy cost)."""
+
+    def __init__(self, samples: int, num_shards: int, bounds: Bounds, columns: Sequence[str],
+                 on_release=None):
+        super().__init__()
+        self._args = (int(samples), int(num_shards), bounds, list(columns), on_release)
+
+    def expand(self, released):
+        samples, num_shards, bounds, columns, on_release = self._args
+
+        def tasks(rel):
+            yield from ((shard, rel) for shard in range(num_shards))
+            if on_release is not None:
+                yield -1, rel
+
+        def run(task):
+            shard, rel = task
+            if shard < 0:
+                on_release(rel)
+                return
+            yield f"s{shard:05d}", shard_table(rel, samples, num_shards, shard, bounds,
+                                               columns)
+
+        return (released
+                | "ShardTasks" >> beam.FlatMap(tasks)
+                | "Reshuffle" >> beam.Reshuffle()
+                | "Sample" >> beam.FlatMap(run))
