@@ -45,7 +45,7 @@ def check_columns(columns: Sequence[str], bounds: Bounds) -> None:
 
 
 def _manifest_extras(config: privhp.PrivHPConfig, columns, bounds: Bounds, samples: int,
-                     num_shards: int, out_format: str, clip: bool, clipped: int,
+                     num_shards: int, out_format: str, clip: bool,
                      depth_from: Optional[Dict]) -> Dict:
     extras = {
         "columns": list(columns),
@@ -89,7 +89,7 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
     def save_manifest(rel):
         manifest = rel.manifest()
         manifest.update(_manifest_extras(config, columns, bounds, samples, num_shards,
-                                         out_format, clip, rel.clipped, depth_from))
+                                         out_format, clip, depth_from))
         release_dir.write_json_atomic(plan_path, manifest)
 
     try:
