@@ -3,8 +3,9 @@
 One Beam pipeline: read and validate point batches → exact PrivHP state by a CombineFn
 → noise, consistency and growth once → sharded sampling of the synthetic points with the
 grown tree sent to each shard task (the manifest is one more task) → write.  Files are
-written into a staging directory and published, with ``manifest.json`` last, only when
-the whole pipeline has succeeded; an error leaves the output directory without a release.
+published by :func:`continual_synth.pipelines.lifecycle.release_whole_run`: staged, and
+moved into place with ``manifest.json`` last only when the whole pipeline has succeeded;
+an error leaves the output directory without a release.
 
 :func:`synthesize_numpy` is the same mechanism without Beam (all points in memory); with
 the same seed it releases exactly the same points as :func:`run_bounded`.
@@ -12,7 +13,6 @@ the same seed it releases exactly the same points as :func:`run_bounded`.
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Dict, Optional, Sequence, Tuple
 
 import apache_beam as beam
@@ -22,8 +22,7 @@ from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.hierarchy import Bounds
 from continual_synth.mechanisms.samplers import make_sampler
-from continual_synth.pipelines import release_dir
-from continual_synth.pipelines.jobs import MANIFEST, check_fresh_output
+from continual_synth.pipelines import lifecycle, release_dir
 from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms.files import FORMATS, detect_format, list_data_files
 from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
@@ -80,19 +79,14 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
     if config.dims != bounds.dims:
         raise InputError("the configuration's dimension differs from the bounds'")
     reader = ReadPointBatches(input_path, columns, bounds, clip, in_format, batch_rows)
-    os.makedirs(output_dir, exist_ok=True)
-    check_fresh_output(output_dir)
-    release_dir.remove_stale_staging(output_dir)
-    staging = release_dir.new_staging_dir(output_dir)
-    plan_path = os.path.join(staging, ".manifest.json")
 
-    def save_manifest(rel):
-        manifest = rel.manifest()
-        manifest.update(_manifest_extras(config, columns, bounds, samples, num_shards,
-                                         out_format, clip, depth_from))
-        release_dir.write_json_atomic(plan_path, manifest)
+    def write(staging: str, plan_path: str) -> None:
+        def save_manifest(rel):
+            manifest = rel.manifest()
+            manifest.update(_manifest_extras(config, columns, bounds, samples, num_shards,
+                                             out_format, clip, depth_from))
+            release_dir.write_json_atomic(plan_path, manifest)
 
-    try:
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
             released = (pipeline
                         | "ReadPoints" >> reader
@@ -102,17 +96,10 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
                                                            on_release=save_manifest)
                  | "Write" >> WriteRecordBatches(os.path.join(staging, "synthetic"),
                                                  out_format, point_schema(columns)))
-        manifest = release_dir.read_json(plan_path)
-        if manifest is None:
-            raise RuntimeError("the pipeline finished without a manifest")
-        os.remove(plan_path)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    release_dir.publish_staged_files(staging, output_dir)
-    manifest["mode"] = "bounded run"
-    release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), manifest)
-    return manifest
+
+    return lifecycle.release_whole_run(output_dir, write, {"mode": "bounded run"},
+                                       f"{input_path}: the pipeline finished without a "
+                                       f"manifest")
 
 
 def read_unit_points(input_path: str, columns: Sequence[str], bounds: Bounds,

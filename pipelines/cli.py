@@ -87,6 +87,9 @@ def _add_job_commands(commands, name: str, help_text: str, add_options) -> None:
     step.add_argument("--output", required=True, help="release directory")
     step.add_argument("--period", type=int, default=None,
                       help="the period this file holds (checked; default: the next one)")
+    step.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                      help="if another step owns the state, wait up to this long for it "
+                           "(default 0: refuse at once)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,7 +184,8 @@ def _dispatch(args, beam_args: List[str]) -> dict:
     if args.command in ("window", "cumulative"):
         if args.action == "step":
             return jobs.step(args.state, args.input, args.output, in_format=args.input_format,
-                             period=args.period, beam_args=beam_args, kind=args.command)
+                             period=args.period, beam_args=beam_args, kind=args.command,
+                             wait=args.wait)
         model = _model(args)
         if args.action == "run":
             return jobs.run(model, args.input, args.output, in_format=args.input_format,

@@ -15,7 +15,7 @@ from typing import Dict, Optional, Sequence
 from continual_synth.mechanisms.cumulative import CumulativeConfig
 from continual_synth.mechanisms.models import CumulativeModel, WindowModel
 from continual_synth.mechanisms.window import WindowConfig
-from continual_synth.pipelines import jobs
+from continual_synth.pipelines import jobs, lifecycle
 from continual_synth.pipelines.evaluate_cumulative import evaluate_cumulative
 from continual_synth.pipelines.evaluate_window import evaluate_window
 from continual_synth.pipelines.sipp_like import generate_panel
@@ -33,7 +33,7 @@ def demo(output_dir: str, seed: Optional[int] = None, beam_args: Sequence[str] =
             ("cumulative", "cumulative_report", CumulativeModel(CUMULATIVE_CONFIG),
              evaluate_cumulative))
     for release, _, _, _ in runs:
-        jobs.check_fresh_output(os.path.join(output_dir, release))
+        lifecycle.check_fresh_output(os.path.join(output_dir, release))
     write_file(generate_panel(), panel_path, "parquet")
     result = {"input": panel_path}
     for release, report, model, evaluate in runs:

@@ -1,9 +1,9 @@
 """Atomic files and release directories.
 
-A job writes its files into a hidden staging directory inside the output directory
-and moves them into place only once they are complete; JSON documents (manifest,
-state) are replaced atomically (temporary file, fsync, rename).  A crash leaves
-either the old document or the new one, never a mix.
+The file primitives of :mod:`continual_synth.pipelines.lifecycle`: JSON documents
+(manifest, state) are replaced atomically (temporary file, fsync, rename), so a crash
+leaves either the old document or the new one, never a mix; staged data files are
+moved into a release directory only once they are complete.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def write_json_atomic(path: str, document: Dict) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
-    _fsync_directory(directory)
+    fsync_directory(directory)
 
 
 def read_json(path: str) -> Optional[Dict]:
@@ -48,19 +48,12 @@ def read_json(path: str) -> Optional[Dict]:
         return json.load(handle)
 
 
-def _fsync_directory(directory: str) -> None:
+def fsync_directory(directory: str) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def new_staging_dir(output_dir: str) -> str:
-    """A fresh hidden staging directory inside ``output_dir`` (skipped by readers)."""
-    path = os.path.join(output_dir, f".staging-{uuid.uuid4().hex}")
-    os.makedirs(path)
-    return path
 
 
 def publish_staged_files(staging_dir: str, output_dir: str, replace_glob: Optional[str] = None
@@ -78,12 +71,7 @@ def publish_staged_files(staging_dir: str, output_dir: str, replace_glob: Option
         target = os.path.join(output_dir, os.path.basename(path))
         os.replace(path, target)
         moved.append(target)
-    _fsync_directory(output_dir)
+    fsync_directory(output_dir)
     shutil.rmtree(staging_dir, ignore_errors=True)
     return moved
 
-
-def remove_stale_staging(output_dir: str) -> None:
-    """Remove staging directories left by crashed runs (their files were never published)."""
-    for path in glob.glob(os.path.join(output_dir, ".staging-*")):
-        shutil.rmtree(path, ignore_errors=True)

@@ -77,6 +77,9 @@ def add_commands(commands, evaluate) -> None:
     step.add_argument("--output", required=True, help="release directory")
     step.add_argument("--period", type=int, default=None,
                       help="the period this file holds (checked; default: the next one)")
+    step.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                      help="if another step owns the state, wait up to this long for it "
+                           "(default 0: refuse at once)")
     example = jobs.add_parser("example", help="write a stream built from a real public "
                               "table (CCES 2016) and its domain.json")
     example.add_argument("--output", required=True)
@@ -137,7 +140,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                              periods=args.periods, fmt=args.out_format)
     if args.action == "step":
         return tabular.step(args.state, args.input, args.output, in_format=args.input_format,
-                            period=args.period, beam_args=beam_args)
+                            period=args.period, beam_args=beam_args, wait=args.wait)
     if args.action == "run":
         synthesizer = synthesizer_from_args(args, args.input)
         manifest = tabular.run(synthesizer, args.input, args.output, seed=args.seed,

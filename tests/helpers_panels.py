@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from continual_synth.pipelines.lifecycle import StateDir
 from continual_synth.pipelines.sipp_like import panel_table
 from continual_synth.transforms.files import read_dataset, write_file
 
@@ -102,14 +103,6 @@ def snapshot(directory: str) -> Dict[str, bytes]:
             with open(path, "rb") as handle:
                 out[os.path.relpath(path, directory)] = handle.read()
     return out
-
-
-def committed_snapshot(state_dir: str, attempted_period: int) -> Dict[str, bytes]:
-    """A state directory's files except the scratch history a failed attempt at
-    ``attempted_period`` may leave (the next attempt starts by removing it)."""
-    scratch = os.path.join("history", f"v{attempted_period:04d}") + os.sep
-    return {path: data for path, data in snapshot(state_dir).items()
-            if not path.startswith(scratch)}
 
 
 def sorted_records(release_dir: str) -> pa.Table:
@@ -203,11 +196,8 @@ def clone_incremental(state_dir: str, output_dir: str, new_root: str):
     shutil.copytree(state_dir, state_copy)
     if os.path.isdir(output_dir):
         shutil.copytree(output_dir, output_copy)
-    path = os.path.join(state_copy, "state.json")
-    with open(path, encoding="utf-8") as handle:
-        state = json.load(handle)
+    store = StateDir(state_copy)
+    version, state = store.read()
     if state.get("output_dir"):
-        state["output_dir"] = os.path.abspath(output_copy)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(state, handle, indent=2)
+        store.commit(version, {**state, "output_dir": os.path.abspath(output_copy)})
     return state_copy, output_copy

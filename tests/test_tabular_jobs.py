@@ -21,8 +21,11 @@ from continual_synth.mechanisms.marginals import Domain, all_workloads
 from continual_synth.mechanisms.tabular_model import TabularSynthesizer
 from continual_synth.pipelines import tabular
 from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.lifecycle import load_state
 from continual_synth.transforms.files import read_dataset, write_file
 from continual_synth.transforms.tabular_stream import SynthesizeTabularStream
+
+from helpers_panels import snapshot
 
 DOMAIN = {"a": [0, 1, 2], "b": ["x", "y", None], "c": [0, 1]}
 PERIODS, BATCH = 6, 80
@@ -122,11 +125,11 @@ def test_one_table_per_period_of_about_the_stream_size(batch_and_steps):
 
 def test_rerun_of_a_step_reads_nothing_and_spends_nothing(batch_and_steps, stream_files):
     _, root, _, _ = batch_and_steps
-    state_before = (root / "state" / "state.json").read_text()
+    state_before = snapshot(str(root / "state"))
     summary = tabular.step(str(root / "state"), str(stream_files / f"p{PERIODS}.csv"),
                            str(root / "steps"))
     assert summary["status"] == "already-released" and summary["period"] == PERIODS
-    assert (root / "state" / "state.json").read_text() == state_before
+    assert snapshot(str(root / "state")) == state_before
 
 
 def test_streaming_form_releases_the_batch_tables(batch_and_steps, stream_files, tmp_path):
@@ -200,10 +203,12 @@ def test_steps_refuse_out_of_order_and_past_the_horizon(stream_files, tmp_path):
         tabular.step(state, str(stream_files / "p2.csv"), out, period=2)
     tabular.step(state, str(stream_files / "p1.csv"), out)
     tabular.step(state, str(stream_files / "p2.csv"), out)
-    before = open(os.path.join(state, "state.json")).read()
+    before = snapshot(state), snapshot(out)
     with pytest.raises(StateError, match="beyond the horizon"):
         tabular.step(state, str(stream_files / "p3.csv"), out)
-    assert open(os.path.join(state, "state.json")).read() == before
+    with pytest.raises(ValueError, match="period 3 is beyond the horizon T=2"):
+        tabular.step(state, str(stream_files / "p3.csv"), out, period=3)
+    assert (snapshot(state), snapshot(out)) == before
     with pytest.raises(StateError, match="already holds a state"):
         tabular.init(synthesizer(), state)
 
@@ -222,21 +227,21 @@ def test_interrupted_step_resumes_without_new_noise(stream_files, tmp_path, monk
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     tabular.init(synthesizer(), state, seed=5)
     tabular.step(state, str(stream_files / "p1.csv"), out)
-    real_publish = tabular._publish
+    real_emit = tabular.TabularJob.emit
 
     def crash(*args, **kwargs):
         raise RuntimeError("worker lost")
 
-    monkeypatch.setattr(tabular, "_publish", crash)
+    monkeypatch.setattr(tabular.TabularJob, "emit", crash)
     with pytest.raises(RuntimeError):
         tabular.step(state, str(stream_files / "p2.csv"), out)
-    monkeypatch.setattr(tabular, "_publish", real_publish)
-    saved = json.load(open(os.path.join(state, "state.json")))
+    monkeypatch.setattr(tabular.TabularJob, "emit", real_emit)
+    saved = load_state(state)
     assert saved["pending"]["period"] == 2
     spent = saved["synthesizer_state"]["ledger"]
     summary = tabular.step(state, str(stream_files / "p2.csv"), out)
     assert summary["resumed"] and summary["period"] == 2
-    assert json.load(open(os.path.join(state, "state.json")))["synthesizer_state"]["ledger"] == spent
+    assert load_state(state)["synthesizer_state"]["ledger"] == spent
     reference = tmp_path / "reference"
     tabular.run(synthesizer(), str(stream_files / "stream.parquet"), str(reference), seed=5)
     ref = read_dataset(str(reference))

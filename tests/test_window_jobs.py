@@ -20,11 +20,12 @@ from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.mechanisms.window import WindowConfig
 from continual_synth.pipelines import release_dir
 from continual_synth.pipelines import jobs, window as window_jobs
+from continual_synth.pipelines.lifecycle import StateDir, load_state
 from continual_synth.pipelines.options import PanelColumns
 from continual_synth.pipelines.sipp_like import all_ones_panel
 from continual_synth.transforms.files import write_file
 
-from helpers_panels import (check_release, clone_incremental, committed_snapshot, data_files,
+from helpers_panels import (check_release, clone_incremental, data_files,
                             long_table, markov_codes, period_table, read_manifest,
                             released_periods, snapshot, sorted_records, staging_leftovers,
                             write_period_files)
@@ -315,13 +316,11 @@ def test_step_beyond_horizon_with_missing_file_names_the_horizon(incremental, tm
 
 
 def test_budget_overspend_refused_before_reading(binary, early, tmp_path):
-    path = os.path.join(early.state, "state.json")
-    with open(path, encoding="utf-8") as handle:
-        state = json.load(handle)
+    store = StateDir(early.state)
+    version, state = store.read()
     state["synthesizer_state"]["ledger"]["entries"].append(
         {"label": "an earlier release", "amount": RHO * 0.9})
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(state, handle)
+    store.commit(version, state)
     garbage = tmp_path / "garbage.parquet"
     garbage.write_bytes(b"PAR1 not really")
     before = (snapshot(early.state), snapshot(early.out))
@@ -343,7 +342,7 @@ def test_step_into_another_output_dir_refused(binary, early, tmp_path):
 
 def test_crash_after_commit_resumes_and_charges_once(binary, incremental, early, monkeypatch):
     per_update = RHO / CONFIG.num_updates
-    real_publish = jobs._publish
+    real_emit = jobs.PanelJob.emit
     crashes = {"publish": 0, "files": 0}
 
     def crash_before_publication(*args, **kwargs):
@@ -351,11 +350,11 @@ def test_crash_after_commit_resumes_and_charges_once(binary, incremental, early,
         raise RuntimeError("simulated crash before publication")
 
     # period k: crash after the state commit, before anything is published
-    monkeypatch.setattr(jobs, "_publish", crash_before_publication)
+    monkeypatch.setattr(jobs.PanelJob, "emit", crash_before_publication)
     with pytest.raises(RuntimeError, match="simulated crash"):
         window_jobs.step(early.state, binary.periods[K - 1], early.out)
-    monkeypatch.setattr(jobs, "_publish", real_publish)
-    state = jobs.load_state(early.state)
+    monkeypatch.setattr(jobs.PanelJob, "emit", real_emit)
+    state = load_state(early.state)
     assert state["pending"]["period"] == K
     assert state["synthesizer_state"]["ledger"]["entries"][-1]["amount"] == pytest.approx(per_update)
     assert data_files(early.out) == []
@@ -388,7 +387,7 @@ def test_crash_after_commit_resumes_and_charges_once(binary, incremental, early,
     assert crashes == {"publish": 1, "files": 1}
     manifest = read_manifest(early.out)
     assert manifest["rho_spent"] == pytest.approx(RHO)
-    ledger = jobs.load_state(early.state)["synthesizer_state"]["ledger"]["entries"]
+    ledger = load_state(early.state)["synthesizer_state"]["ledger"]["entries"]
     assert [entry["label"] for entry in ledger] == [f"period {t}" for t in range(K, T + 1)]
     assert staging_leftovers(early.out) == []
     assert sorted_records(early.out).equals(sorted_records(incremental.out))
@@ -406,18 +405,13 @@ def test_crash_in_histogram_pipeline_leaves_everything_as_before(binary, increme
             raise RuntimeError("simulated worker crash")
         return real(shard, *args, **kwargs)
 
-    state_json = os.path.join(early.state, "state.json")
-    with open(state_json, "rb") as handle:
-        state_bytes = handle.read()
     output_before = snapshot(early.out)
-    state_before = committed_snapshot(early.state, K)
+    state_before = snapshot(early.state)
     monkeypatch.setattr(jobs, "step_shard_statistics", crash_in_shard_1)
     with pytest.raises(Exception, match="simulated worker crash"):
         window_jobs.step(early.state, binary.periods[K - 1], early.out)
     monkeypatch.setattr(jobs, "step_shard_statistics", real)
-    with open(state_json, "rb") as handle:
-        assert handle.read() == state_bytes
-    assert committed_snapshot(early.state, K) == state_before
+    assert snapshot(early.state) == state_before
     assert snapshot(early.out) == output_before
     assert staging_leftovers(early.out) == []
 
@@ -598,10 +592,10 @@ def test_step_bad_input_clear_error_and_state_unchanged(binary, early, tmp_path,
     period, transform, keep_period, fmt, message = BAD_STEP_INPUTS[case]
     path = str(tmp_path / f"period.{fmt}")
     write_file(_step_file(binary, period, transform, keep_period), path, fmt)
-    before = (committed_snapshot(early.state, K), snapshot(early.out))
+    before = (snapshot(early.state), snapshot(early.out))
     with pytest.raises(InputError, match=message):
         window_jobs.step(early.state, path, early.out)
-    assert (committed_snapshot(early.state, K), snapshot(early.out)) == before
+    assert (snapshot(early.state), snapshot(early.out)) == before
     assert data_files(early.out) == [] and staging_leftovers(early.out) == []
 
 
@@ -617,10 +611,10 @@ def test_step_duplicate_in_period_1(binary, tmp_path):
     window_jobs.init(state, CONFIG, seed=SEED, num_shards=SHARDS)
     path = str(tmp_path / "p1.parquet")
     write_file(_step_file(binary, 1, _dup_first), path, "parquet")
-    before = committed_snapshot(state, 1)
+    before = snapshot(state)
     with pytest.raises(InputError, match=r"period 1: id 6 reports more than once"):
         window_jobs.step(state, path, out)
-    assert committed_snapshot(state, 1) == before
+    assert snapshot(state) == before
     assert not os.path.exists(out)
 
 

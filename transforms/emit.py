@@ -7,7 +7,6 @@ and extends them every period after, following its slice of the plan.  Records l
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
@@ -76,7 +75,3 @@ class EmitSyntheticPanel(beam.PTransform):
                     lambda shard, plan: emit_shard_panel(shard, plan, model),
                     plan=beam.pvalue.AsSingleton(plan)))
 
-
-def synthetic_path(state_dir: str, version: int, shard: int) -> str:
-    """Where shard ``shard`` keeps its synthetic people's codes after ``version``."""
-    return os.path.join(state_dir, "synthetic", f"v{version:04d}", f"shard-{shard:05d}.npy")

@@ -4,11 +4,11 @@ that have suffix s"), Algorithm 2's threshold counts z_b^t.
 
 Batch form (:class:`PanelStatistics`): each shard pivots all its people over periods
 1..T.  Incremental form (:func:`step_shard_statistics`): each shard joins one period's
-reports with its people's codes (last k−1 values; weights) kept in the state directory.
+reports with its people's codes (last k−1 values; weights) kept in the state directory
+(the job names the files).
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, Optional, Tuple
 
 import apache_beam as beam
@@ -67,17 +67,13 @@ class PanelStatistics(beam.PTransform):
                     model.horizon, model.stat_width))))
 
 
-def history_path(state_dir: str, version: int, shard: int) -> str:
-    """Where shard ``shard`` keeps its people's codes after period ``version``."""
-    return os.path.join(state_dir, "history", f"v{version:04d}", f"shard-{shard:05d}.parquet")
-
-
 def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], model,
-                          period: int, state_dir: str, missing_code: Optional[int]
-                          ) -> Tuple[int, np.ndarray]:
-    """Join one period's reports of one shard with the shard's history.
+                          period: int, history_before: Optional[str], history_after: str,
+                          missing_code: Optional[int]) -> Tuple[int, np.ndarray]:
+    """Join one period's reports of one shard with the shard's history (the Parquet
+    file ``history_before``; None at period 1).
 
-    Writes the shard's new history (version ``period``) and returns (people, the
+    Writes the shard's new history to ``history_after`` and returns (people, the
     period's statistic).  Period 1 defines who is in the panel; afterwards an unknown
     id, a duplicate or a missing report is an error naming the id.
     """
@@ -94,7 +90,7 @@ def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], 
     if period == 1:
         people, history = unique_ids, np.zeros(unique_ids.size, dtype=np.int64)
     else:
-        old = pq.read_table(history_path(state_dir, period - 1, shard))
+        old = pq.read_table(history_before)
         people = old.column("id").to_numpy(zero_copy_only=False)
         history = old.column("code").to_numpy()
         position = np.clip(np.searchsorted(people, unique_ids), 0, max(people.size - 1, 0))
@@ -114,7 +110,5 @@ def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], 
             full[full < 0] = missing_code
         codes = full.astype(np.int8)
     new_history, statistics = model.advance(history, codes.astype(np.int64), period)
-    out_path = history_path(state_dir, period, shard)
-    os.makedirs(os.path.dirname(out_path), exist_ok=True)
-    pq.write_table(pa.table({"id": people, "code": new_history}), out_path)
+    pq.write_table(pa.table({"id": people, "code": new_history}), history_after)
     return int(people.size), statistics

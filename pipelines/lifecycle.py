@@ -1,0 +1,467 @@
+"""The release lifecycle every synthesizer's jobs share.
+
+Two forms, both all-or-nothing:
+
+* :func:`release_whole_run` — a batch job (``run``): the pipeline writes every file into
+  a private staging directory inside the output; only when it has succeeded are the
+  files moved into place, ``manifest.json`` last.
+* :func:`incremental_step` — one period of an incremental release (``step``),
+  write-ahead:
+
+  1. **own** the state (:class:`Ownership`: refused at once, or ``--wait``), before
+     reading any data;
+  2. **check** order, horizon and budget, and the input's fingerprint (a re-run of an
+     ingested file reads nothing and spends nothing);
+  3. **compute** the period from the data, writing private intermediates only into
+     this run's own folder ``runs/<token>/`` (removed on every failure path);
+  4. **commit** the next state version with the ledger charged and the period's
+     release *pending* — by exclusive creation of version N+1 (fencing: a run whose
+     state was superseded can never commit, hence never publish);
+  5. **publish** the pending release (staged, moved into place, manifest last);
+  6. **commit** version N+2 with nothing pending.
+
+  A crash before 4 leaves the old state; after 4 a re-run of the step reads no data,
+  draws no noise and spends nothing: it re-emits the same records from the saved plan.
+
+:class:`StateDir` owns every path of a state directory; transforms receive paths.
+``CONTINUAL_SYNTH_CRASH_AT=<phase>`` kills the process (SIGKILL) at one of
+:data:`PHASES` — the fault-injection hook of the crash tests.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import time
+import uuid
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterator, Optional, Tuple
+
+from continual_synth.mechanisms.errors import InputError, StateError
+from continual_synth.pipelines import release_dir
+from continual_synth.transforms.files import list_data_files
+
+MANIFEST = "manifest.json"
+CRASH_VARIABLE = "CONTINUAL_SYNTH_CRASH_AT"
+#: phase boundaries of a step, in order (see the module docstring)
+PHASES = ("owned", "computed", "committed", "staged", "published", "manifested", "done")
+
+
+def crash_point(phase: str) -> None:
+    """Fault injection: SIGKILL this process if ``$CONTINUAL_SYNTH_CRASH_AT`` names ``phase``."""
+    if os.environ.get(CRASH_VARIABLE) == phase:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def new_token() -> str:
+    """A run's identity: names its private folders and staging directories."""
+    return f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
+
+
+# ----------------------------------------------------------------------- the state
+
+
+class StateDir:
+    """Every path of an incremental release's state directory (private data)::
+
+        STATE/lock                 ownership (an advisory lock; holder's pid and host inside)
+        STATE/versions/vNNNNNN.json  the state, one file per committed version; the
+                                   current state is the highest version
+        STATE/runs/<token>/        private files one run wrote (people's history,
+                                   synthetic people's codes, the baseline's increments);
+                                   a version names the runs' folders it uses
+
+    A version is created exclusively (a hard link of a complete temporary file, which
+    fails if the name exists — a conditional create on an object store), so of two runs
+    that read version N at most one commits N + 1.
+    """
+
+    def __init__(self, root: str):
+        self.root = os.path.abspath(root)
+        self.lock = os.path.join(self.root, "lock")
+        self.versions = os.path.join(self.root, "versions")
+        self.runs = os.path.join(self.root, "runs")
+
+    def version_path(self, version: int) -> str:
+        return os.path.join(self.versions, f"v{version:06d}.json")
+
+    def run_dir(self, token: str) -> str:
+        return os.path.join(self.runs, token)
+
+    def path(self, relative: str) -> str:
+        """Absolute path of a file a state version names relative to the root."""
+        return os.path.join(self.root, relative)
+
+    def relative(self, path: str) -> str:
+        return os.path.relpath(path, self.root)
+
+    def exists(self) -> bool:
+        return os.path.isdir(self.versions) and bool(self._version_numbers())
+
+    def _version_numbers(self):
+        names = glob.glob(os.path.join(self.versions, "v*.json"))
+        return sorted(int(os.path.basename(n)[1:-5]) for n in names)
+
+    def create(self, state: Dict) -> None:
+        """Initialise: version 0 (exclusive: of two ``init`` runs one fails)."""
+        if os.path.exists(self.root) and os.listdir(self.root):
+            raise StateError(f"{self.root} already holds a state or other files; "
+                             f"use a new directory")
+        os.makedirs(self.runs, exist_ok=True)
+        os.makedirs(self.versions, exist_ok=True)
+        open(self.lock, "a").close()
+        self._create_version(0, state)
+
+    def read(self, kind: Optional[str] = None) -> Tuple[int, Dict]:
+        """``(version, state)`` of the current state; ``kind`` must match if given."""
+        numbers = self._version_numbers() if os.path.isdir(self.versions) else []
+        if not numbers:
+            raise StateError(f"{self.root}: no state here; run 'continual-synth "
+                             f"{kind or 'window'} init' first")
+        version = numbers[-1]
+        state = release_dir.read_json(self.version_path(version))
+        if kind is not None and state.get("kind") != kind:
+            raise StateError(f"{self.root}: holds a {state.get('kind')} synthesizer state, "
+                             f"not a {kind} one")
+        return version, state
+
+    def commit(self, read_version: int, state: Dict) -> int:
+        """Create version ``read_version + 1`` holding ``state``; refuse if another run
+        created it first (this run's view is stale: it must publish nothing)."""
+        version = read_version + 1
+        try:
+            self._create_version(version, state)
+        except FileExistsError:
+            raise StateError(f"{self.root}: another step committed state version {version} "
+                             f"first; this run read version {read_version} and stops "
+                             f"without publishing") from None
+        return version
+
+    def _create_version(self, version: int, state: Dict) -> None:
+        target = self.version_path(version)
+        temporary = os.path.join(self.versions, f".{uuid.uuid4().hex}.tmp")
+        release_dir.write_json_atomic(temporary, state)
+        try:
+            os.link(temporary, target)  # exclusive: fails if the version exists
+        finally:
+            os.remove(temporary)
+        release_dir.fsync_directory(self.versions)
+
+    def collect_garbage(self, state: Dict, keep: str = "") -> None:
+        """Remove the run folders the current state does not name (left by runs that
+        crashed or were superseded).  Only the state's owner calls this; every run
+        writes only while it owns the state, so no live run's files are removed."""
+        used = {relative.split(os.sep)[1] for relative in state.get("files", {}).values()
+                if relative}
+        for path in glob.glob(os.path.join(self.runs, "*")):
+            if os.path.basename(path) not in used | {keep}:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+class Ownership:
+    """Exclusive ownership of a state directory while one step runs.
+
+    An advisory ``flock`` on ``STATE/lock``: the kernel releases it when the holder
+    exits, however it dies (kill -9 included), so a lock is never left behind.  The
+    holder writes its pid, host and start time into the file for the refusal message
+    and empties it on release.  Ownership alone does not make a commit safe (a lock
+    can be lost: a file system without locks, an operator removing it); the fencing of
+    :meth:`StateDir.commit` does.
+    """
+
+    POLL_SECONDS = 0.05
+
+    def __init__(self, state_dir: StateDir, wait: float = 0.0):
+        if wait is None or not wait >= 0 or wait == float("inf"):
+            raise InputError(f"--wait must be a finite number of seconds ≥ 0, not {wait}")
+        self.state_dir, self.wait = state_dir, float(wait)
+        self._handle = None
+
+    def __enter__(self) -> "Ownership":
+        path = self.state_dir.lock
+        if not os.path.exists(path):
+            raise StateError(f"{self.state_dir.root}: no state here (no lock file); run "
+                             f"'continual-synth ... init' first")
+        handle = open(path, "r+")
+        deadline = time.monotonic() + self.wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    handle.close()
+                    raise
+                if time.monotonic() >= deadline:
+                    holder = handle.read().strip() or "another process"
+                    handle.close()
+                    raise StateError(
+                        f"{self.state_dir.root}: another step owns this state ({holder}); "
+                        f"nothing was read or written — retry when it has finished, or "
+                        f"pass --wait SECONDS")
+                time.sleep(self.POLL_SECONDS)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since "
+                     f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        handle.flush()
+        self._handle = handle
+        return self
+
+    def __exit__(self, *exc) -> None:
+        handle, self._handle = self._handle, None
+        handle.seek(0)
+        handle.truncate()
+        handle.flush()
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+# ----------------------------------------------------------------------- the output
+
+
+def check_fresh_output(output_dir: str) -> None:
+    if os.path.exists(os.path.join(output_dir, MANIFEST)):
+        raise InputError(f"{output_dir} already holds a release (manifest.json); "
+                         f"choose an empty output directory")
+
+
+@contextmanager
+def staging(output_dir: str, prefix: str = "") -> Iterator[str]:
+    """A private staging directory inside ``output_dir`` (hidden, skipped by readers),
+    removed if the block fails; on success the caller publishes it."""
+    os.makedirs(output_dir, exist_ok=True)
+    path = os.path.join(output_dir, f".staging-{prefix}{new_token()}")
+    os.makedirs(path)
+    try:
+        yield path
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def _output_claim(output_dir: str) -> Iterator[None]:
+    """Serialise whole-run publications into one output directory (an advisory lock
+    on the directory itself: nothing is added to the release)."""
+    fd = os.open(output_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def release_whole_run(output_dir: str, write: Callable[[str, str], None],
+                      extras: Dict, empty_message: str) -> Dict:
+    """The staged whole-run release of a batch job.
+
+    ``write(staging_dir, plan_path)`` runs the job's pipeline: it writes the data files
+    into ``staging_dir`` and the manifest as a JSON document at ``plan_path`` (hidden,
+    inside the staging directory), or no manifest if the input held no records
+    (``empty_message``).  The files are published only if it succeeded, then
+    ``manifest.json`` (its document updated by ``extras``), last.  Of two runs into
+    one output directory, the second to publish is refused and publishes nothing.
+    """
+    check_fresh_output(output_dir)
+    with staging(output_dir) as staged:
+        plan_path = os.path.join(staged, ".manifest.json")
+        write(staged, plan_path)
+        manifest = release_dir.read_json(plan_path)
+        if manifest is None:
+            raise InputError(empty_message)
+        os.remove(plan_path)
+        crash_point("staged")
+        with _output_claim(output_dir):
+            check_fresh_output(output_dir)
+            # files without a manifest are a crashed publication's: never a release
+            release_dir.publish_staged_files(staged, output_dir, replace_glob="synthetic-*")
+            crash_point("published")
+            manifest.update(extras)
+            release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), manifest)
+    return manifest
+
+
+# ------------------------------------------------------------------- the step
+
+
+def fingerprint(path: str) -> str:
+    """SHA-256 of the input's absolute path and bytes: recognises a re-run of a step (the
+    same file again).  Identical contents at another path are another period's file;
+    ``--period`` settles any doubt."""
+    digest = hashlib.sha256(os.path.abspath(path).encode())
+    for file_path in list_data_files(path):
+        with open(file_path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+class IncrementalJob:
+    """What a synthesizer family supplies to :func:`incremental_step` (subclass it).
+
+    ``state`` is the saved JSON document; its common fields are ``kind``, ``seed``,
+    ``sampler``, ``format``, ``fingerprints``, ``pending``, ``output_dir`` and
+    ``files`` (name → path relative to the state root of the private files in use).
+    """
+
+    kind: str = ""
+
+    def periods_seen(self, state: Dict) -> int:
+        raise NotImplementedError
+
+    def horizon(self, state: Dict) -> Optional[int]:
+        raise NotImplementedError
+
+    def check_step(self, state: Dict, period: int) -> None:
+        """Budget (and any synthesizer rule) before reading data."""
+        raise NotImplementedError
+
+    def compute(self, state: Dict, input_path: str, in_format: Optional[str], period: int,
+                store: StateDir, run_dir: str, beam_args) -> Dict:
+        """Read the period, draw its noise: the new state, with ``pending`` set (the
+        release to publish) and ``files`` naming paths under ``run_dir``."""
+        raise NotImplementedError
+
+    def emit(self, state: Dict, staging_dir: str, store: StateDir, run_dir: str,
+             beam_args) -> Tuple[Optional[str], Dict]:
+        """Write the pending release's files into ``staging_dir``; return (the glob of
+        output files they replace, or None if nothing is emitted; the state's ``files``
+        updated with anything written under ``run_dir``)."""
+        raise NotImplementedError
+
+    def manifest(self, state: Dict) -> Dict:
+        raise NotImplementedError
+
+    def summary(self, state: Dict, pending: Dict, released: bool, resumed: bool) -> Dict:
+        """What the command prints: ``state`` is the committed one, ``pending`` the
+        release just published."""
+        raise NotImplementedError
+
+
+def _already_released(period: int) -> Dict:
+    return {"status": "already-released", "period": period,
+            "message": f"period {period} was already ingested; nothing read, nothing spent"}
+
+
+def _seen_period(state: Dict, input_path: str) -> Optional[int]:
+    """The period an identical input file (same path and bytes) was ingested as, if any."""
+    if not os.path.exists(input_path) or not state["fingerprints"]:
+        return None
+    return state["fingerprints"].get(fingerprint(input_path))
+
+
+def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, output_dir: str,
+                     *, in_format: Optional[str] = None, period: Optional[int] = None,
+                     beam_args=(), wait: float = 0.0) -> Dict:
+    """Ingest the next period (see the module docstring); return a summary whose
+    ``status`` says what happened."""
+    store = StateDir(state_dir)
+    store.read(job.kind)  # a clear message for a missing or mismatched state
+    with Ownership(store, wait):
+        crash_point("owned")
+        version, state = store.read(job.kind)
+        if state["output_dir"] is None:
+            check_fresh_output(output_dir)
+        elif os.path.abspath(output_dir) != state["output_dir"]:
+            raise StateError(f"this state releases into {state['output_dir']}, "
+                             f"not {output_dir}")
+        pending = state["pending"]
+        if pending is not None:
+            seen = _seen_period(state, input_path)
+            if period not in (None, pending["period"]) or seen not in (None, pending["period"]):
+                raise StateError(f"period {pending['period']} was computed but not published "
+                                 f"(interrupted run); re-run the step with that period's file")
+            return _publish(job, store, version, state, output_dir, beam_args, resumed=True)
+        target = _check_order(job, state, input_path, period)
+        if isinstance(target, dict):
+            return target
+        job.check_step(state, target)  # budget, before reading any data
+        digest = fingerprint(input_path)
+        token = new_token()
+        run_dir = store.run_dir(token)
+        store.collect_garbage(state)
+        try:
+            os.makedirs(run_dir)
+            new_state = job.compute(state, input_path, in_format, target, store, run_dir,
+                                    beam_args)
+            new_state["fingerprints"] = {**state["fingerprints"], digest: target}
+            new_state["output_dir"] = os.path.abspath(output_dir)
+            crash_point("computed")
+            version = store.commit(version, new_state)  # commit point: ledger charged
+        except BaseException:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        crash_point("committed")
+        return _publish(job, store, version, new_state, output_dir, beam_args, resumed=False)
+
+
+def _check_order(job: IncrementalJob, state: Dict, input_path: str, period: Optional[int]):
+    """The period to ingest, or the summary of an already ingested one."""
+    seen, horizon = job.periods_seen(state), job.horizon(state)
+    target = seen + 1
+    if period is not None:
+        if period < 1:
+            raise InputError(f"period {period} does not exist: periods start at 1")
+        if horizon is not None and period > horizon:
+            raise InputError(f"period {period} is beyond the horizon T={horizon}")
+        if period <= seen:
+            return _already_released(period)
+        if period != target:
+            raise StateError(f"period {period} is out of order: the next period is {target}")
+    elif seen:
+        already = _seen_period(state, input_path)
+        if already is not None:
+            return _already_released(already)
+    return target
+
+
+def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
+             output_dir: str, beam_args, resumed: bool) -> Dict:
+    """Emit the pending release, publish it and the manifest, commit nothing pending."""
+    token = new_token()
+    run_dir = store.run_dir(token)
+    state_id = state["state_id"]
+    try:
+        os.makedirs(run_dir)
+        for stale in glob.glob(os.path.join(output_dir, f".staging-{state_id}-*")):
+            shutil.rmtree(stale, ignore_errors=True)  # a crashed step of this state's
+        with staging(output_dir, prefix=f"{state_id}-") as staged:
+            replaces, files = job.emit(state, staged, store, run_dir, beam_args)
+            crash_point("staged")
+            if replaces is not None:
+                release_dir.publish_staged_files(staged, output_dir, replace_glob=replaces)
+            else:
+                shutil.rmtree(staged)
+        crash_point("published")
+        release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), job.manifest(state))
+        crash_point("manifested")
+        done = {**state, "pending": None, "files": files}
+        store.commit(version, done)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    crash_point("done")
+    store.collect_garbage(done)
+    return job.summary(done, state["pending"], released=replaces is not None,
+                       resumed=resumed)
+
+
+def new_state_document(kind: str, seed: Optional[int], out_format: str, **fields) -> Dict:
+    """The common fields of a fresh state (version 0)."""
+    return {"kind": kind, "state_id": uuid.uuid4().hex[:8], "seed": seed,
+            "sampler": "opendp" if seed is None else "seeded",
+            "for_publication": seed is None, "format": out_format, "fingerprints": {},
+            "pending": None, "output_dir": None, "files": {}, **fields}
+
+
+def load_state(state_dir: str, kind: Optional[str] = None) -> Dict:
+    """The current state document of ``state_dir``."""
+    return StateDir(state_dir).read(kind)[1]
+
