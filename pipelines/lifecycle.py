@@ -153,14 +153,18 @@ class StateDir:
             os.remove(temporary)
         release_dir.fsync_directory(self.versions)
 
-    def collect_garbage(self, state: Dict, keep: str = "") -> None:
+    @staticmethod
+    def named_runs(state: Dict) -> set:
+        """The run folders (tokens) a state version names."""
+        return {relative.split(os.sep)[1] for relative in state["files"].values()}
+
+    def collect_garbage(self, state: Dict) -> None:
         """Remove the run folders the current state does not name (left by runs that
         crashed or were superseded).  Only the state's owner calls this; every run
         writes only while it owns the state, so no live run's files are removed."""
-        used = {relative.split(os.sep)[1] for relative in state.get("files", {}).values()
-                if relative}
+        used = self.named_runs(state)
         for path in glob.glob(os.path.join(self.runs, "*")):
-            if os.path.basename(path) not in used | {keep}:
+            if os.path.basename(path) not in used:
                 shutil.rmtree(path, ignore_errors=True)
 
 
@@ -398,6 +402,8 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         except BaseException:
             shutil.rmtree(run_dir, ignore_errors=True)
             raise
+        if token not in store.named_runs(new_state):  # scratch only
+            shutil.rmtree(run_dir, ignore_errors=True)
         crash_point("committed")
         return _publish(job, store, version, new_state, output_dir, beam_args, resumed=False)
 
@@ -447,8 +453,8 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    crash_point("done")
     store.collect_garbage(done)
+    crash_point("done")
     return job.summary(done, state["pending"], released=replaces is not None,
                        resumed=resumed)
 

@@ -1,0 +1,286 @@
+"""Fault injection for the release lifecycle (:mod:`continual_synth.pipelines.lifecycle`).
+
+* Crashes: for the window, cumulative and tabular (baseline) synthesizers, a step is
+  killed with SIGKILL at every phase boundary (``CONTINUAL_SYNTH_CRASH_AT``) in a forked
+  child — a real kill -9: no handler runs, the kernel drops the lock — then the step is
+  re-run and the release finished.  The release files and the ledger must be
+  byte-identical to an uninterrupted run with the same seed, and the state must hold no
+  orphan private files.  The same matrix with a raised exception instead of a kill (the
+  failure paths, in-process) must leave nothing behind after each failure.
+* Collisions: 8 simultaneous ``step`` processes on one state, mixing the same and the
+  next period's file: exactly one release per period, the ledger charged once per
+  published period, no traceback; the losers exit 2 with the ownership message, or
+  (``--wait``) finish one after another.
+
+Children are forked from the test process (Beam already imported), which costs
+milliseconds instead of the ~2-3 s of a fresh interpreter.
+"""
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+import time
+import traceback
+from contextlib import redirect_stderr, redirect_stdout
+from types import SimpleNamespace
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from continual_synth.mechanisms.cumulative import CumulativeConfig
+from continual_synth.mechanisms.marginals import Domain, all_workloads
+from continual_synth.mechanisms.tabular_model import TabularSynthesizer
+from continual_synth.mechanisms.window import WindowConfig
+from continual_synth.pipelines import cli, lifecycle, release_dir, tabular
+from continual_synth.pipelines import cumulative as cumulative_jobs
+from continual_synth.pipelines import window as window_jobs
+from continual_synth.pipelines.lifecycle import PHASES, StateDir, load_state
+from continual_synth.transforms.files import read_dataset, write_file
+
+from helpers_panels import (clone_incremental, long_table, markov_codes,
+                            snapshot, staging_leftovers, write_period_files)
+
+SEED, SHARDS = 3, 2
+T = 4
+CRASH_PERIOD = 3  # a period with a release before it (synthetic people to extend)
+
+
+# ------------------------------------------------------------------ forked children
+
+
+def _child(target, env=None, gate=None):
+    """Fork; the child runs ``target()`` (its exit code, or 1 with a traceback).
+    Returns (pid, read end of its stderr)."""
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 1
+        try:
+            os.close(err_r)
+            os.dup2(err_w, 2)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", buffering=0, closefd=False),
+                                          write_through=True)
+            os.environ.update(env or {})
+            if gate is not None:  # wait for the start signal: every child starts together
+                os.close(gate[1])
+                os.read(gate[0], 1)
+            code = target()
+        except BaseException:  # noqa: BLE001 - a traceback is what the test looks for
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(code if isinstance(code, int) else 1)
+    os.close(err_w)
+    return pid, err_r
+
+
+def _collect(pid, err_r, timeout=120.0):
+    """(exit code, or −signal if killed; stderr text)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"child {pid} hung")
+        time.sleep(0.02)
+    with os.fdopen(err_r, "rb") as handle:
+        text = handle.read().decode()
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    return code, text
+
+
+def _cli(*argv):
+    """``continual-synth argv`` in this (child) process; its exit code."""
+    return lambda: cli.main(list(argv))
+
+
+# --------------------------------------------------------------- the synthesizers
+
+
+def _panel_files(root, horizon, seed):
+    codes = markov_codes(60, horizon, seed=seed)
+    return write_period_files(long_table(codes), str(root / "periods"))
+
+
+def _window(root):
+    config = WindowConfig(window=2, horizon=T, rho=4.0, neighbor="add-remove")
+    return SimpleNamespace(
+        name="window", files=_panel_files(root, T, 1), step=window_jobs.step, cli="window",
+        init=lambda state: window_jobs.init(state, config, seed=SEED, num_shards=SHARDS))
+
+
+def _cumulative(root):
+    config = CumulativeConfig(horizon=T, rho=2.0, neighbor="add-remove",
+                              public_population=True)
+    return SimpleNamespace(
+        name="cumulative", files=_panel_files(root, T, 2), step=cumulative_jobs.step,
+        cli="cumulative",
+        init=lambda state: cumulative_jobs.init(state, config, seed=SEED, num_shards=SHARDS))
+
+
+def _tabular(root):
+    domain = Domain({"a": [0, 1, 2], "b": ["x", "y"]})
+    synthesizer = TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
+                                            epsilon=2.0, method="baseline", fit="mw",
+                                            horizon=T)
+    rng = np.random.default_rng(4)
+    files = []
+    os.makedirs(root / "periods")
+    for period in range(1, T + 1):
+        path = str(root / "periods" / f"p{period}.csv")
+        write_file(pa.table({"a": rng.integers(0, 3, 40),
+                             "b": pa.array(rng.choice(["x", "y"], 40))}), path, "csv")
+        files.append(path)
+    return SimpleNamespace(name="tabular", files=files, step=tabular.step, cli="tabular",
+                           init=lambda state: tabular.init(synthesizer, state, seed=SEED))
+
+
+SYNTHESIZERS = {"window": _window, "cumulative": _cumulative, "tabular": _tabular}
+
+
+def _outcome(state, out):
+    """What must not depend on crashes: the release's bytes and the ledger."""
+    return snapshot(out), load_state(state)["synthesizer_state"]["ledger"]
+
+
+def _orphans(state, named_by=None):
+    """Run folders that the current state — or, ``named_by="any"``, any committed
+    version — does not name: private files nobody will read."""
+    store = StateDir(state)
+    last = store.read()[0]
+    versions = [last] if named_by is None else range(last + 1)
+    used = {path.split(os.sep)[1] for version in versions
+            for path in release_dir.read_json(store.version_path(version))["files"].values()}
+    return sorted(set(os.listdir(store.runs)) - used)
+
+
+@pytest.fixture(scope="module", params=sorted(SYNTHESIZERS))
+def history(request, tmp_path_factory):
+    """A synthesizer, its uninterrupted release, and its state just before CRASH_PERIOD."""
+    root = tmp_path_factory.mktemp(request.param)
+    synth = SYNTHESIZERS[request.param](root)
+    state, out = str(root / "state"), str(root / "out")
+    synth.init(state)
+    for path in synth.files[:CRASH_PERIOD - 1]:
+        synth.step(state, path, out)
+    before = str(root / "before")
+    os.makedirs(before)
+    early = clone_incremental(state, out, before)
+    synth.step(state, synth.files[CRASH_PERIOD - 1], out)
+    at_crash_period = _outcome(state, out)
+    for path in synth.files[CRASH_PERIOD:]:
+        synth.step(state, path, out)
+    return SimpleNamespace(synth=synth, early=early, at_crash_period=at_crash_period,
+                           reference=_outcome(state, out), root=root)
+
+
+def _finish(synth, state, out, last=T):
+    """Step the periods CRASH_PERIOD..last (those already published are no-ops)."""
+    for period in range(CRASH_PERIOD, last + 1):
+        result = synth.step(state, synth.files[period - 1], out, period=period)
+        assert result["status"] in ("released", "ingested", "already-released")
+
+
+# ----------------------------------------------------------------------- crashes
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_kill_at_every_phase_then_rerun_is_byte_identical(history, phase, tmp_path):
+    synth = history.synth
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    path = synth.files[CRASH_PERIOD - 1]
+    code, stderr = _collect(*_child(lambda: synth.step(state, path, out) and 0,
+                                    env={lifecycle.CRASH_VARIABLE: phase}))
+    assert code == -signal.SIGKILL, stderr  # the phase was reached and the child killed
+    _finish(synth, state, out, last=CRASH_PERIOD)
+    assert _outcome(state, out) == history.at_crash_period
+    assert _orphans(state) == [] and staging_leftovers(out) == []
+
+
+def test_a_raised_failure_at_every_phase_leaves_nothing_behind(history, tmp_path,
+                                                                monkeypatch):
+    """The failure paths, in-process: an exception at each phase in turn on the same
+    period (each attempt resumes what the last one left); after each one, no private
+    file is left unnamed and no staging remains; then the release is as uninterrupted."""
+    synth = history.synth
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    path = synth.files[CRASH_PERIOD - 1]
+
+    class Injected(Exception):
+        pass
+
+    for phase in PHASES:
+        def crash(at, phase=phase):
+            if at == phase:
+                raise Injected(phase)
+        monkeypatch.setattr(lifecycle, "crash_point", crash)
+        with pytest.raises(Injected):
+            synth.step(state, path, out)
+        # a failed run removed its own files (the previous version's are collected by the
+        # step that completes)
+        assert _orphans(state, named_by="any") == [] and staging_leftovers(out) == [], phase
+    monkeypatch.undo()
+    _finish(synth, state, out, last=CRASH_PERIOD)
+    assert _outcome(state, out) == history.at_crash_period
+
+
+# -------------------------------------------------------------------- collisions
+
+
+def _collide(synth, state, out, wait):
+    """8 simultaneous steps: 4 with period CRASH_PERIOD's file, 4 with the next one's."""
+    gate_r, gate_w = os.pipe()
+    children = []
+    for i in range(8):
+        period = CRASH_PERIOD + i % 2
+        argv = [synth.cli, "step", "--state", state, "--input", synth.files[period - 1],
+                "--output", out, "--period", str(period), "--wait", str(wait)]
+        children.append((period, _child(_cli(*argv), gate=(gate_r, gate_w))))
+    os.close(gate_r)
+    os.close(gate_w)  # EOF: every child starts now
+    try:
+        return [(period, *_collect(*child)) for period, child in children]
+    finally:
+        for _, (pid, _) in children:  # none is left behind, whatever happened
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+
+
+@pytest.mark.parametrize("wait", [0, 120])
+def test_eight_simultaneous_steps_release_each_period_once(history, tmp_path, wait):
+    synth = history.synth
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    results = _collide(synth, state, out, wait)
+    for period, code, stderr in results:
+        assert "Traceback" not in stderr, stderr
+        assert code in (0, 2), (code, stderr)
+        if code == 2:
+            assert ("another step owns this state" in stderr
+                    or f"period {period} is out of order" in stderr), stderr
+    if wait == 0:  # the first owner is still running when the others try
+        assert sum(code == 0 for _, code, _ in results) >= 1
+        assert any("another step owns this state" in stderr for *_, stderr in results)
+    else:  # everyone waited its turn: every child of the period's file succeeded
+        assert all(code == 0 for period, code, _ in results if period == CRASH_PERIOD)
+    seen = max(int(period) for period in load_state(state)["fingerprints"].values())
+    assert seen in (CRASH_PERIOD, CRASH_PERIOD + 1)
+    released = sorted(set(read_dataset(out)["period"].to_pylist()))
+    assert released[-1] == seen  # every period the state took in is published, once:
+    ledger = load_state(state)["synthesizer_state"]["ledger"]["entries"]
+    labels = [entry["label"] for entry in ledger]
+    assert len(labels) == len(set(labels))  # no period charged twice
+    assert _orphans(state) == [] and staging_leftovers(out) == []
+    _finish(synth, state, out)
+    # and what was published is exactly what the uninterrupted run published
+    assert _outcome(state, out) == history.reference
