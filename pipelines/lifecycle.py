@@ -116,12 +116,20 @@ class StateDir:
         os.makedirs(self.runs, exist_ok=True)
         os.makedirs(self.versions, exist_ok=True)
         open(self.lock, "a").close()
-        self._create_version(0, state)
+        try:
+            self._create_version(0, state)
+        except FileExistsError:
+            raise StateError(f"{self.root} already holds a state (another init created it "
+                             f"first); use a new directory") from None
 
     def read(self, kind: Optional[str] = None) -> Tuple[int, Dict]:
         """``(version, state)`` of the current state; ``kind`` must match if given."""
         numbers = self._version_numbers() if os.path.isdir(self.versions) else []
         if not numbers:
+            if os.path.exists(os.path.join(self.root, "state.json")):
+                raise StateError(f"{self.root}: holds a state in the old single-file format "
+                                 f"(state.json), which this version does not resume; "
+                                 f"finish it with the version that wrote it")
             raise StateError(f"{self.root}: no state here; run 'continual-synth "
                              f"{kind or 'window'} init' first")
         version = numbers[-1]

@@ -258,3 +258,25 @@ def test_infer_domain_is_labelled_not_private(stream_files, tmp_path, capsys):
     manifest = json.load(open(tmp_path / "o" / "manifest.json"))
     assert "NOT differentially private" in manifest["domain_source"]
     assert manifest["domain"]["b"] == ["x", "y", None]
+
+
+@pytest.mark.parametrize("bad", ["empty.parquet", "header-only.csv", "unknown-value.csv"])
+def test_refused_step_input_leaves_state_and_output_byte_identical(stream_files, tmp_path, bad):
+    """Nothing private is persisted from a refused file: the step's intermediates live in
+    its own run folder, removed on failure (the baseline: its increments file)."""
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    tabular.init(synthesizer("baseline"), state, seed=1)
+    tabular.step(state, str(stream_files / "p1.csv"), out)
+    part = read_dataset(str(stream_files / "p2.csv"))
+    if bad == "unknown-value.csv":
+        part = part.set_column(0, "a", pa.array([7] + part["a"].to_pylist()[1:]))
+    else:
+        part = part.slice(0, 0)
+    path = str(tmp_path / bad)
+    write_file(part, path, bad.rsplit(".", 1)[1])
+    before = snapshot(state), snapshot(out)
+    # (a header-only CSV's message is the input validation's business: the type of an
+    # all-null column; here only "nothing written" is checked for it)
+    with pytest.raises(Exception, match=None if bad == "header-only.csv" else path):
+        tabular.step(state, path, out)
+    assert (snapshot(state), snapshot(out)) == before

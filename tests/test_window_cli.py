@@ -267,3 +267,30 @@ def test_console_script_error_output_is_one_line(tmp_path):
     assert ran.stderr.strip().splitlines() == [
         f"continual-synth: error: {panel}, column 'value': value 3 (row 4) is not in the "
         f"alphabet [0, 1]; 1 value(s) are outside it"]
+
+
+def test_a_step_on_a_state_another_step_owns_exits_2_before_reading(tmp_path, capsys):
+    """Ownership: a held state is refused at once (exit 2, nothing read or written), or
+    waited for with --wait; a bad --wait is refused."""
+    from continual_synth.pipelines.lifecycle import Ownership, StateDir
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    assert main(["window", "init", "--state", state, "--window", "2", "--horizon", "3",
+                 "--rho", "1", "--seed", "1"]) == 0
+    garbage = tmp_path / "p1.parquet"
+    garbage.write_bytes(b"not parquet: must not be read")
+    capsys.readouterr()
+    with Ownership(StateDir(state)):
+        before = snapshot(state)
+        code = main(["window", "step", "--state", state, "--input", str(garbage),
+                     "--output", out, "--wait", "0.2"])
+        err = capsys.readouterr().err
+        assert code == 2 and "another step owns this state (pid " in err, err
+        assert snapshot(state) == before and not os.path.exists(out)
+    for wait in ("-1", "nan", "inf"):
+        code = main(["window", "step", "--state", state, "--input", str(garbage),
+                     "--output", out, "--wait", wait])
+        assert code == 2 and "--wait must be a finite number" in capsys.readouterr().err
+    # once free, the step runs (and reads the file: an input error, no longer ownership)
+    code = main(["window", "step", "--state", state, "--input", str(garbage), "--output", out])
+    err = capsys.readouterr().err
+    assert code == 2 and "owns this state" not in err and "Parquet" in err, err
