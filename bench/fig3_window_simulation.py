@@ -57,7 +57,7 @@ import matplotlib
 import numpy as np
 
 from continual_synth.mechanisms import panel, window
-from continual_synth.mechanisms.models import WindowModel
+from continual_synth.mechanisms.panel_synthesizers import WindowSynthesizer
 from continual_synth.mechanisms.emission import ShardPeople, shard_rng
 from continual_synth.pipelines.plots import plot_error_over_time
 from continual_synth.pipelines.sipp_like import all_ones_panel
@@ -86,7 +86,7 @@ def run_once(seed: int, config: window.WindowConfig, histograms: np.ndarray,
     n* × T matrix of synthetic alphabet indices (None unless ``materialise``).
     """
     k = config.window
-    model = WindowModel(config)
+    model = WindowSynthesizer(config)
     state = model.initial_state()
     counts = np.empty((config.num_updates, config.num_bins), dtype=np.int64)
     no_stats = np.zeros(config.num_bins, dtype=np.int64)

@@ -18,8 +18,9 @@ import pyarrow.parquet as pq
 
 from continual_synth.mechanisms import emission, panel, window
 from continual_synth.mechanisms.cumulative import CumulativeConfig
-from continual_synth.mechanisms.models import CumulativeModel, WindowModel
-from continual_synth.mechanisms.samplers import make_sampler
+from continual_synth.mechanisms.panel_synthesizers import (CumulativeSynthesizer,
+                                                          WindowSynthesizer)
+from continual_synth.mechanisms.synthesizer import period_sampler
 
 
 def synthesize(input_path, output_dir, model, seed):
@@ -43,13 +44,13 @@ def synthesize(input_path, output_dir, model, seed):
                 "value": alphabet[values]}, schema=schema))
 
         for period in range(1, model.horizon + 1):
-            sampler = make_sampler([seed, period])
-            state, initial, extension = model.step(state, statistics[period - 1], sampler,
-                                                   population)
-            if initial is None and extension is None:
+            sampler = period_sampler(seed, period)
+            state, release = model.step(state, statistics[period - 1], sampler, population)
+            if release is None:
                 continue
-            plan, code_counts = emission.period_shard_plan(model.codes, initial, extension,
-                                                           code_counts, 1, sampler.rng)
+            plan, code_counts = emission.period_shard_plan(model.codes, release.initial,
+                                                           release.extension, code_counts, 1,
+                                                           sampler.rng)
             if "initial" in plan:
                 people, created = emission.ShardPeople.create(0, plan["initial"][0],
                                                               model.codes, sampler.rng)
@@ -72,10 +73,10 @@ def main():
     parser.add_argument("--synthesizer", choices=["window", "cumulative"], default="window")
     args = parser.parse_args()
     if args.synthesizer == "window":
-        model = WindowModel(window.WindowConfig(window=args.window, horizon=args.horizon,
+        model = WindowSynthesizer(window.WindowConfig(window=args.window, horizon=args.horizon,
                                                 rho=args.rho))
     else:
-        model = CumulativeModel(CumulativeConfig(horizon=args.horizon, rho=args.rho))
+        model = CumulativeSynthesizer(CumulativeConfig(horizon=args.horizon, rho=args.rho))
     start = time.perf_counter()
     state = synthesize(args.input, args.output, model, args.seed)
     print(f"numpy baseline: {time.perf_counter() - start:.2f} s, "

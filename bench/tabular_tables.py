@@ -30,7 +30,8 @@ import numpy as np
 
 from continual_synth.mechanisms.marginals import (Domain, all_workloads, encode_records,
                                                   workload_histograms)
-from continual_synth.mechanisms.tabular_model import TabularSynthesizer
+from continual_synth.mechanisms.synthesizer import period_sampler
+from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.workload_error import error_metrics
 from continual_synth.pipelines.example_tables import load_table, make_stream, table_domain
 
@@ -52,21 +53,21 @@ def one_run(job):
                                             selections=selections, counter="simple",
                                             fit="pgm", horizon=horizon)
     state = synthesizer.initial_state()
-    increments, scores, step_seconds = [], [], []
+    table, scores, step_seconds = None, [], []
     for period in range(1, horizon + 1):
         rows = codes[period_of == period]
         flat = np.concatenate(workload_histograms(rows, domain, workloads))
         start = time.perf_counter()
-        state, release = synthesizer.step(state, flat, [seed, period])
+        state, release = synthesizer.step(state, flat, period_sampler(seed, period))
         step_seconds.append(time.perf_counter() - start)
-        if release["increment"]:
-            increments.append(release["codes"])
+        if release.increment:
+            table = synthesizer.table_so_far(table, release)
         if period > horizon - last:
-            if release["increment"]:
-                synthetic = np.concatenate(increments)
+            if release.increment:
+                synthetic = table
             else:
-                rng = np.random.default_rng([release["emission_seed"], period, 0])
-                synthetic = release["model"].sample(release["size"], rng)
+                rng = np.random.default_rng([release.emission_seed, period, 0])
+                synthetic = release.model.sample(release.size, rng)
             truth = workload_histograms(codes[period_of <= period], domain, workloads)
             fake = workload_histograms(synthetic, domain, workloads)
             scores.append(error_metrics(truth, fake))

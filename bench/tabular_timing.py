@@ -22,7 +22,7 @@ import time
 import pyarrow.compute as pc
 
 from continual_synth.mechanisms.marginals import Domain, all_workloads
-from continual_synth.mechanisms.tabular_model import TabularSynthesizer
+from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.pipelines import tabular
 from continual_synth.pipelines.example_tables import load_table, make_stream, table_domain
 from continual_synth.transforms.files import write_file

@@ -149,9 +149,9 @@ def _config(args):
 
 
 def _model(args):
-    from continual_synth.mechanisms.models import CumulativeModel, WindowModel
+    from continual_synth.mechanisms.panel_synthesizers import CumulativeSynthesizer, WindowSynthesizer
     config = _config(args)
-    return WindowModel(config) if args.command == "window" else CumulativeModel(config)
+    return WindowSynthesizer(config) if args.command == "window" else CumulativeSynthesizer(config)
 
 
 def _common(args, alphabet):

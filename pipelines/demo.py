@@ -13,7 +13,7 @@ import os
 from typing import Dict, Optional, Sequence
 
 from continual_synth.mechanisms.cumulative import CumulativeConfig
-from continual_synth.mechanisms.models import CumulativeModel, WindowModel
+from continual_synth.mechanisms.panel_synthesizers import CumulativeSynthesizer, WindowSynthesizer
 from continual_synth.mechanisms.window import WindowConfig
 from continual_synth.pipelines import jobs, lifecycle
 from continual_synth.pipelines.evaluate_cumulative import evaluate_cumulative
@@ -29,8 +29,8 @@ def demo(output_dir: str, seed: Optional[int] = None, beam_args: Sequence[str] =
     """Write ``input/``, then ``synthetic/`` and ``report/`` (Algorithm 1) and
     ``cumulative/`` and ``cumulative_report/`` (Algorithm 2) under ``output_dir``."""
     panel_path = os.path.join(output_dir, "input", "sipp_like_panel.parquet")
-    runs = (("synthetic", "report", WindowModel(WINDOW_CONFIG), evaluate_window),
-            ("cumulative", "cumulative_report", CumulativeModel(CUMULATIVE_CONFIG),
+    runs = (("synthetic", "report", WindowSynthesizer(WINDOW_CONFIG), evaluate_window),
+            ("cumulative", "cumulative_report", CumulativeSynthesizer(CUMULATIVE_CONFIG),
              evaluate_cumulative))
     for release, _, _, _ in runs:
         lifecycle.check_fresh_output(os.path.join(output_dir, release))

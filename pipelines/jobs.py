@@ -1,4 +1,4 @@
-"""The panel synthesizers' jobs, for either synthesizer (:mod:`continual_synth.mechanisms.models`:
+"""The panel synthesizers' jobs, for either synthesizer (:mod:`continual_synth.mechanisms.panel_synthesizers`:
 Bun et al. 2024 Algorithm 1, fixed time window; Algorithm 2, cumulative).
 
 * :func:`run` — the whole panel in one Beam pipeline (batch or backfill).
@@ -21,7 +21,7 @@ import numpy as np
 
 from continual_synth.mechanisms import emission
 from continual_synth.mechanisms.errors import InputError
-from continual_synth.mechanisms.models import model_from_dict
+from continual_synth.mechanisms.panel_synthesizers import synthesizer_from_dict
 from continual_synth.pipelines import lifecycle, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import (PanelColumns, missing_code, pipeline_options,
@@ -121,22 +121,22 @@ class PanelJob(IncrementalJob):
         self.kind = kind
 
     @staticmethod
-    def _model(state: Dict):
-        model = model_from_dict(state["kind"], state["config"])
+    def _synthesizer(state: Dict):
+        model = synthesizer_from_dict(state["kind"], state["config"])
         return model, model.state_from_dict(state["synthesizer_state"])
 
     def periods_seen(self, state: Dict) -> int:
-        return self._model(state)[1].period
+        return self._synthesizer(state)[1].period
 
     def horizon(self, state: Dict) -> int:
-        return self._model(state)[0].horizon
+        return self._synthesizer(state)[0].horizon
 
     def check_step(self, state: Dict, period: int) -> None:
-        model, wstate = self._model(state)
+        model, wstate = self._synthesizer(state)
         model.check_step(wstate, period)
 
     def compute(self, state, input_path, in_format, period, store, run_dir, beam_args) -> Dict:
-        model, wstate = self._model(state)
+        model, wstate = self._synthesizer(state)
         history = os.path.join(run_dir, "history")
         people, statistics = _period_statistics(
             model, state, input_path, in_format, period,
@@ -161,7 +161,7 @@ class PanelJob(IncrementalJob):
         pending = state["pending"]
         if pending["plan"] is None:
             return None, state["files"]
-        model, _ = self._model(state)
+        model, _ = self._synthesizer(state)
         period = pending["period"]
         plan = {"plans": {period: {part: np.asarray(counts)
                                    for part, counts in pending["plan"].items()}},
@@ -183,7 +183,7 @@ class PanelJob(IncrementalJob):
         return replaces, {**state["files"], "synthetic": store.relative(after)}
 
     def manifest(self, state: Dict) -> Dict:
-        model, wstate = self._model(state)
+        model, wstate = self._synthesizer(state)
         manifest = {**model.manifest(wstate), "sampler": state["sampler"],
                     "for_publication": state["seed"] is None, "format": state["format"],
                     "mode": "incremental"}
@@ -193,7 +193,7 @@ class PanelJob(IncrementalJob):
         return manifest
 
     def summary(self, state: Dict, pending: Dict, released: bool, resumed: bool) -> Dict:
-        model, wstate = self._model(state)
+        model, wstate = self._synthesizer(state)
         note = model.before_first_release_note(wstate)
         return {"status": "released" if released else "ingested", "period": wstate.period,
                 "resumed": resumed, "rho_spent": wstate.ledger.spent,

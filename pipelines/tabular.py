@@ -3,9 +3,9 @@
 * :func:`run` — a whole stream (records with a period column) in one Beam pipeline.
 * :func:`init` + :func:`step` — one period per run, the state kept in a directory.
 
-Both fold the same state machine (:class:`continual_synth.mechanisms.tabular_model.
-TabularSynthesizer`), with noise drawn per period (``[seed, period]`` for the seeded
-sampler), and emit with the same sampling, so with the same seed they release the same
+Both fold the same state machine (:class:`continual_synth.mechanisms.tabular_synthesizer.
+TabularSynthesizer`), with noise drawn per period (:func:`continual_synth.mechanisms.
+synthesizer.period_sampler`), and emit with the same sampling, so with the same seed they release the same
 tables.  The release directory holds one synthetic table per period — files
 ``synthetic-tTTTT-sSSS.<format>`` readable together as one dataset whose ``period``
 column says which release a row belongs to (the table at t is the rows with period t)
@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.marginals import Domain
-from continual_synth.mechanisms.tabular_model import TabularSynthesizer
+from continual_synth.mechanisms.synthesizer import TableRelease, period_sampler
+from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.pipelines import lifecycle
 from continual_synth.pipelines.jobs import check_format, save_manifest_after
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
@@ -36,8 +37,8 @@ from continual_synth.transforms.files import read_dataset
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.tabular import (EmitSyntheticTables, PeriodWorkloadHistograms,
                                                 emission_tasks, fold_tabular_stream,
-                                                increment_codes, period_sampler_seed,
-                                                synthetic_schema)
+                                                increment_codes, sample_tasks,
+                                                synthetic_schema, table_tasks)
 from continual_synth.transforms.write import WriteRecordBatches
 
 KIND = "tabular"
@@ -143,21 +144,21 @@ class TabularJob(IncrementalJob):
         counts = _period_histograms(synthesizer, input_path, in_format, period,
                                     state["period_col"], run_dir, beam_args)
         tstate, release = synthesizer.step(tstate, counts[1:],
-                                           period_sampler_seed(state["seed"], period))
+                                           period_sampler(state["seed"], period))
         files = dict(state["files"])
-        rows = int(release["size"])
-        if release["increment"]:  # the baseline's table at t: every sampled increment so far
+        rows = release.size
+        if release.increment:  # the table so far is the one private file a version names
             previous = (np.load(store.path(files["increments"])) if "increments" in files
-                        else np.zeros((0, len(synthesizer.domain.names)), dtype=np.int32))
+                        else None)
+            table = synthesizer.table_so_far(previous, release)
             path = os.path.join(run_dir, "increments.npy")
-            table = np.concatenate([previous, release["codes"]])
             np.save(path, table)
             files["increments"] = store.relative(path)
             rows = int(table.shape[0])
-        pending = {"period": period, "increment": release["increment"], "rows": rows,
-                   "size": int(release["size"]), "emission_seed": release["emission_seed"],
-                   "model": (None if release["increment"]
-                             else synthesizer.model_to_dict(release["model"]))}
+        pending = {"period": period, "increment": release.increment, "rows": rows,
+                   "size": release.size, "emission_seed": release.emission_seed,
+                   "model": (None if release.increment
+                             else synthesizer.model_to_dict(release.model))}
         return {**state, "synthesizer_state": synthesizer.state_to_dict(tstate),
                 "files": files, "pending": pending}
 
@@ -167,18 +168,18 @@ class TabularJob(IncrementalJob):
         period = pending["period"]
         domain = synthesizer.domain
         if pending["increment"]:
-            increments = np.load(store.path(state["files"]["increments"]))
-            release = {"period": period, "increment": True, "codes": increments}
+            table = np.load(store.path(state["files"]["increments"]))
+            tasks = table_tasks(period, table.shape[0])
         else:
-            increments = np.zeros((0, len(domain.names)), dtype=np.int32)
-            release = {"period": period, "increment": False, "size": pending["size"],
-                       "model": synthesizer.model_from_dict(pending["model"]),
-                       "emission_seed": pending["emission_seed"]}
+            table = np.zeros((0, len(domain.names)), dtype=np.int32)
+            tasks = sample_tasks(TableRelease(
+                period, pending["size"], False, pending["emission_seed"],
+                model=synthesizer.model_from_dict(pending["model"])))
         schema = synthetic_schema(domain, state["period_col"])
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-            codes = pipeline | "Increments" >> beam.Create([increments])
+            codes = pipeline | "Table" >> beam.Create([table])
             (pipeline
-             | "Tasks" >> beam.Create(emission_tasks([release]))
+             | "Tasks" >> beam.Create(tasks)
              | "Emit" >> EmitSyntheticTables(domain, codes, state["period_col"])
              | "Write" >> WriteRecordBatches(os.path.join(staging_dir, "synthetic"),
                                              state["format"], schema))

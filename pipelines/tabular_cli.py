@@ -107,7 +107,7 @@ def add_commands(commands, evaluate) -> None:
 def synthesizer_from_args(args, input_path: Optional[str] = None):
     """The synthesizer the options describe (the domain read or, if asked, inferred)."""
     from continual_synth.mechanisms.marginals import Domain, parse_workloads
-    from continual_synth.mechanisms.tabular_model import TabularSynthesizer
+    from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
     inferred = bool(getattr(args, "infer_domain", False))
     if inferred:
         from continual_synth.pipelines.tabular import infer_domain

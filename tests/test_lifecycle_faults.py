@@ -32,7 +32,7 @@ import pytest
 
 from continual_synth.mechanisms.cumulative import CumulativeConfig
 from continual_synth.mechanisms.marginals import Domain, all_workloads
-from continual_synth.mechanisms.tabular_model import TabularSynthesizer
+from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.window import WindowConfig
 from continual_synth.pipelines import cli, lifecycle, release_dir, tabular
 from continual_synth.pipelines import cumulative as cumulative_jobs

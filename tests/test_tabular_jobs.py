@@ -18,7 +18,7 @@ from apache_beam.transforms.window import TimestampedValue
 
 from continual_synth.mechanisms.errors import StateError
 from continual_synth.mechanisms.marginals import Domain, all_workloads
-from continual_synth.mechanisms.tabular_model import TabularSynthesizer
+from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.pipelines import tabular
 from continual_synth.pipelines.cli import main
 from continual_synth.pipelines.lifecycle import load_state

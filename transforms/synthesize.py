@@ -13,43 +13,47 @@ import apache_beam as beam
 import numpy as np
 
 from continual_synth.mechanisms import emission
-from continual_synth.mechanisms.samplers import make_sampler
+from continual_synth.mechanisms.synthesizer import emission_seed, period_sampler
 
 
-def synthesize_period(model, state, statistics: np.ndarray, seed: Optional[int],
+def synthesize_period(synthesizer, state, statistics: np.ndarray, seed: Optional[int],
                       num_shards: int, code_counts: Optional[np.ndarray],
                       population: int) -> Tuple:
     """One period of the synthesizer and its emission plan, as batch and incremental jobs
     both run it: ``(state, shard plan, per-shard code counts, emission seed)``; the plan
     and seed are None when the period releases nothing (Algorithm 1 before period k).
 
-    Randomness is drawn per period (the seeded sampler from ``[seed, period]``), so a
-    batch run and T incremental steps with the same seed release the same records.
+    The period's sampler and emission seed are :mod:`continual_synth.mechanisms.
+    synthesizer`'s, so a batch run and T incremental steps with the same seed release
+    the same records.
     """
-    sampler = make_sampler(None if seed is None else [seed, state.period + 1])
-    state, initial, extension = model.step(state, statistics, sampler, population)
-    if initial is None and extension is None:
+    sampler = period_sampler(seed, state.period + 1)
+    state, release = synthesizer.step(state, statistics, sampler, population)
+    if release is None:
         return state, None, code_counts, None
-    plan, code_counts = emission.period_shard_plan(model.codes, initial, extension,
-                                                   code_counts, num_shards, sampler.rng)
-    return state, plan, code_counts, int(sampler.rng.integers(2 ** 63))
+    plan, code_counts = emission.period_shard_plan(synthesizer.codes, release.initial,
+                                                   release.extension, code_counts,
+                                                   num_shards, sampler.rng)
+    return state, plan, code_counts, emission_seed(sampler)
 
 
-def fold_synthesizer(num_people: int, statistics: np.ndarray, model, num_shards: int,
+def fold_synthesizer(num_people: int, statistics: np.ndarray, synthesizer, num_shards: int,
                      seed: Optional[int]) -> Dict:
     """Run the synthesizer over all periods; return the plan for emission and the manifest."""
-    state = model.initial_state()
+    state = synthesizer.initial_state()
     plans, seeds, code_counts = {}, {}, None
-    for period in range(1, model.horizon + 1):
-        state, plan, code_counts, emission_seed = synthesize_period(
-            model, state, statistics[period - 1], seed, num_shards, code_counts, num_people)
+    for period in range(1, synthesizer.horizon + 1):
+        state, plan, code_counts, period_seed = synthesize_period(
+            synthesizer, state, statistics[period - 1], seed, num_shards, code_counts,
+            num_people)
         if plan is not None:
-            plans[period], seeds[period] = plan, emission_seed
+            plans[period], seeds[period] = plan, period_seed
     return {
         "plans": plans,
         "emission_seeds": seeds,
         "shard_sizes": emission.shard_sizes(state.num_synthetic, num_shards),
-        "manifest": {**model.manifest(state), "sampler": "opendp" if seed is None else "seeded",
+        "manifest": {**synthesizer.manifest(state),
+                     "sampler": "opendp" if seed is None else "seeded",
                      "for_publication": seed is None},
     }
 
@@ -57,11 +61,12 @@ def fold_synthesizer(num_people: int, statistics: np.ndarray, model, num_shards:
 class SynthesizePanel(beam.PTransform):
     """``PCollection[(num_people, statistics)] → PCollection[plan dict]`` (one element)."""
 
-    def __init__(self, model, num_shards: int, seed: Optional[int]):
+    def __init__(self, synthesizer, num_shards: int, seed: Optional[int]):
         super().__init__()
-        self._args = (model, num_shards, seed)
+        self.synthesizer, self.num_shards, self.seed = synthesizer, num_shards, seed
 
     def expand(self, statistics):
-        args = self._args
+        synthesizer, num_shards, seed = self.synthesizer, self.num_shards, self.seed
         return statistics | "Synthesizer" >> beam.MapTuple(
-            lambda num_people, counts: fold_synthesizer(num_people, counts, *args))
+            lambda num_people, counts: fold_synthesizer(num_people, counts, synthesizer,
+                                                        num_shards, seed))

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
                                                   workload_histograms)
 
@@ -147,18 +148,12 @@ class PeriodWorkloadHistograms(beam.PTransform):
 # ---------------------------------------------------------------- synthesizer fold
 
 
-def period_sampler_seed(seed: Optional[int], period: int):
-    """Seed of the seeded sampler for one period (None: the exact OpenDP sampler)."""
-    return None if seed is None else [int(seed), int(period)]
-
-
 def fold_tabular_stream(period_counts: Sequence[Tuple[int, np.ndarray]], synthesizer,
                         seed: Optional[int], horizon: Optional[int] = None) -> Dict:
     """Run the synthesizer over periods 1..T (T = ``horizon`` or the last period with
     records; a period without records is an empty period, listed in the manifest).
 
-    Returns ``{"releases": [...], "manifest": {...}}`` where each release is what
-    :func:`emission_tasks` needs (period, size, model, whether it is an increment).
+    Returns ``{"releases": [TableRelease, ...], "manifest": {...}}``.
     """
     by_period = {int(p): np.asarray(c) for p, c in period_counts}
     if not by_period:
@@ -172,7 +167,7 @@ def fold_tabular_stream(period_counts: Sequence[Tuple[int, np.ndarray]], synthes
         if counts is None:
             counts = np.zeros(1 + width, dtype=np.int64)
             empty.append(period)
-        state, release = synthesizer.step(state, counts[1:], period_sampler_seed(seed, period))
+        state, release = synthesizer.step(state, counts[1:], period_sampler(seed, period))
         releases.append(release)
     manifest = synthesizer.manifest(state)
     manifest["empty_periods"] = empty
@@ -182,32 +177,40 @@ def fold_tabular_stream(period_counts: Sequence[Tuple[int, np.ndarray]], synthes
 # ------------------------------------------------------------------------ emission
 
 
-def emission_tasks(releases: Sequence[Dict]) -> List[Tuple]:
-    """The shards of every period's synthetic table, as ``(period, shard, rows, source)``.
+def table_tasks(period: int, rows: int) -> List[Tuple]:
+    """The shards of a table already sampled (its first ``rows`` codes): slices."""
+    return [(period, shard, stop - start, ("slice", start, stop))
+            for shard, (start, stop) in enumerate(_row_shards(rows))]
 
-    A release is ``{"period", "size", "increment", "model" | "codes", "emission_seed"}``.
-    The proposed method releases the whole table g_t each period: its shards sample
-    ``rows`` records from the fitted model.  The baseline releases increments ∇g_t,
-    already sampled (``codes``): the table at t is every increment up to t, and its
-    shards are slices ``(start, stop)`` of their concatenation (:func:`increment_codes`).
+
+def sample_tasks(release) -> List[Tuple]:
+    """The shards of a table to sample from a fitted distribution (g_t, Algorithm 3)."""
+    return [(release.period, shard, stop - start,
+             ("model", release.model, release.emission_seed))
+            for shard, (start, stop) in enumerate(_row_shards(release.size))]
+
+
+def emission_tasks(releases: Sequence) -> List[Tuple]:
+    """The shards of every period's synthetic table, as ``(period, shard, rows, source)``,
+    for a run's :class:`~continual_synth.mechanisms.synthesizer.TableRelease` s in period
+    order.  The proposed method releases the whole table g_t each period: its shards
+    sample ``rows`` records from the fitted distribution.  The baseline releases
+    increments ∇g_t, already sampled: the table at t is every increment up to t, and its
+    shards are slices of their concatenation (:func:`increment_codes`).
     """
     tasks, offset = [], 0
     for release in releases:
-        period = release["period"]
-        if release["increment"]:
-            offset += release["codes"].shape[0]
-            tasks += [(period, shard, stop - start, ("slice", start, stop))
-                      for shard, (start, stop) in enumerate(_row_shards(offset))]
+        if release.increment:
+            offset += release.codes.shape[0]
+            tasks += table_tasks(release.period, offset)
         else:
-            tasks += [(period, shard, stop - start,
-                       ("model", release["model"], release["emission_seed"]))
-                      for shard, (start, stop) in enumerate(_row_shards(release["size"]))]
+            tasks += sample_tasks(release)
     return tasks
 
 
-def increment_codes(releases: Sequence[Dict], num_attributes: int) -> np.ndarray:
+def increment_codes(releases: Sequence, num_attributes: int) -> np.ndarray:
     """All of the baseline's sampled increments, in period order (empty otherwise)."""
-    parts = [r["codes"] for r in releases if r["increment"]]
+    parts = [r.codes for r in releases if r.increment]
     return (np.concatenate(parts) if parts
             else np.zeros((0, num_attributes), dtype=np.int32))
 

@@ -32,9 +32,10 @@ from apache_beam.transforms.userstate import (BagStateSpec, ReadModifyWriteState
 from apache_beam.transforms.window import FixedWindows, GlobalWindows
 from apache_beam.utils.timestamp import Timestamp
 
-from continual_synth.transforms.tabular import (WorkloadHistogramsFn, emission_tasks,
-                                                encode_stream_batch, period_sampler_seed,
-                                                synthetic_table, task_codes)
+from continual_synth.mechanisms.synthesizer import period_sampler
+from continual_synth.transforms.tabular import (WorkloadHistogramsFn, encode_stream_batch,
+                                                sample_tasks, synthetic_table, table_tasks,
+                                                task_codes)
 
 
 class _PeriodOfWindow(beam.DoFn):
@@ -53,8 +54,9 @@ class _PeriodOfWindow(beam.DoFn):
 
 
 class StepTabularStream(beam.DoFn):
-    """Stateful step of one stream: ``(key, (period, [n, histograms…]))`` in, one release
-    out per period, in period order (see the module docstring)."""
+    """Stateful step of one stream: ``(key, (period, [n, histograms…]))`` in, one
+    ``(TableRelease, the baseline's table so far or None)`` out per period, in period
+    order (see the module docstring)."""
 
     STATE = ReadModifyWriteStateSpec("synthesizer_state", PickleCoder())
     BUFFER = BagStateSpec("waiting_periods", PickleCoder())
@@ -89,7 +91,8 @@ class StepTabularStream(beam.DoFn):
         period = synthesizer.period(current)
         ripe = [p for p in waiting if self._period_end(p) <= fire_time]
         last = max(ripe, default=period)
-        table_so_far = list(increments.read())  # the baseline's increments released so far
+        increments_so_far = list(increments.read())  # the baseline's, released so far
+        table = np.concatenate(increments_so_far) if increments_so_far else None
         releases = []
         while period < last:
             period += 1
@@ -97,12 +100,11 @@ class StepTabularStream(beam.DoFn):
             flat = (np.zeros(synthesizer.histogram_width, dtype=np.int64) if counts is None
                     else np.asarray(counts)[1:])
             current, release = synthesizer.step(current, flat,
-                                                period_sampler_seed(self._seed, period))
-            if release["increment"]:
-                increments.add(release["codes"])
-                table_so_far.append(release["codes"])
-                release = {**release, "codes": np.concatenate(table_so_far)}
-            releases.append(release)
+                                                period_sampler(self._seed, period))
+            if release.increment:
+                increments.add(release.codes)
+                table = synthesizer.table_so_far(table, release)
+            releases.append((release, table if release.increment else None))
         for p, counts in waiting.items():
             if p > period:
                 buffer.add((p, counts))
@@ -110,14 +112,16 @@ class StepTabularStream(beam.DoFn):
         yield from releases
 
 
-def _period_tables(release, domain, period_col: str):
-    """The synthetic table of one released period, in shards ``(key, pa.Table)``: a
-    release of the baseline carries every increment so far as ``codes``."""
-    increments = release["codes"] if release["increment"] else None
-    for task in emission_tasks([release]):
+def _period_tables(release_and_table, domain, period_col: str):
+    """The synthetic table of one released period, in shards ``(key, pa.Table)``: for the
+    baseline, ``table`` holds the table so far (every increment up to the period)."""
+    release, table = release_and_table
+    tasks = (table_tasks(release.period, table.shape[0]) if release.increment
+             else sample_tasks(release))
+    for task in tasks:
         period, shard = task[0], task[1]
         yield (f"t{period:04d}-s{shard:03d}",
-               synthetic_table(task_codes(task, increments, len(domain.names)), period,
+               synthetic_table(task_codes(task, table, len(domain.names)), period,
                                domain, period_col))
 
 

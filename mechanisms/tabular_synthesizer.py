@@ -3,21 +3,25 @@
 :class:`TabularSynthesizer` binds a :class:`~continual_synth.mechanisms.tabular.
 TabularConfig` (Kumar, Strohmer and Vershynin 2024: §6 Algorithm 3, or the §5 Algorithm 2
 baseline) to what the three drivers need: the concatenated workload histograms a period
-brings, one step with the per-period sampler, and a release they can emit — the fitted
-model of g_t and its noisy size (proposed), or the baseline's increment ∇g_t already
-sampled (its records are appended to the previous table, so they are drawn once).
+brings, one step with the per-period sampler (the protocol of
+:mod:`continual_synth.mechanisms.synthesizer`), and a typed release they can emit
+(:class:`~continual_synth.mechanisms.synthesizer.TableRelease`) — the fitted
+distribution of g_t and its noisy size (proposed), or the baseline's increment ∇g_t
+already sampled — and the release rule: the baseline's table at t is every increment so
+far (:meth:`TabularSynthesizer.table_so_far`), so each increment is drawn once.
 Pure numpy; no Beam.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 from continual_synth.mechanisms import tabular
 from continual_synth.mechanisms.fitting import FittedModel, model_from_dict
 from continual_synth.mechanisms.marginals import Domain
-from continual_synth.mechanisms.samplers import make_sampler
+from continual_synth.mechanisms.samplers import Sampler
+from continual_synth.mechanisms.synthesizer import TableRelease, emission_seed
 
 DEFAULT_COUNTER = "simple"  # the counter of the paper's experiments (§7)
 
@@ -93,30 +97,35 @@ class TabularSynthesizer:
         """Refuse a period out of order, past the horizon or over budget (before reading)."""
         tabular.check_step(self.config, state, period)
 
-    def step(self, state: tabular.TabularState, histograms: np.ndarray, sampler_seed):
+    def step(self, state: tabular.TabularState, histograms: np.ndarray, sampler: Sampler
+             ) -> Tuple[tabular.TabularState, TableRelease]:
         """One period: ``histograms`` is the concatenation of the exact workload histograms
-        of the period's new records; ``sampler_seed`` None (OpenDP) or ``[seed, period]``.
-
-        Returns ``(state, release)`` with release ``{"period", "size", "increment",
-        "model", "emission_seed", "codes"}``: ``codes`` (baseline only) are the
-        increment's records, sampled here from ∇g_t.
-        """
+        of the period's new records; ``sampler`` the period's
+        (:func:`~continual_synth.mechanisms.synthesizer.period_sampler`).  The
+        baseline's increment is sampled here (``codes``) with the emission seed."""
         flat = np.asarray(histograms)
         if flat.shape != (self.histogram_width,):
             raise ValueError(f"expected {self.histogram_width} histogram cells, got "
                              f"{flat.shape}")
         parts = [flat[self._edges[i]:self._edges[i + 1]] for i in range(len(self.workloads))]
-        sampler = make_sampler(sampler_seed)
         state, release = tabular.step(self.config, state, parts, sampler)
-        emission_seed = int(sampler.rng.integers(2 ** 63))
-        out = {"period": release.period, "size": int(release.size),
-               "increment": bool(release.increment), "model": release.model,
-               "emission_seed": emission_seed, "codes": None}
-        if release.increment:
-            rng = np.random.default_rng([emission_seed, release.period])
-            out["codes"] = release.model.sample(int(release.increment_size), rng)
-            out["model"] = None
-        return state, out
+        seed = emission_seed(sampler)
+        if not release.increment:
+            return state, TableRelease(release.period, int(release.size), False, seed,
+                                       model=release.model)
+        rng = np.random.default_rng([seed, release.period])
+        codes = release.model.sample(int(release.increment_size), rng)
+        return state, TableRelease(release.period, int(release.size), True, seed, codes=codes)
+
+    def table_so_far(self, previous: Optional[np.ndarray], release: TableRelease
+                     ) -> np.ndarray:
+        """The baseline's release rule (Algorithm 2): the table at t is the table at
+        t − 1 (``previous``; None at the start) followed by the increment of t."""
+        if not release.increment:
+            raise ValueError("only the baseline's releases are increments")
+        if previous is None:
+            previous = np.zeros((0, len(self.domain.names)), dtype=release.codes.dtype)
+        return np.concatenate([previous, release.codes])
 
     # -- models and manifest --------------------------------------------------------
     @staticmethod

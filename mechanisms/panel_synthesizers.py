@@ -1,5 +1,6 @@
-"""What a synthesizer contributes to the shared jobs: its statistic of the real panel,
-its state machine, and how its synthetic people are created and extended.
+"""Bun et al. 2024's two panel synthesizers as the jobs drive them (the protocol of
+:mod:`continual_synth.mechanisms.synthesizer`): their statistic of the real panel, their
+state machine, and how their synthetic people are created and extended.
 
 Both of Bun et al.'s synthesizers give every synthetic person a *code* (Algorithm 1:
 the window of its last k values; Algorithm 2: its number of ones so far), split the
@@ -11,7 +12,8 @@ decide how many members of each group get each value.  The jobs
 * data side: ``panel_statistics(matrix)`` (batch: all periods at once) and
   ``advance(codes, values, period)`` (incremental: one period against each real
   person's code kept in the state);
-* synthesizer: ``initial_state`` / ``state_from_dict`` / ``step`` / ``manifest``;
+* synthesizer: ``initial_state`` / ``state_from_dict`` / ``step`` (a
+  :class:`~continual_synth.mechanisms.synthesizer.PanelRelease` out) / ``manifest``;
 * emission: ``codes``, the rules of its people's codes and groups
   (:class:`~continual_synth.mechanisms.emission.WindowCodes`,
   :class:`~continual_synth.mechanisms.emission.WeightCodes`).
@@ -25,9 +27,10 @@ import numpy as np
 from continual_synth.mechanisms import cumulative, window
 from continual_synth.mechanisms.emission import WeightCodes, WindowCodes
 from continual_synth.mechanisms.panel import advance_suffix, window_histograms
+from continual_synth.mechanisms.synthesizer import PanelRelease
 
 
-class WindowModel:
+class WindowSynthesizer:
     """Algorithm 1: codes are k-windows, groups their last k − 1 values."""
 
     kind = "window"
@@ -65,14 +68,15 @@ class WindowModel:
     def check_step(self, state, period: int) -> None:
         window.check_step(state, period)
 
-    def step(self, state, stats: np.ndarray, sampler, population: int):
-        """``(state, initial code counts or None, extension or None)``."""
+    def step(self, state, stats: np.ndarray, sampler, population: Optional[int] = None
+             ) -> Tuple[window.WindowState, Optional[PanelRelease]]:
+        """``(state, release)``; no release before period k."""
         period = state.period + 1
         state, release = window.step(state, stats if period >= self.config.window else None,
                                      sampler)
         if release is None:
-            return state, None, None
-        return state, release.initial_counts, release.extension
+            return state, None
+        return state, PanelRelease(period, release.initial_counts, release.extension)
 
     def manifest(self, state) -> Dict:
         return window.manifest_fields(state)
@@ -85,7 +89,7 @@ class WindowModel:
                 f"are released at period {k}")
 
 
-class CumulativeModel:
+class CumulativeSynthesizer:
     """Algorithm 2: codes are weights (ones so far), groups are the weights themselves."""
 
     kind = "cumulative"
@@ -122,12 +126,15 @@ class CumulativeModel:
     def check_step(self, state, period: int) -> None:
         cumulative.check_step(state, period)
 
-    def step(self, state, stats: np.ndarray, sampler, population: int):
+    def step(self, state, stats: np.ndarray, sampler, population: Optional[int] = None
+             ) -> Tuple[cumulative.CumulativeState, PanelRelease]:
+        """``(state, release)``: the people are created at period 1 (``population``, the
+        number of real people, is used there under add-remove with a public n)."""
         period = state.period + 1
         state, release = cumulative.step(state, stats[:period], sampler,
                                          population=population if period == 1 else None)
         initial = np.array([release.num_synthetic]) if period == 1 else None
-        return state, initial, release.extension
+        return state, PanelRelease(period, initial, release.extension)
 
     def manifest(self, state) -> Dict:
         return cumulative.manifest_fields(state)
@@ -136,10 +143,10 @@ class CumulativeModel:
         return None
 
 
-def model_from_dict(kind: str, config: Dict):
-    """The model of a saved state."""
+def synthesizer_from_dict(kind: str, config: Dict):
+    """The synthesizer of a saved state."""
     if kind == "window":
-        return WindowModel(window.WindowConfig.from_dict(config))
+        return WindowSynthesizer(window.WindowConfig.from_dict(config))
     if kind == "cumulative":
-        return CumulativeModel(cumulative.CumulativeConfig.from_dict(config))
+        return CumulativeSynthesizer(cumulative.CumulativeConfig.from_dict(config))
     raise ValueError(f"unknown synthesizer {kind!r}")
