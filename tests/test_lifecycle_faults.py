@@ -34,7 +34,8 @@ from continual_synth.mechanisms.cumulative import CumulativeConfig
 from continual_synth.mechanisms.marginals import Domain, all_workloads
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.window import WindowConfig
-from continual_synth.pipelines import cli, lifecycle, release_dir, tabular
+from continual_synth.mechanisms.errors import StateError
+from continual_synth.pipelines import cli, jobs, lifecycle, release_dir, tabular
 from continual_synth.pipelines import cumulative as cumulative_jobs
 from continual_synth.pipelines import window as window_jobs
 from continual_synth.pipelines.lifecycle import PHASES, StateDir, load_state
@@ -284,3 +285,45 @@ def test_eight_simultaneous_steps_release_each_period_once(history, tmp_path, wa
     _finish(synth, state, out)
     # and what was published is exactly what the uninterrupted run published
     assert _outcome(state, out) == history.reference
+
+
+# ----------------------------------------------------------------------- fencing
+
+
+def test_a_commit_on_a_superseded_version_is_refused(tmp_path):
+    """Fencing: of two commits on the version they both read, the second is refused
+    and the first stands (exclusive creation of version N + 1)."""
+    store = StateDir(str(tmp_path / "state"))
+    store.create({"kind": "test", "files": {}, "who": "init"})
+    assert store.commit(0, {"kind": "test", "files": {}, "who": "first"}) == 1
+    with pytest.raises(StateError, match="another step committed state version 1 first"):
+        store.commit(0, {"kind": "test", "files": {}, "who": "second"})
+    assert store.read() == (1, {"kind": "test", "files": {}, "who": "first"})
+    with pytest.raises(StateError, match="already holds a state"):
+        store.create({"kind": "test", "files": {}})
+
+
+def test_a_stale_owner_publishes_nothing(history, tmp_path, monkeypatch):
+    """A step whose state is superseded while it computes (its lock lost: another run
+    committed) fails at its commit, publishes nothing and leaves no private file."""
+    synth = history.synth
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    store = StateDir(state)
+    job_class = {"tabular": tabular.TabularJob}.get(synth.name, jobs.PanelJob)
+    real_compute = job_class.compute
+
+    def compute_then_lose_the_state(self, current, *args):
+        new = real_compute(self, current, *args)
+        version, _ = store.read()
+        store.commit(version, current)  # another run commits first
+        return new
+
+    monkeypatch.setattr(job_class, "compute", compute_then_lose_the_state)
+    before = snapshot(out)
+    with pytest.raises(StateError, match="another step committed state version"):
+        synth.step(state, synth.files[CRASH_PERIOD - 1], out)
+    assert snapshot(out) == before
+    assert _orphans(state) == []
+    monkeypatch.undo()
+    _finish(synth, state, out, last=CRASH_PERIOD)
+    assert _outcome(state, out) == history.at_crash_period
