@@ -120,23 +120,12 @@ class PanelJob(IncrementalJob):
     def __init__(self, kind: Optional[str] = None):
         self.kind = kind
 
-    @staticmethod
-    def _synthesizer(state: Dict):
+    def synthesizer(self, state: Dict):
         model = synthesizer_from_dict(state["kind"], state["config"])
         return model, model.state_from_dict(state["synthesizer_state"])
 
-    def periods_seen(self, state: Dict) -> int:
-        return self._synthesizer(state)[1].period
-
-    def horizon(self, state: Dict) -> int:
-        return self._synthesizer(state)[0].horizon
-
-    def check_step(self, state: Dict, period: int) -> None:
-        model, wstate = self._synthesizer(state)
-        model.check_step(wstate, period)
-
     def compute(self, state, input_path, in_format, period, store, run_dir, beam_args) -> Dict:
-        model, wstate = self._synthesizer(state)
+        model, wstate = self.synthesizer(state)
         history = os.path.join(run_dir, "history")
         people, statistics = _period_statistics(
             model, state, input_path, in_format, period,
@@ -161,7 +150,7 @@ class PanelJob(IncrementalJob):
         pending = state["pending"]
         if pending["plan"] is None:
             return None, state["files"]
-        model, _ = self._synthesizer(state)
+        model, _ = self.synthesizer(state)
         period = pending["period"]
         plan = {"plans": {period: {part: np.asarray(counts)
                                    for part, counts in pending["plan"].items()}},
@@ -183,7 +172,7 @@ class PanelJob(IncrementalJob):
         return replaces, {**state["files"], "synthetic": store.relative(after)}
 
     def manifest(self, state: Dict) -> Dict:
-        model, wstate = self._synthesizer(state)
+        model, wstate = self.synthesizer(state)
         manifest = {**model.manifest(wstate), "sampler": state["sampler"],
                     "for_publication": state["seed"] is None, "format": state["format"],
                     "mode": "incremental"}
@@ -193,7 +182,7 @@ class PanelJob(IncrementalJob):
         return manifest
 
     def summary(self, state: Dict, pending: Dict, released: bool, resumed: bool) -> Dict:
-        model, wstate = self._synthesizer(state)
+        model, wstate = self.synthesizer(state)
         note = model.before_first_release_note(wstate)
         return {"status": "released" if released else "ingested", "period": wstate.period,
                 "resumed": resumed, "rho_spent": wstate.ledger.spent,

@@ -325,15 +325,21 @@ class IncrementalJob:
 
     kind: str = ""
 
-    def periods_seen(self, state: Dict) -> int:
+    def synthesizer(self, state: Dict) -> Tuple:
+        """``(synthesizer, its state)`` of a saved state (the protocol of
+        :mod:`continual_synth.mechanisms.synthesizer`)."""
         raise NotImplementedError
 
+    def periods_seen(self, state: Dict) -> int:
+        return self.synthesizer(state)[1].period
+
     def horizon(self, state: Dict) -> Optional[int]:
-        raise NotImplementedError
+        return self.synthesizer(state)[0].horizon
 
     def check_step(self, state: Dict, period: int) -> None:
         """Budget (and any synthesizer rule) before reading data."""
-        raise NotImplementedError
+        synthesizer, synthesizer_state = self.synthesizer(state)
+        synthesizer.check_step(synthesizer_state, period)
 
     def compute(self, state: Dict, input_path: str, in_format: Optional[str], period: int,
                 store: StateDir, run_dir: str, beam_args) -> Dict:

@@ -123,24 +123,12 @@ class TabularJob(IncrementalJob):
 
     kind = KIND
 
-    @staticmethod
-    def _synthesizer(state: Dict):
+    def synthesizer(self, state: Dict):
         synthesizer = TabularSynthesizer.from_config_dict(state["config"])
         return synthesizer, synthesizer.state_from_dict(state["synthesizer_state"])
 
-    def periods_seen(self, state: Dict) -> int:
-        synthesizer, tstate = self._synthesizer(state)
-        return synthesizer.period(tstate)
-
-    def horizon(self, state: Dict) -> Optional[int]:
-        return self._synthesizer(state)[0].horizon
-
-    def check_step(self, state: Dict, period: int) -> None:
-        synthesizer, tstate = self._synthesizer(state)
-        synthesizer.check_step(tstate, period)
-
     def compute(self, state, input_path, in_format, period, store, run_dir, beam_args) -> Dict:
-        synthesizer, tstate = self._synthesizer(state)
+        synthesizer, tstate = self.synthesizer(state)
         counts = _period_histograms(synthesizer, input_path, in_format, period,
                                     state["period_col"], run_dir, beam_args)
         tstate, release = synthesizer.step(tstate, counts[1:],
@@ -163,7 +151,7 @@ class TabularJob(IncrementalJob):
                 "files": files, "pending": pending}
 
     def emit(self, state, staging_dir, store, run_dir, beam_args):
-        synthesizer, _ = self._synthesizer(state)
+        synthesizer, _ = self.synthesizer(state)
         pending = state["pending"]
         period = pending["period"]
         domain = synthesizer.domain
@@ -186,7 +174,7 @@ class TabularJob(IncrementalJob):
         return f"synthetic-t{period:04d}-*", state["files"]
 
     def manifest(self, state: Dict) -> Dict:
-        synthesizer, tstate = self._synthesizer(state)
+        synthesizer, tstate = self.synthesizer(state)
         return {**synthesizer.manifest(tstate), "sampler": state["sampler"],
                 "for_publication": state["for_publication"], "format": state["format"],
                 "mode": "incremental", "period_col": state["period_col"]}
