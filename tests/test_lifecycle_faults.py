@@ -327,3 +327,26 @@ def test_a_stale_owner_publishes_nothing(history, tmp_path, monkeypatch):
     monkeypatch.undo()
     _finish(synth, state, out, last=CRASH_PERIOD)
     assert _outcome(state, out) == history.at_crash_period
+
+
+# ---------------------------------------------------------------- whole-run release
+
+
+@pytest.mark.parametrize("phase", ["staged", "published"])
+def test_a_killed_run_publishes_no_release_and_a_rerun_completes_it(phase, tmp_path):
+    """``window run`` killed after staging or in the middle of publishing: no manifest,
+    so no release; a re-run into the same directory publishes exactly what an
+    uninterrupted run does (a crashed run's staging folder stays hidden)."""
+    config = WindowConfig(window=2, horizon=3, rho=4.0, neighbor="add-remove")
+    panel = str(tmp_path / "panel.parquet")
+    write_file(long_table(markov_codes(60, 3, seed=5)), panel, "parquet")
+    options = dict(seed=SEED, num_shards=SHARDS)
+    reference, out = str(tmp_path / "reference"), str(tmp_path / "out")
+    window_jobs.run(panel, reference, config, **options)
+    code, stderr = _collect(*_child(lambda: window_jobs.run(panel, out, config, **options)
+                                    and 0, env={lifecycle.CRASH_VARIABLE: phase}))
+    assert code == -signal.SIGKILL, stderr
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
+    window_jobs.run(panel, out, config, **options)
+    visible = {name: data for name, data in snapshot(out).items() if not name.startswith(".")}
+    assert visible == snapshot(reference)
