@@ -261,6 +261,8 @@ def _collide(synth, state, out, wait):
 @pytest.mark.parametrize("wait", [0, 120])
 def test_eight_simultaneous_steps_release_each_period_once(history, tmp_path, wait):
     synth = history.synth
+    if wait and synth.name != "window":
+        pytest.skip("--wait is the shared lifecycle's: checked once, on the window job")
     state, out = clone_incremental(*history.early, str(tmp_path))
     results = _collide(synth, state, out, wait)
     for period, code, stderr in results:
@@ -348,5 +350,29 @@ def test_a_killed_run_publishes_no_release_and_a_rerun_completes_it(phase, tmp_p
     assert code == -signal.SIGKILL, stderr
     assert not os.path.exists(os.path.join(out, "manifest.json"))
     window_jobs.run(panel, out, config, **options)
+    visible = {name: data for name, data in snapshot(out).items() if not name.startswith(".")}
+    assert visible == snapshot(reference)
+
+
+def test_colliding_runs_publish_one_release(tmp_path):
+    """Three simultaneous ``window run`` into one directory (different seeds): one
+    publishes, the others are refused with exit 2; the release is one run's, whole."""
+    panel = str(tmp_path / "panel.parquet")
+    write_file(long_table(markov_codes(60, 3, seed=6)), panel, "parquet")
+    out = str(tmp_path / "out")
+    gate_r, gate_w = os.pipe()
+    children = [_child(_cli("window", "run", "--input", panel, "--output", out, "--window",
+                            "2", "--horizon", "3", "--rho", "4", "--seed", str(seed),
+                            "--shards", "2"), gate=(gate_r, gate_w)) for seed in (1, 2, 3)]
+    os.close(gate_r)
+    os.close(gate_w)
+    results = [_collect(*child) for child in children]
+    assert sorted(code for code, _ in results) == [0, 2, 2], results
+    assert all("already holds a release" in err for code, err in results if code == 2)
+    winner = [seed for seed, (code, _) in zip((1, 2, 3), results) if code == 0][0]
+    reference = str(tmp_path / "reference")
+    assert cli.main(["window", "run", "--input", panel, "--output", reference, "--window",
+                     "2", "--horizon", "3", "--rho", "4", "--seed", str(winner),
+                     "--shards", "2"]) == 0
     visible = {name: data for name, data in snapshot(out).items() if not name.startswith(".")}
     assert visible == snapshot(reference)
