@@ -62,12 +62,12 @@ def emit_shard_panel(shard: int, plan: Dict, model) -> Iterator[Tuple[str, pa.Ta
 class EmitSyntheticPanel(beam.PTransform):
     """``plan (singleton PCollection) → PCollection[(key, pa.Table)]`` of synthetic records."""
 
-    def __init__(self, num_shards: int, model):
+    def __init__(self, num_shards: int, synthesizer):
         super().__init__()
-        self._args = (num_shards, model)
+        self.num_shards, self.synthesizer = num_shards, synthesizer
 
     def expand(self, plan):
-        num_shards, model = self._args
+        num_shards, model = self.num_shards, self.synthesizer
         return (plan.pipeline
                 | "Shards" >> beam.Create(range(num_shards))
                 | "Reshuffle" >> beam.Reshuffle()

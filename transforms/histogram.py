@@ -52,16 +52,15 @@ class PanelStatistics(beam.PTransform):
     """``PCollection[(shard, columns)] → PCollection[(num_people, T × width array)]`` with a
     single element: the synthesizer's statistic of every period, summed over shards."""
 
-    def __init__(self, model, missing_code: Optional[int] = None, where: str = "panel"):
+    def __init__(self, synthesizer, missing_code: Optional[int] = None, where: str = "panel"):
         super().__init__()
-        self._args = (model, missing_code, where)
+        self.synthesizer, self.missing_code, self.where = synthesizer, missing_code, where
 
     def expand(self, shards):
-        args = self._args
-        model = args[0]
+        model, fill, where = self.synthesizer, self.missing_code, self.where
         return (shards
                 | "ShardStatistics" >> beam.MapTuple(
-                    lambda _, columns: shard_statistics(columns, *args))
+                    lambda _, columns: shard_statistics(columns, model, fill, where))
                 | "SumShards" >> beam.CombineGlobally(SumArrays()).without_defaults()
                 | "Unpack" >> beam.Map(lambda flat: (int(flat[0]), flat[1:].reshape(
                     model.horizon, model.stat_width))))

@@ -43,10 +43,12 @@ class _PeriodOfWindow(beam.DoFn):
 
     def __init__(self, domain, period_seconds: float, origin: float, where: str):
         super().__init__()
-        self._args = (domain, period_seconds, origin, where)
+        self.domain, self.period_seconds, self.origin, self.where = (domain, period_seconds,
+                                                                      origin, where)
 
     def process(self, table, window=beam.DoFn.WindowParam):
-        domain, period_seconds, origin, where = self._args
+        domain, period_seconds, origin, where = (self.domain, self.period_seconds,
+                                                 self.origin, self.where)
         period = int(round((float(window.start) - origin) / period_seconds)) + 1
         _, codes = encode_stream_batch(table, domain, "\0no-period-column", period=period,
                                        where=where)
@@ -134,10 +136,12 @@ class SynthesizeTabularStream(beam.PTransform):
                  seed: Optional[int] = None, period_col: str = "period",
                  key: str = "stream", where: str = "stream"):
         super().__init__()
-        self._args = (synthesizer, period_seconds, origin, seed, period_col, key, where)
+        self.synthesizer, self.seed, self.key, self.where = synthesizer, seed, key, where
+        self.period_seconds, self.origin, self.period_col = period_seconds, origin, period_col
 
     def expand(self, batches):
-        synthesizer, period_seconds, origin, seed, period_col, key, where = self._args
+        synthesizer, seed, key, where = self.synthesizer, self.seed, self.key, self.where
+        period_seconds, origin, period_col = self.period_seconds, self.origin, self.period_col
         domain = synthesizer.domain
         return (batches
                 | "Periods" >> beam.WindowInto(FixedWindows(period_seconds, offset=origin))
