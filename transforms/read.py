@@ -3,6 +3,9 @@
 Parquet goes through Beam's ``ReadAllFromParquetBatched`` (pyarrow, one table per
 row group).  CSV and Avro files are read whole per file with pyarrow.csv and
 fastavro (one table per file), so no stage handles one Python object per record.
+Every file is opened on the driver first (:func:`~continual_synth.transforms.files.
+check_dataset`), so an unreadable or empty input is refused, naming the file, before a
+job writes anything.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from typing import Optional
 import apache_beam as beam
 from apache_beam.io.parquetio import ReadAllFromParquetBatched
 
-from continual_synth.transforms.files import detect_format, list_data_files, read_file
+from continual_synth.transforms.files import check_dataset, detect_format, read_file
 
 
 class ReadRecordBatches(beam.PTransform):
@@ -19,7 +22,7 @@ class ReadRecordBatches(beam.PTransform):
 
     def __init__(self, path: str, fmt: Optional[str] = None):
         super().__init__()
-        self._files = list_data_files(path)
+        self._files = check_dataset(path, fmt)  # on the driver: refused before any write
         self._format = detect_format(path, fmt)
 
     def expand(self, pbegin):
