@@ -43,7 +43,8 @@ def add_commands(commands, evaluate) -> None:
                      help="public bounding box, one low:high per column (e.g. 0:1,-5:5); "
                           "a single pair applies to every column")
     run.add_argument("--epsilon", type=float, required=True, help="total ε (pure DP)")
-    run.add_argument("--samples", type=NON_NEGATIVE_INT, required=True, help="synthetic points to draw")
+    run.add_argument("--samples", type=NON_NEGATIVE_INT, required=True,
+                     help="synthetic points to draw")
     run.add_argument("--prune-k", type=int, default=64,
                      help="hot nodes kept per level; L* = floor(log2 k) levels are complete")
     run.add_argument("--depth", type=int, default=None,
@@ -86,7 +87,8 @@ def add_commands(commands, evaluate) -> None:
                     help="points per side for exact optimal transport in d > 1")
     ev.add_argument("--projections", type=POSITIVE_INT, default=128,
                     help="random directions for the sliced W1 in d > 1")
-    ev.add_argument("--seed", type=NON_NEGATIVE_INT, default=0, help="seed of the evaluation's subsampling")
+    ev.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
+                    help="seed of the evaluation's subsampling")
 
 
 def _config(args):

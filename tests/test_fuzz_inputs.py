@@ -22,7 +22,6 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -35,7 +34,8 @@ import pytest
 from continual_synth.pipelines.cli import main
 from continual_synth.transforms.files import write_file
 
-from helpers_panels import clone_incremental, long_table, markov_codes, write_period_files
+from helpers_panels import (clone_incremental, long_table, markov_codes, snapshot,
+                            write_period_files)
 
 PEOPLE, HORIZON = 30, 3
 LIFECYCLE = "lifecycle: issue 9 item 4 (a refused step leaves state/history/vNNNN/)"
@@ -425,13 +425,8 @@ CASES = _window_cases() + _tabular_cases() + _bounded_cases()
 
 def tree_hashes(directory: str) -> Dict[str, str]:
     """SHA-256 of every file under ``directory`` (relative path → digest)."""
-    out = {}
-    for root, _, files in os.walk(directory):
-        for name in files:
-            path = os.path.join(root, name)
-            with open(path, "rb") as handle:
-                out[os.path.relpath(path, directory)] = hashlib.sha256(handle.read()).hexdigest()
-    return out
+    return {path: hashlib.sha256(data).hexdigest()
+            for path, data in snapshot(directory).items()}
 
 
 @dataclass

@@ -98,13 +98,16 @@ def has_records(path: str, fmt: str) -> bool:
 
 def check_dataset(path: str, fmt: Optional[str] = None) -> List[str]:
     """The data files of ``path`` (see :func:`list_data_files`) after checking, on the
-    driver and before any pipeline runs, that each can be read and that together they
-    hold at least one record (a header-only CSV or a 0-row Parquet file holds none)."""
+    driver and before any pipeline runs, that together they hold at least one record (a
+    header-only CSV or a 0-row Parquet file holds none).  Every Parquet footer is read
+    (cheap, and Beam's Parquet reader would not name a broken file); CSV and Avro files
+    are opened until one holds a record (:func:`read_file` names a broken one later)."""
     files = list_data_files(path)
     if not files:
         raise InputError(f"{path}: no .parquet, .csv or .avro files found")
     fmt = detect_format(path, fmt)
-    if not sum(has_records(file_path, fmt) for file_path in files):
+    checked = (has_records(file_path, fmt) for file_path in files)
+    if not (sum(checked) if fmt == "parquet" else any(checked)):
         raise InputError(f"{path}: holds no records (only headers or empty tables)")
     return files
 
