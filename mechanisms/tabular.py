@@ -166,8 +166,8 @@ class TabularConfig:
             raise InputError(f"unknown counter {self.counter!r}; choose from {counter_kinds()}")
         if self.method == "proposed" and self.horizon is None \
                 and self.counter not in UNBOUNDED_KINDS:
-            raise InputError(f"counter {self.counter!r} needs a horizon; without one use "
-                             f"{sorted(UNBOUNDED_KINDS)}")
+            raise ParameterError("counter", f"{self.counter!r} needs a horizon (--horizon); "
+                                            f"without one use {sorted(UNBOUNDED_KINDS)}")
         if self.counter == "sqrt-factorisation":
             raise InputError("the sqrt-factorisation counter takes only a zCDP budget; "
                              "this synthesizer is pure ε-DP (discrete Laplace counters)")

@@ -23,6 +23,12 @@ class PanelColumns:
     period_col: str = "period"
     value_col: str = "value"
 
+    def __post_init__(self):
+        names = (self.id_col, self.period_col, self.value_col)
+        if len(set(names)) != 3 or not all(names):
+            raise InputError(f"--id-col, --period-col and --value-col must name three "
+                             f"different columns, got {list(names)}")
+
 
 def argument_type(rule: Callable, parse: Callable = int, **limits) -> Callable[[str], object]:
     """An argparse ``type``: parse the text, then apply one of the rules of

@@ -110,6 +110,8 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
     inferred = bool(getattr(args, "infer_domain", False))
     if inferred:
         from continual_synth.pipelines.tabular import infer_domain
+        from continual_synth.transforms.files import check_dataset
+        check_dataset(input_path, getattr(args, "input_format", None))  # names an empty file
         domain = infer_domain(input_path, args.period_col, getattr(args, "input_format", None))
     else:
         domain = Domain.from_json(args.domain)

@@ -287,6 +287,7 @@ def _window_cases():
         (w, ("--alphabet", "0"), ("--alphabet",)), (w, ("--alphabet", "a,a"), ("--alphabet",)),
         (w, ("--missing-value", "x"), ("--missing-value", "'x'")),
         (w, ("--value-col", "status"), ("panel.parquet", "['status']", "--value-col")),
+        (c, ("--id-col", "value"), ("--id-col", "different columns")),
         (c, ("--alphabet", "0,1,2"), ("--alphabet", "cumulative run")),
         (w, ("--format", "xlsx"), ("--format", "xlsx")),
         (w, ("--input-format", "json"), ("--input-format", "json")),
@@ -371,6 +372,16 @@ def _tabular_cases():
         ("stream_header.csv", ("stream_header.csv", "no records")),
         ("panel.parquet", ("panel.parquet", "missing attribute column")),
     ]]
+    cases += [
+        Case("tabular-run-infer-domain-from-headers-only",
+             (t, "run", "--input", "{data}/stream_header.csv", "--output", "{out}",
+              "--infer-domain", "--epsilon", "1", "--fit", "mw"),
+             ("stream_header.csv", "no records")),
+        Case("tabular-run-bounded-counter-without-horizon",
+             (t, "run", "--input", "{data}/stream.parquet", "--output", "{out}", "--domain",
+              "{data}/domain.json", "--epsilon", "1", "--fit", "mw", "--counter", "tree"),
+             ("--counter 'tree'", "--horizon")),
+    ]
     cases += [init_case(t, "--domain", "{data}/domain.json", *TABULAR, "--epsilon", "0",
                         subjects=("--epsilon",)),
               init_case(t, "--domain", "{data}/domain_syntax.json", *TABULAR,
