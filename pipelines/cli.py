@@ -214,7 +214,9 @@ def _headline(summary: dict) -> dict:
 
 
 def _clean_message(exc: BaseException) -> str:
-    return re.sub(r" \[while running '[^']*'\]", "", str(exc)).strip()
+    """One line: without Beam's stage label, a library's multi-line message joined."""
+    text = re.sub(r" \[while running '[^']*'\]", "", str(exc)).strip()
+    return re.sub(r"\s*\n\s*", " ", text)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

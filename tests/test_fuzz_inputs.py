@@ -90,6 +90,9 @@ def _panel_files(data) -> None:
     write_file(table.slice(0, 0), str(data / "zero_rows.parquet"), "parquet")
     whole = (data / "panel.parquet").read_bytes()
     (data / "truncated.parquet").write_bytes(whole[: len(whole) // 2])
+    corrupt = bytearray(whole)  # a valid footer in front of broken data pages
+    corrupt[4: len(whole) // 3] = bytes(len(whole) // 3 - 4)
+    (data / "corrupt.parquet").write_bytes(bytes(corrupt))
     write_file(table, str(data / "mixed_dir" / "a.parquet"), "parquet")
     write_file(table, str(data / "mixed_dir" / "b.csv"), "csv")
     _write_text(data / "a_file", "not a directory\n")
@@ -262,6 +265,7 @@ def _window_cases():
         ("header.csv", ("header.csv", "no records")),
         ("zero_rows.parquet", ("zero_rows.parquet", "no records")),
         ("truncated.parquet", ("truncated.parquet", "cannot read as parquet")),
+        ("corrupt.parquet", ("corrupt.parquet", "cannot read row group 0")),
         ("mixed_dir", ("mixed_dir", "--input-format")),
         ("no_such_file.parquet", ("no_such_file.parquet", "no such file")),
     ]
@@ -313,6 +317,7 @@ def _window_cases():
         (w, "p2_header.csv", (), ("p2_header.csv", "no records")),
         (c, "empty.parquet", (), ("empty.parquet", "empty")),
         (w, "truncated.parquet", (), ("truncated.parquet", "cannot read as parquet")),
+        (c, "corrupt.parquet", (), ("corrupt.parquet", "cannot read row group 0")),
         (w, "mixed_dir", (), ("mixed_dir", "--input-format")),
         (w, "p2.parquet", ("--period", "0"), ("--period", "got 0")),
         (w, "p2.parquet", ("--period", "x"), ("--period", "'x'")),

@@ -96,6 +96,22 @@ def has_records(path: str, fmt: str) -> bool:
         raise InputError(f"{path}: cannot read as {fmt}: {exc}") from exc
 
 
+def parquet_row_groups(path: str) -> int:
+    """The number of row groups of a Parquet file (from its footer)."""
+    try:
+        return pq.ParquetFile(path).num_row_groups
+    except Exception as exc:  # pyarrow errors name no file
+        raise InputError(f"{path}: cannot read as parquet: {exc}") from exc
+
+
+def read_row_group(path: str, group: int) -> pa.Table:
+    """Row group ``group`` of a Parquet file as an Arrow table."""
+    try:
+        return pq.ParquetFile(path).read_row_group(group)
+    except Exception as exc:  # a corrupt page behind a valid footer
+        raise InputError(f"{path}: cannot read row group {group} as parquet: {exc}") from exc
+
+
 def check_dataset(path: str, fmt: Optional[str] = None) -> List[str]:
     """The data files of ``path`` (see :func:`list_data_files`) after checking, on the
     driver and before any pipeline runs, that together they hold at least one record (a
