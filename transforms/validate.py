@@ -7,13 +7,11 @@ and the row, before anything is written.
 """
 from __future__ import annotations
 
-import numbers
 from typing import Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.panel import encode_values
@@ -48,32 +46,10 @@ def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
                              f"{first}..{last}")
     else:
         periods = np.full(table.num_rows, first)
-    values = numeric_values(values, alphabet, f"{where}, column {value_col!r}")
-    codes = encode_values(values.to_numpy(zero_copy_only=False), alphabet,
-                          where=f"{where}, column {value_col!r}")
+    value_array = values.to_numpy(zero_copy_only=False)
+    codes = encode_values(value_array, alphabet, where=f"{where}, column {value_col!r}")
     return pa.table({"id": ids, "period": pa.array(periods.astype(np.int16)),
                      "code": pa.array(codes)})
-
-
-def numeric_values(values: pa.ChunkedArray, alphabet: Sequence, where: str) -> pa.ChunkedArray:
-    """The value column ready to compare with the alphabet: a numeric alphabet needs
-    numbers (text that spells whole numbers, as a CSV may hold, is converted); text such as
-    ``yes``/``no`` is an :class:`InputError` naming the value and the row."""
-    if not isinstance(alphabet[0], numbers.Number) or not (
-            pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
-        if isinstance(alphabet[0], numbers.Number) and not (
-                pa.types.is_integer(values.type) or pa.types.is_floating(values.type)
-                or pa.types.is_boolean(values.type)):
-            raise InputError(f"{where}: holds {values.type} values, but the alphabet "
-                             f"{list(alphabet)} is numeric")
-        return values
-    whole = pc.match_substring_regex(values, r"^\s*[-+]?\d+\s*$")
-    if pc.all(whole).as_py():
-        return pc.cast(pc.utf8_trim_whitespace(values), pa.int64())
-    row = int(np.flatnonzero(~whole.to_numpy(zero_copy_only=False))[0])
-    raise InputError(f"{where}: value {values[row].as_py()!r} (row {row}) is text, but the "
-                     f"alphabet {list(alphabet)} is numeric; {pc.sum(pc.invert(whole)).as_py()} "
-                     f"such value(s) (pass the values as --alphabet, e.g. --alphabet no,yes)")
 
 
 class ValidatePanelBatches(beam.PTransform):
