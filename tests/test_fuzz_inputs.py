@@ -540,3 +540,35 @@ def test_console_script_prints_one_line_and_no_traceback(world, tmp_path, name):
     for subject in case.subjects:
         assert subject.format(**fill) in lines[0]
     assert (tree_hashes(state), tree_hashes(out)) == before
+
+
+# ----------------------------------------------------------------- the rules themselves
+
+
+@pytest.mark.parametrize("rule, value, accepted", [
+    ("positive_real", 1e-9, True), ("positive_real", 0.0, False),
+    ("positive_real", -1.0, False), ("positive_real", float("nan"), False),
+    ("positive_real", float("inf"), False), ("positive_real", True, False),
+    ("probability", 0.5, True), ("probability", 0.0, False), ("probability", 1.0, False),
+    ("probability", float("nan"), False),
+    ("whole_number", 1, True), ("whole_number", np.int64(3), True), ("whole_number", 0, False),
+    ("whole_number", 2.0, False), ("whole_number", False, False),
+])
+def test_parameter_rules(rule, value, accepted):
+    from continual_synth.mechanisms import errors
+    check = getattr(errors, rule)
+    if accepted:
+        assert check("x", value) == value
+    else:
+        with pytest.raises(errors.ParameterError, match=r"^x (must|got)"):
+            check("x", value)
+
+
+def test_parameter_error_names_the_option_and_survives_pickling():
+    import pickle
+
+    from continual_synth.mechanisms.errors import ParameterError, format_bytes
+    error = pickle.loads(pickle.dumps(ParameterError("n_pad", "must be an integer >= 0")))
+    assert isinstance(error, ValueError) and str(error) == "n_pad must be an integer >= 0"
+    assert error.for_command_line() == "--n-pad must be an integer >= 0"
+    assert format_bytes(2 ** 40 * 8) == "8 TiB" and format_bytes(1536) == "1.5 KiB"
