@@ -36,11 +36,13 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from continual_synth.mechanisms import accounting
-from continual_synth.mechanisms.errors import check_next_period
+from continual_synth.mechanisms.errors import (ParameterError, check_next_period, positive_real,
+                                               probability, whole_number)
 from continual_synth.mechanisms.counters import StreamCounter, make_counter, max_variance
 from continual_synth.mechanisms.samplers import Sampler
 
 ALGORITHM = "bun2024-algorithm-2-cumulative"
+MAX_HORIZON = 100_000  # T counters run side by side; beyond this the state outgrows memory
 
 
 @dataclass(frozen=True)
@@ -57,15 +59,15 @@ class CumulativeConfig:
     public_population: bool = False
 
     def __post_init__(self):
-        if not (isinstance(self.horizon, (int, np.integer)) and self.horizon >= 1):
-            raise ValueError(f"horizon must be a positive integer, got {self.horizon!r}")
-        object.__setattr__(self, "horizon", int(self.horizon))
-        if not (self.rho > 0 and math.isfinite(self.rho)):
-            raise ValueError(f"rho must be positive, got {self.rho!r}")
-        if not 0 < self.beta < 1 or not 0 < self.delta < 1:
-            raise ValueError("beta and delta must be in (0, 1)")
-        if not 0 < self.population_share < 1:
-            raise ValueError("population_share must be in (0, 1)")
+        object.__setattr__(self, "horizon", whole_number("horizon", self.horizon))
+        if self.horizon > MAX_HORIZON:
+            raise ParameterError("horizon", f"{self.horizon} would run {self.horizon} private "
+                                 f"counters (one per threshold b = 1..T); at most "
+                                 f"{MAX_HORIZON} are supported")
+        positive_real("rho", self.rho)
+        probability("beta", self.beta)
+        probability("delta", self.delta)
+        probability("population_share", self.population_share)
         accounting.check_neighbor(self.neighbor)
         self.counter_rhos  # validates the counter kind
 

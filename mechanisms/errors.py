@@ -1,4 +1,14 @@
-"""Errors that the jobs turn into clear messages."""
+"""Errors that the jobs turn into clear messages, and the checks of public parameters.
+
+Every rule for a parameter is written here once and used by the configs
+(``WindowConfig``, ``CumulativeConfig``, ``TabularConfig``, ``PrivHPConfig``) and by the
+command line's argument types (:mod:`continual_synth.pipelines.options`), so the same
+value is refused with the same words wherever it enters.
+"""
+from __future__ import annotations
+
+import math
+import numbers
 
 
 class InputError(ValueError):
@@ -7,6 +17,52 @@ class InputError(ValueError):
 
 class StateError(RuntimeError):
     """A state directory that is missing, mismatched or asked for an impossible step."""
+
+
+class ParameterError(InputError):
+    """A bad public parameter.  ``option`` is its name (``rho``, ``n_pad``); the command
+    line shows it as the option that set it (``--rho``, ``--n-pad``)."""
+
+    def __init__(self, option: str, problem: str):
+        self.option, self.problem = option, problem
+        super().__init__(f"{option} {problem}")
+
+    def __reduce__(self):  # picklable with its two arguments (Beam ships exceptions)
+        return type(self), (self.option, self.problem)
+
+    def for_command_line(self) -> str:
+        return f"--{self.option.replace('_', '-')} {self.problem}"
+
+
+def positive_real(option: str, value) -> float:
+    """A finite number > 0 (ρ, ε): zero, negative, NaN and ±inf are refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not (value > 0 and math.isfinite(value)):
+        raise ParameterError(option, f"must be positive and finite, got {value!r}")
+    return float(value)
+
+
+def probability(option: str, value) -> float:
+    """A number in the open interval (0, 1) (β, δ, a share of the budget)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < 1:
+        raise ParameterError(option, f"must be in (0, 1), got {value!r}")
+    return float(value)
+
+
+def whole_number(option: str, value, minimum: int = 1) -> int:
+    """An integer ≥ ``minimum`` (a horizon, a count of shards, a seed with minimum 0)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ParameterError(option, f"must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def format_bytes(size: float) -> str:
+    """``8796093022208`` → ``'8 TiB'`` (for memory estimates in messages)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if size < 1024 or unit == "EiB":
+            return f"{size:.3g} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
 
 
 def check_next_period(period: int, last_seen: int, horizon: int) -> None:

@@ -103,7 +103,7 @@ class Bounds:
             raise InputError("bounds need one low:high pair per column")
         for c, (lo, hi) in enumerate(zip(self.low, self.high)):
             if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-                raise InputError(f"bounds for column {c} must be finite with low < high, "
+                raise InputError(f"--bounds: pair {c + 1} must be finite with low < high, "
                                  f"got {lo}:{hi}")
 
     @property

@@ -56,10 +56,17 @@ class Domain:
             raise InputError(f"domain file {path} does not exist") from None
         except json.JSONDecodeError as exc:
             raise InputError(f"domain file {path} is not valid JSON: {exc}") from None
-        if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        if not isinstance(data, dict) or not all(
+                isinstance(values, list) and all(v is None or isinstance(v, (str, int, float))
+                                                 for v in values)
+                for values in data.values()):
             raise InputError(f"domain file {path} must be a JSON object mapping each "
-                             f"attribute to the list of its values")
-        return cls(data)
+                             f"attribute to the list of its values (numbers, strings or "
+                             f"null)")
+        try:
+            return cls(data)
+        except InputError as exc:
+            raise InputError(f"domain file {path}: {exc}") from None
 
     def to_dict(self) -> Dict[str, List]:
         return {name: list(values) for name, values in self.values.items()}
@@ -101,9 +108,12 @@ def parse_workloads(spec: str, domain: Domain) -> List[Workload]:
         names = tuple(name.strip() for name in part.split(",") if name.strip())
         if not names:
             continue
-        positions = domain.index(names)
+        try:
+            positions = domain.index(names)
+        except InputError as exc:
+            raise InputError(f"--marginals {spec!r}: {exc}") from None
         if len(set(positions)) != len(positions):
-            raise InputError(f"workload {part!r} repeats an attribute")
+            raise InputError(f"--marginals {spec!r}: workload {part!r} repeats an attribute")
         workload = tuple(domain.names[i] for i in sorted(positions))
         if workload not in workloads:
             workloads.append(workload)

@@ -8,6 +8,7 @@ significant, so the last k−1 values of a window code w are ``w % |A|^(k−1)``
 """
 from __future__ import annotations
 
+import numbers
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
@@ -20,9 +21,34 @@ def shown(value) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
+def _whole_numbers(values: np.ndarray, alphabet: Sequence, where: str) -> np.ndarray:
+    """Text values for a numeric alphabet: whole numbers spelled as text (as a CSV column
+    with one stray word holds them) become int64; other text is an :class:`InputError`
+    naming the value and the row (not a comparison of int with str deep in numpy)."""
+    try:
+        return values.astype(np.int64)
+    except (TypeError, ValueError):
+        pass
+
+    def spells_int(value) -> bool:
+        try:
+            int(value)
+            return True
+        except (TypeError, ValueError):
+            return False
+
+    bad = np.flatnonzero([not spells_int(value) for value in values])  # the error path only
+    raise InputError(f"{where}: value {shown(values[bad[0]])} (row {int(bad[0])}) is text, but "
+                     f"the alphabet {list(alphabet)} is numeric; {bad.size} such value(s) "
+                     f"(the alphabet comes from --alphabet)")
+
+
 def encode_values(values: np.ndarray, alphabet: Sequence, where: str = "input") -> np.ndarray:
     """Alphabet indices (int8) of ``values``; a value outside the alphabet is an error."""
     values = np.asarray(values)
+    numeric = all(isinstance(a, numbers.Number) for a in alphabet)
+    if numeric and values.dtype.kind in "OUS":
+        values = _whole_numbers(values, alphabet, where)
     try:
         alphabet_array = np.asarray(list(alphabet), dtype=values.dtype)
     except (TypeError, ValueError):

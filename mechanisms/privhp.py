@@ -40,9 +40,17 @@ import numpy as np
 
 from continual_synth.mechanisms import hierarchy
 from continual_synth.mechanisms.accounting import check_neighbor, laplace_scale
+from continual_synth.mechanisms.errors import (ParameterError, format_bytes, positive_real,
+                                               whole_number)
 from continual_synth.mechanisms.sketch import CountMinSketch, sketch_sensitivity, splitmix64
 
 BUDGET_SPLITS = ("sqrt", "sqrt-sensitivity", "uniform")
+
+
+# The pass holds memory_counters int64 counters (tree + sketches); larger configurations
+# are refused before any work.
+COUNTER_BYTES = 8
+MAX_COUNTERS = 2 ** 27
 
 
 @dataclass(frozen=True)
@@ -62,29 +70,35 @@ class PrivHPConfig:
 
     def __post_init__(self):
         check_neighbor(self.neighbor)
-        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise ValueError(f"epsilon must be a positive number, got {self.epsilon}")
-        if self.dims < 1:
-            raise ValueError("dims must be at least 1")
-        if self.prune_k < 1:
-            raise ValueError(f"prune_k must be at least 1, got {self.prune_k}")
-        if not 1 <= self.depth <= hierarchy.MAX_DEPTH:
-            raise ValueError(f"depth must be in 1..{hierarchy.MAX_DEPTH}, got {self.depth}")
-        if self.sketch_width < 1 or self.sketch_depth < 1:
-            raise ValueError("sketch width and depth must be at least 1")
+        object.__setattr__(self, "epsilon", positive_real("epsilon", self.epsilon))
+        whole_number("dims", self.dims)
+        whole_number("prune_k", self.prune_k)
+        depth = whole_number("depth", self.depth)
+        if depth > hierarchy.MAX_DEPTH:
+            raise ParameterError("depth", f"must be in 1..{hierarchy.MAX_DEPTH}, got {depth}")
+        whole_number("sketch_width", self.sketch_width)
+        whole_number("sketch_depth", self.sketch_depth)
+        whole_number("hash_seed", self.hash_seed, minimum=0)
         if self.budget_split not in BUDGET_SPLITS:
             raise ValueError(f"budget split must be one of {BUDGET_SPLITS}")
         if self.level_epsilons is not None:
-            values = tuple(float(e) for e in self.level_epsilons)
+            values = tuple(positive_real("level_epsilons", e) for e in self.level_epsilons)
             if len(values) != self.depth + 1:
-                raise ValueError(f"level epsilons need one value per level 0..{self.depth} "
-                                 f"({self.depth + 1} values), got {len(values)}")
-            if any(not (e > 0 and math.isfinite(e)) for e in values):
-                raise ValueError("every level epsilon must be positive")
+                raise ParameterError("level_epsilons", f"need one value per level "
+                                     f"0..{self.depth} ({self.depth + 1} values), "
+                                     f"got {len(values)}")
             if abs(sum(values) - self.epsilon) > 1e-6 * self.epsilon:
-                raise ValueError(f"level epsilons sum to {sum(values):.10g}, not to "
-                                 f"epsilon = {self.epsilon:.10g}")
+                raise ParameterError("level_epsilons", f"sum to {sum(values):.10g}, not to "
+                                     f"epsilon = {self.epsilon:.10g}")
             object.__setattr__(self, "level_epsilons", values)
+        if self.memory_counters > MAX_COUNTERS:
+            option = "prune_k" if self.tree_counters > self.sketch_counters else "sketch_width"
+            raise ParameterError(option, (
+                f"{getattr(self, option)} needs {self.memory_counters:.3g} counters "
+                f"({self.tree_counters:.3g} in the complete tree, {self.sketch_counters:.3g} "
+                f"in the sketches) = {format_bytes(COUNTER_BYTES * self.memory_counters)}; at "
+                f"most {MAX_COUNTERS} counters ({format_bytes(COUNTER_BYTES * MAX_COUNTERS)}) "
+                f"fit"))
 
     # ------------------------------------------------------------------ structure
     @property

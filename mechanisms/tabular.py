@@ -93,7 +93,8 @@ from continual_synth.mechanisms.counters import (
     counter_kinds,
     make_counter,
 )
-from continual_synth.mechanisms.errors import InputError, StateError
+from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
+                                               positive_real, whole_number)
 from continual_synth.mechanisms.fitting import (
     DEFAULT_MAX_CELLS,
     FIT_METHODS,
@@ -151,28 +152,22 @@ class TabularConfig:
         if len(set(workloads)) != len(workloads):
             raise InputError("a workload is listed twice")
         object.__setattr__(self, "workloads", workloads)
-        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) \
-                or not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise InputError(f"epsilon must be a positive number, got {self.epsilon!r}")
-        object.__setattr__(self, "epsilon", float(self.epsilon))
+        object.__setattr__(self, "epsilon", positive_real("epsilon", self.epsilon))
         if self.method not in METHODS:
             raise InputError(f"method must be one of {METHODS}, got {self.method!r}")
-        if isinstance(self.selections, bool) or not isinstance(self.selections, (int, np.integer)) \
-                or not 1 <= self.selections <= len(workloads):
-            raise InputError(f"selections must be an integer between 1 and the number of "
-                             f"workloads ({len(workloads)}), got {self.selections!r}")
-        object.__setattr__(self, "selections", int(self.selections))
+        selections = whole_number("selections", self.selections)
+        if selections > len(workloads):
+            raise ParameterError("selections", f"must be at most the number of workloads "
+                                 f"({len(workloads)}), got {selections}")
+        object.__setattr__(self, "selections", selections)
         if self.horizon is not None:
-            if isinstance(self.horizon, bool) or not isinstance(self.horizon, (int, np.integer)) \
-                    or self.horizon < 1:
-                raise InputError(f"horizon must be a positive integer, got {self.horizon!r}")
-            object.__setattr__(self, "horizon", int(self.horizon))
+            object.__setattr__(self, "horizon", whole_number("horizon", self.horizon))
         if self.counter not in counter_kinds():
             raise InputError(f"unknown counter {self.counter!r}; choose from {counter_kinds()}")
         if self.method == "proposed" and self.horizon is None \
                 and self.counter not in UNBOUNDED_KINDS:
-            raise InputError(f"counter {self.counter!r} needs a horizon; without one use "
-                             f"{sorted(UNBOUNDED_KINDS)}")
+            raise ParameterError("counter", f"{self.counter!r} needs a horizon (--horizon); "
+                                            f"without one use {sorted(UNBOUNDED_KINDS)}")
         if self.counter == "sqrt-factorisation":
             raise InputError("the sqrt-factorisation counter takes only a zCDP budget; "
                              "this synthesizer is pure ε-DP (discrete Laplace counters)")

@@ -30,11 +30,16 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from continual_synth.mechanisms import accounting
-from continual_synth.mechanisms.errors import check_next_period
+from continual_synth.mechanisms.errors import (ParameterError, check_next_period, format_bytes,
+                                               positive_real, probability, whole_number)
 from continual_synth.mechanisms.consistency import consistent_extension
 from continual_synth.mechanisms.samplers import Sampler
 
 ALGORITHM = "bun2024-algorithm-1-fixed-time-window"
+# |A|^k bins of int64 counts are held several times at once (true, noisy and synthetic
+# histograms, per-shard plans); a window above this size is refused before any work.
+BIN_BYTES = 8
+MAX_BINS = 2 ** 24
 
 
 @dataclass(frozen=True)
@@ -51,28 +56,36 @@ class WindowConfig:
     delta: float = 1e-6
 
     def __post_init__(self):
-        if not (isinstance(self.window, int) and isinstance(self.horizon, int)):
-            raise ValueError("window and horizon must be integers")
-        if not 1 <= self.window <= self.horizon:
-            raise ValueError(f"need 1 <= window <= horizon, got window={self.window}, "
-                             f"horizon={self.horizon}")
-        if not (self.rho > 0 and math.isfinite(self.rho)):
-            raise ValueError(f"rho must be positive, got {self.rho!r}")
-        if not 0 < self.beta < 1:
-            raise ValueError(f"beta must be in (0, 1), got {self.beta!r}")
-        if not 0 < self.delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
+        horizon = whole_number("horizon", self.horizon)
+        window = whole_number("window", self.window)
+        if window > horizon:
+            raise ParameterError("window", f"{window} is longer than the horizon {horizon}: "
+                                 f"need 1 <= window <= horizon")
+        object.__setattr__(self, "horizon", horizon)
+        object.__setattr__(self, "window", window)
+        positive_real("rho", self.rho)
+        probability("beta", self.beta)
+        probability("delta", self.delta)
         accounting.check_neighbor(self.neighbor)
         alphabet = tuple(self.alphabet)
         if len(alphabet) < 2 or len(set(alphabet)) != len(alphabet):
-            raise ValueError(f"the alphabet needs at least two distinct values, got {alphabet}")
+            raise ParameterError("alphabet", f"needs at least two distinct values, "
+                                 f"got {list(alphabet)}")
         object.__setattr__(self, "alphabet", alphabet)
+        bins = len(alphabet) ** window
+        if bins > MAX_BINS:
+            raise ParameterError("window", (
+                f"{window} with {len(alphabet)} values needs {len(alphabet)}^{window} = "
+                f"{bins:.3g} bins: one histogram alone would take "
+                f"{format_bytes(bins * BIN_BYTES)}; at most {MAX_BINS} bins "
+                f"({format_bytes(MAX_BINS * BIN_BYTES)}) fit (shorten --window or merge "
+                f"values of --alphabet)"))
         if self.n_pad is None:
             object.__setattr__(self, "n_pad", int(math.ceil(self.error_bound)))
-        elif int(self.n_pad) != self.n_pad or self.n_pad < 0:
-            raise ValueError(f"n_pad must be a non-negative integer, got {self.n_pad!r}")
         else:
-            object.__setattr__(self, "n_pad", int(self.n_pad))
+            n_pad = self.n_pad  # a whole float (7.0, as JSON may hold it) is accepted
+            n_pad = int(n_pad) if isinstance(n_pad, float) and n_pad.is_integer() else n_pad
+            object.__setattr__(self, "n_pad", whole_number("n_pad", n_pad, minimum=0))
 
     @property
     def alphabet_size(self) -> int:

@@ -17,7 +17,10 @@ from __future__ import annotations
 import argparse
 from typing import List, Optional
 
-from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.errors import (InputError, ParameterError, format_bytes,
+                                               positive_real)
+
+MAX_SHARD_VALUES = 2 ** 25  # float64 coordinates sampled in one shard (256 MiB)
 
 
 def _columns(text: str) -> List[str]:
@@ -26,6 +29,7 @@ def _columns(text: str) -> List[str]:
 
 def add_commands(commands, evaluate) -> None:
     """Add this family's sub-commands to ``commands`` and ``evaluate``'s sub-parsers."""
+    from continual_synth.pipelines.options import NON_NEGATIVE_INT, POSITIVE_INT, POSITIVE_REAL
     bounded = commands.add_parser(
         "bounded", help="bounded-memory one-pass synthetic points (PrivHP, Holland et al. "
         "2025)").add_subparsers(dest="action", required=True)
@@ -39,12 +43,13 @@ def add_commands(commands, evaluate) -> None:
                      help="public bounding box, one low:high per column (e.g. 0:1,-5:5); "
                           "a single pair applies to every column")
     run.add_argument("--epsilon", type=float, required=True, help="total ε (pure DP)")
-    run.add_argument("--samples", type=int, required=True, help="synthetic points to draw")
+    run.add_argument("--samples", type=NON_NEGATIVE_INT, required=True,
+                     help="synthetic points to draw")
     run.add_argument("--prune-k", type=int, default=64,
                      help="hot nodes kept per level; L* = floor(log2 k) levels are complete")
     run.add_argument("--depth", type=int, default=None,
                      help="hierarchy depth r (required unless --expected-n is given)")
-    run.add_argument("--expected-n", type=float, default=None,
+    run.add_argument("--expected-n", type=POSITIVE_REAL, default=None,
                      help="a PUBLIC guess of the number of points; sets r = round(log2(ε·n)) "
                           "when --depth is not given (the true n is private and never used)")
     run.add_argument("--sketch-width", type=int, default=1024, help="count-min columns w")
@@ -58,17 +63,17 @@ def add_commands(commands, evaluate) -> None:
     run.add_argument("--level-epsilons", default=None,
                      help="explicit ε_0,…,ε_r (r + 1 values summing to --epsilon); "
                           "overrides --budget-split")
-    run.add_argument("--seed", type=int, default=None,
+    run.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
                      help="reproducible simulation sampler (NOT for publication)")
     run.add_argument("--format", dest="out_format", default="parquet",
                      choices=["parquet", "csv", "avro"], help="output format")
     run.add_argument("--clip", action="store_true",
                      help="move points outside --bounds onto them (counted in the manifest) "
                           "instead of failing")
-    run.add_argument("--shards", type=int, default=8, help="shards of synthetic points")
-    run.add_argument("--hash-seed", type=int, default=0,
+    run.add_argument("--shards", type=POSITIVE_INT, default=8, help="shards of synthetic points")
+    run.add_argument("--hash-seed", type=NON_NEGATIVE_INT, default=0,
                      help="public seed of the sketches' hash functions")
-    run.add_argument("--batch-rows", type=int, default=1 << 18,
+    run.add_argument("--batch-rows", type=POSITIVE_INT, default=1 << 18,
                      help="rows per Arrow batch when reading")
 
     ev = evaluate.add_parser("bounded", help="1-Wasserstein distance between synthetic and "
@@ -78,18 +83,22 @@ def add_commands(commands, evaluate) -> None:
     ev.add_argument("--columns", required=True, help="comma-separated columns, e.g. x,y")
     ev.add_argument("--report", default=None, help="directory for summary.json and plots")
     ev.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
-    ev.add_argument("--ot-points", type=int, default=4000,
+    ev.add_argument("--ot-points", type=POSITIVE_INT, default=4000,
                     help="points per side for exact optimal transport in d > 1")
-    ev.add_argument("--projections", type=int, default=128,
+    ev.add_argument("--projections", type=POSITIVE_INT, default=128,
                     help="random directions for the sliced W1 in d > 1")
-    ev.add_argument("--seed", type=int, default=0, help="seed of the evaluation's subsampling")
+    ev.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
+                    help="seed of the evaluation's subsampling")
 
 
 def _config(args):
     from continual_synth.mechanisms import privhp
     from continual_synth.mechanisms.hierarchy import Bounds
+    from continual_synth.pipelines.bounded import check_columns
     columns = _columns(args.columns)
-    bounds = Bounds.parse(args.bounds, len(columns))
+    bounds = Bounds.parse(args.bounds, max(len(columns), 1))
+    check_columns(columns, bounds)
+    positive_real("epsilon", args.epsilon)  # before it sets the depth
     depth_from = None
     depth = args.depth
     if depth is None:
@@ -104,6 +113,12 @@ def _config(args):
             level_eps = tuple(float(v) for v in args.level_epsilons.split(",") if v.strip())
         except ValueError:
             raise InputError(f"--level-epsilons: cannot read {args.level_epsilons!r}") from None
+    per_shard = -(-args.samples // args.shards)
+    if per_shard * len(columns) > MAX_SHARD_VALUES:
+        raise ParameterError("samples", (
+            f"{args.samples} over --shards {args.shards} puts {per_shard:.3g} points "
+            f"({format_bytes(8 * per_shard * len(columns))}) in one shard; at most "
+            f"{MAX_SHARD_VALUES // len(columns)} fit: raise --shards"))
     config = privhp.PrivHPConfig(
         epsilon=args.epsilon, dims=len(columns), prune_k=args.prune_k, depth=depth,
         sketch_width=args.sketch_width, sketch_depth=args.sketch_depth,

@@ -28,6 +28,7 @@ logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(messa
 
 def _add_release_options(parser: argparse.ArgumentParser) -> None:
     """Options both synthesizers share."""
+    from continual_synth.pipelines.options import NON_NEGATIVE_INT, POSITIVE_INT
     parser.add_argument("--horizon", type=int, required=True, help="number of periods T")
     parser.add_argument("--rho", type=float, required=True, help="total zCDP budget ρ")
     parser.add_argument("--neighbor", choices=["replace", "add-remove"], default="replace",
@@ -36,7 +37,7 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
                         help="failure probability of the error bound (default 0.05)")
     parser.add_argument("--delta", type=float, default=1e-6,
                         help="δ of the (ε, δ) reading in the manifest (default 1e-6)")
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
                         help="use the reproducible simulation sampler (NOT for publication)")
     parser.add_argument("--format", dest="out_format", default="parquet",
                         choices=["parquet", "csv", "avro"], help="output format")
@@ -45,7 +46,7 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--value-col", default="value")
     parser.add_argument("--missing-value", default=None,
                         help="fill a missing report with this value instead of failing")
-    parser.add_argument("--shards", type=int, default=16,
+    parser.add_argument("--shards", type=POSITIVE_INT, default=16,
                         help="shards of people for pivoting and emission (default 16)")
 
 
@@ -71,6 +72,7 @@ def _add_cumulative_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_job_commands(commands, name: str, help_text: str, add_options) -> None:
+    from continual_synth.pipelines.options import POSITIVE_INT
     jobs = commands.add_parser(name, help=help_text).add_subparsers(dest="action", required=True)
     run = jobs.add_parser("run", help="synthesize a whole panel in one job")
     run.add_argument("--input", required=True, help="long panel: file or directory")
@@ -85,7 +87,7 @@ def _add_job_commands(commands, name: str, help_text: str, add_options) -> None:
     step.add_argument("--input", required=True, help="one period's reports (id, value)")
     step.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
     step.add_argument("--output", required=True, help="release directory")
-    step.add_argument("--period", type=int, default=None,
+    step.add_argument("--period", type=POSITIVE_INT, default=None,
                       help="the period this file holds (checked; default: the next one)")
     step.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                       help="if another step owns the state, wait up to this long for it "
@@ -93,6 +95,7 @@ def _add_job_commands(commands, name: str, help_text: str, add_options) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from continual_synth.pipelines.options import NON_NEGATIVE_INT
     parser = argparse.ArgumentParser(
         prog="continual-synth",
         description="Continual differentially private synthetic data (Apache Beam pipelines).")
@@ -129,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run everything on an embedded SIPP-like panel")
     demo.add_argument("--output", required=True)
-    demo.add_argument("--seed", type=int, default=None,
+    demo.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
                       help="reproducible simulation sampler (NOT for publication)")
     return parser
 
@@ -215,7 +218,9 @@ def _headline(summary: dict) -> dict:
 
 
 def _clean_message(exc: BaseException) -> str:
-    return re.sub(r" \[while running '[^']*'\]", "", str(exc)).strip()
+    """One line: without Beam's stage label, a library's multi-line message joined."""
+    text = re.sub(r" \[while running '[^']*'\]", "", str(exc)).strip()
+    return re.sub(r"\s*\n\s*", " ", text)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -228,9 +233,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     if beam_args and not beam_args[0].startswith("--"):
         parser.error(f"unrecognised arguments: {' '.join(beam_args)}")
     from continual_synth.mechanisms.accounting import BudgetExceededError
-    from continual_synth.mechanisms.errors import InputError, StateError
+    from continual_synth.mechanisms.errors import InputError, ParameterError, StateError
+    from continual_synth.pipelines.options import check_beam_args, check_directory_options
     try:
+        check_beam_args(beam_args, f"{args.command} {getattr(args, 'action', '')}".strip())
+        check_directory_options(args)
         result = dispatch(args, beam_args)
+    except ParameterError as exc:  # a config's check: name the option that set the value
+        print(f"continual-synth: error: {exc.for_command_line()}", file=sys.stderr)
+        return 2
     except (InputError, StateError, BudgetExceededError, ValueError) as exc:
         print(f"continual-synth: error: {_clean_message(exc)}", file=sys.stderr)
         return 2

@@ -21,6 +21,7 @@ from typing import List, Optional
 
 def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) -> None:
     from continual_synth.mechanisms.counters import counter_kinds
+    from continual_synth.pipelines.options import NON_NEGATIVE_INT
     domain = parser.add_mutually_exclusive_group(required=True)
     domain.add_argument("--domain", help="public domain: JSON object mapping each attribute "
                         "column to the list of its values (null allows a missing value)")
@@ -49,7 +50,7 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
     parser.add_argument("--horizon", type=int, default=None,
                         help="number of periods T (needed by bounded counters; default: the "
                              "stream's last period for run, unbounded counters for steps)")
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
                         help="use the reproducible simulation sampler (NOT for publication)")
     parser.add_argument("--format", dest="out_format", default="parquet",
                         choices=["parquet", "csv", "avro"], help="output format")
@@ -58,6 +59,7 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
 
 def add_commands(commands, evaluate) -> None:
     """Add ``tabular run|init|step|example`` and ``evaluate tabular``."""
+    from continual_synth.pipelines.options import NON_NEGATIVE_INT, POSITIVE_INT
     jobs = commands.add_parser(
         "tabular", help="synthetic tabular streams (Kumar et al. 2024, Algorithms 2-3)"
     ).add_subparsers(dest="action", required=True)
@@ -75,7 +77,7 @@ def add_commands(commands, evaluate) -> None:
     step.add_argument("--input", required=True, help="one period's new records")
     step.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
     step.add_argument("--output", required=True, help="release directory")
-    step.add_argument("--period", type=int, default=None,
+    step.add_argument("--period", type=POSITIVE_INT, default=None,
                       help="the period this file holds (checked; default: the next one)")
     step.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                       help="if another step owns the state, wait up to this long for it "
@@ -85,10 +87,10 @@ def add_commands(commands, evaluate) -> None:
     example.add_argument("--output", required=True)
     example.add_argument("--construction", choices=["randomized", "ordered"],
                          default="randomized", help="§7.1's stream constructions")
-    example.add_argument("--batch-size", type=int, default=50)
-    example.add_argument("--periods", type=int, default=None,
+    example.add_argument("--batch-size", type=POSITIVE_INT, default=50)
+    example.add_argument("--periods", type=POSITIVE_INT, default=None,
                          help="stop after this many periods (default: the whole table)")
-    example.add_argument("--seed", type=int, default=0)
+    example.add_argument("--seed", type=NON_NEGATIVE_INT, default=0)
     example.add_argument("--format", dest="out_format", default="parquet",
                          choices=["parquet", "csv", "avro"])
 
@@ -100,7 +102,7 @@ def add_commands(commands, evaluate) -> None:
     ev.add_argument("--marginals", default="2")
     ev.add_argument("--report", default=None, help="directory for summary.json and plots")
     ev.add_argument("--period-col", default="period")
-    ev.add_argument("--last", type=int, default=10,
+    ev.add_argument("--last", type=POSITIVE_INT, default=10,
                     help="average the metrics over the last N periods (default 10)")
 
 
@@ -111,6 +113,8 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
     inferred = bool(getattr(args, "infer_domain", False))
     if inferred:
         from continual_synth.pipelines.tabular import infer_domain
+        from continual_synth.transforms.files import check_dataset
+        check_dataset(input_path, getattr(args, "input_format", None))  # names an empty file
         domain = infer_domain(input_path, args.period_col, getattr(args, "input_format", None))
     else:
         domain = Domain.from_json(args.domain)

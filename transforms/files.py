@@ -35,8 +35,10 @@ def detect_format(path: str, fmt: Optional[str] = None) -> str:
             return found.pop()
         if not found:
             raise InputError(f"{path}: no .parquet, .csv or .avro files in this directory")
-        raise InputError(f"{path}: mixes formats {sorted(found)}; pass --format")
-    raise InputError(f"{path}: cannot tell the format from the extension; pass --format")
+        raise InputError(f"{path}: mixes formats {sorted(found)}; pass --input-format "
+                         f"(and keep one format per dataset)")
+    raise InputError(f"{path}: cannot tell the format from the extension; pass "
+                     f"--input-format")
 
 
 def list_data_files(path: str) -> List[str]:
@@ -75,6 +77,55 @@ def read_file(path: str, fmt: Optional[str] = None) -> pa.Table:
         raise
     except Exception as exc:  # pyarrow / fastavro parse errors name no file
         raise InputError(f"{path}: cannot read as {fmt}: {exc}") from exc
+
+
+def has_records(path: str, fmt: str) -> bool:
+    """Whether one data file holds at least one record, from its Parquet footer or its
+    first CSV block / Avro record; an :class:`InputError` naming the file if it cannot be
+    read (an empty or truncated file, a CSV row with the wrong number of fields …)."""
+    if os.path.getsize(path) == 0:
+        raise InputError(f"{path}: the file is empty (0 bytes), not a {fmt} file")
+    try:
+        if fmt == "parquet":
+            return pq.ParquetFile(path).metadata.num_rows > 0
+        if fmt == "csv":
+            return any(batch.num_rows for batch in pacsv.open_csv(path))
+        with open(path, "rb") as handle:
+            return next(iter(fastavro.reader(handle)), None) is not None
+    except Exception as exc:  # pyarrow / fastavro errors name no file
+        raise InputError(f"{path}: cannot read as {fmt}: {exc}") from exc
+
+
+def parquet_row_groups(path: str) -> int:
+    """The number of row groups of a Parquet file (from its footer)."""
+    try:
+        return pq.ParquetFile(path).num_row_groups
+    except Exception as exc:  # pyarrow errors name no file
+        raise InputError(f"{path}: cannot read as parquet: {exc}") from exc
+
+
+def read_row_group(path: str, group: int) -> pa.Table:
+    """Row group ``group`` of a Parquet file as an Arrow table."""
+    try:
+        return pq.ParquetFile(path).read_row_group(group)
+    except Exception as exc:  # a corrupt page behind a valid footer
+        raise InputError(f"{path}: cannot read row group {group} as parquet: {exc}") from exc
+
+
+def check_dataset(path: str, fmt: Optional[str] = None) -> List[str]:
+    """The data files of ``path`` (see :func:`list_data_files`) after checking, on the
+    driver and before any pipeline runs, that together they hold at least one record (a
+    header-only CSV or a 0-row Parquet file holds none).  Every Parquet footer is read
+    (cheap, and Beam's Parquet reader would not name a broken file); CSV and Avro files
+    are opened until one holds a record (:func:`read_file` names a broken one later)."""
+    files = list_data_files(path)
+    if not files:
+        raise InputError(f"{path}: no .parquet, .csv or .avro files found")
+    fmt = detect_format(path, fmt)
+    checked = (has_records(file_path, fmt) for file_path in files)
+    if not (sum(checked) if fmt == "parquet" else any(checked)):
+        raise InputError(f"{path}: holds no records (only headers or empty tables)")
+    return files
 
 
 def avro_bytes_to_table(handle) -> pa.Table:

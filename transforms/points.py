@@ -29,7 +29,7 @@ from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.samplers import make_sampler
-from continual_synth.transforms.files import detect_format, list_data_files, read_file
+from continual_synth.transforms.files import check_dataset, detect_format, read_file
 
 DEFAULT_BATCH_ROWS = 1 << 18
 
@@ -96,9 +96,7 @@ class ReadPointBatches(beam.PTransform):
     def __init__(self, path: str, columns: Sequence[str], bounds: Bounds, clip: bool = False,
                  fmt: Optional[str] = None, batch_rows: int = DEFAULT_BATCH_ROWS):
         super().__init__()
-        self._files = list_data_files(path)
-        if not self._files:
-            raise InputError(f"{path}: no .parquet, .csv or .avro files found")
+        self._files = check_dataset(path, fmt)  # on the driver: refused before any write
         self._format = detect_format(path, fmt)
         self._args = (list(columns), bounds, bool(clip), int(batch_rows))
 

@@ -1,30 +1,41 @@
 """Read stage: files of records into a PCollection of Arrow tables (batches).
 
-Parquet goes through Beam's ``ReadAllFromParquetBatched`` (pyarrow, one table per
-row group).  CSV and Avro files are read whole per file with pyarrow.csv and
-fastavro (one table per file), so no stage handles one Python object per record.
+Parquet files are read one row group per task (pyarrow), so a large file is read by
+many workers at once; CSV and Avro files are read whole per file with pyarrow.csv and
+fastavro (one table per file).  No stage handles one Python object per record.
+
+Every file is opened on the driver first (:func:`~continual_synth.transforms.files.
+check_dataset`), so an unreadable or empty input is refused, naming the file, before a
+job writes anything; a file that breaks later (a corrupt page behind a valid footer)
+is refused naming the file too.
 """
 from __future__ import annotations
 
 from typing import Optional
 
 import apache_beam as beam
-from apache_beam.io.parquetio import ReadAllFromParquetBatched
 
-from continual_synth.transforms.files import detect_format, list_data_files, read_file
+from continual_synth.transforms.files import (check_dataset, detect_format, parquet_row_groups,
+                                              read_file, read_row_group)
 
 
 class ReadRecordBatches(beam.PTransform):
-    """``PBegin → PCollection[pyarrow.Table]`` for a file, a directory or a list of files."""
+    """``PBegin → PCollection[pyarrow.Table]`` for a file or a directory of files."""
 
     def __init__(self, path: str, fmt: Optional[str] = None):
         super().__init__()
-        self._files = list_data_files(path)
+        self._files = check_dataset(path, fmt)  # on the driver: refused before any write
         self._format = detect_format(path, fmt)
 
     def expand(self, pbegin):
-        files = pbegin | "ListFiles" >> beam.Create(self._files)
-        if self._format == "parquet":
-            return files | "ReadParquet" >> ReadAllFromParquetBatched()
         fmt = self._format
-        return files | f"Read{fmt.capitalize()}" >> beam.Map(lambda path: read_file(path, fmt))
+        if fmt == "parquet":
+            tasks = [(path, group) for path in self._files
+                     for group in range(parquet_row_groups(path))]
+            return (pbegin
+                    | "ListRowGroups" >> beam.Create(tasks)
+                    | "Reshuffle" >> beam.Reshuffle()
+                    | "ReadParquet" >> beam.MapTuple(read_row_group))
+        return (pbegin
+                | "ListFiles" >> beam.Create(self._files)
+                | f"Read{fmt.capitalize()}" >> beam.Map(lambda path: read_file(path, fmt)))

@@ -1,0 +1,574 @@
+"""A table of malformed inputs and parameters for every synthesizer's jobs (issue 9, items
+4 and 5): window, cumulative, tabular and bounded; run, init and step.
+
+Each case runs the command line in-process (``main(argv)``, a ``SystemExit`` from argparse
+caught) and must
+
+* exit with status 2,
+* name its subject (the file, column, row, value or option) in the error message,
+* print no traceback, and
+* leave the state and output directories byte-identical (every file hashed before and
+  after; a directory the command was given but that did not exist must still hold no
+  file).
+
+The steps run against copies of initialised states that have already ingested period 1,
+so a refused period-2 step would show any file it touched.  A few cases go through the
+installed console script in a subprocess, to prove that no traceback reaches a user.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from continual_synth.pipelines.cli import main
+from continual_synth.transforms.files import write_file
+
+from helpers_panels import (clone_incremental, long_table, markov_codes, snapshot,
+                            write_period_files)
+
+PEOPLE, HORIZON = 30, 3
+LIFECYCLE = "lifecycle: issue 9 item 4 (a refused step leaves state/history/vNNNN/)"
+CONSOLE_SCRIPT = os.path.join(os.path.dirname(sys.executable), "continual-synth")
+
+WINDOW = ("--window", "2", "--horizon", str(HORIZON), "--rho", "5", "--seed", "1",
+          "--shards", "2")
+CUMULATIVE = ("--horizon", str(HORIZON), "--rho", "5", "--seed", "1", "--shards", "2")
+TABULAR = ("--epsilon", "2", "--fit", "mw", "--seed", "1", "--horizon", str(HORIZON))
+BOUNDED = ("--columns", "x,y", "--bounds", "0:1", "--samples", "10", "--depth", "4",
+           "--seed", "1", "--shards", "2")
+DOMAIN = {"a": [0, 1, 2], "b": ["x", "y"]}
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def _with_value(table: pa.Table, column: str, values) -> pa.Table:
+    return table.set_column(table.column_names.index(column), column, pa.array(values))
+
+
+def _write_text(path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _panel_files(data) -> None:
+    """The long panel (ids 1..30, periods 1..3, values 0/1), its period files, and bad
+    variants of both."""
+    table = long_table(markov_codes(PEOPLE, HORIZON, seed=5))
+    write_file(table, str(data / "panel.parquet"), "parquet")
+    write_period_files(table, str(data / "periods"))
+    values = np.asarray(table["value"].to_pylist())
+    rows = np.arange(values.size)
+    write_file(_with_value(table, "value", np.where(values == 1, "yes", "no")),
+               str(data / "strings.parquet"), "parquet")
+    _write_text(data / "mixed.csv", "id,period,value\n1,1,0\n1,2,yes\n1,3,1\n")
+    for name, bad in (("nan", np.nan), ("inf", np.inf), ("half", 0.5)):
+        write_file(_with_value(table, "value", np.where(rows == 7, bad, values.astype(float))),
+                   str(data / f"{name}.parquet"), "parquet")
+    write_file(_with_value(table, "value", np.where(rows == 7, 2, values)),
+               str(data / "two.parquet"), "parquet")
+    periods = np.asarray(table["period"].to_pylist())
+    write_file(_with_value(table, "period", np.where(rows == 4, 9, periods).astype(np.int32)),
+               str(data / "period9.parquet"), "parquet")
+    ids = table["id"].to_pylist()
+    ids[3] = None
+    write_file(_with_value(table, "id", pa.array(ids, pa.int64())),
+               str(data / "null_id.parquet"), "parquet")
+    (data / "empty.parquet").write_bytes(b"")
+    _write_text(data / "header.csv", "id,period,value\n")
+    write_file(table.slice(0, 0), str(data / "zero_rows.parquet"), "parquet")
+    whole = (data / "panel.parquet").read_bytes()
+    (data / "truncated.parquet").write_bytes(whole[: len(whole) // 2])
+    corrupt = bytearray(whole)  # a valid footer in front of broken data pages
+    corrupt[4: len(whole) // 3] = bytes(len(whole) // 3 - 4)
+    (data / "corrupt.parquet").write_bytes(bytes(corrupt))
+    write_file(table, str(data / "mixed_dir" / "a.parquet"), "parquet")
+    write_file(table, str(data / "mixed_dir" / "b.csv"), "csv")
+    _write_text(data / "a_file", "not a directory\n")
+
+    # period 2 of the panel, and bad variants of it (the states below have seen period 1)
+    p2 = pa.table({"id": pa.array(np.arange(1, PEOPLE + 1, dtype=np.int64)),
+                   "value": pa.array((np.arange(PEOPLE) % 2).astype(np.int64))})
+    write_file(p2, str(data / "p2.parquet"), "parquet")
+    write_file(_with_value(p2, "value", ["yes" if v else "no" for v in p2["value"].to_pylist()]),
+               str(data / "p2_strings.csv"), "csv")
+    write_file(_with_value(p2, "value", np.where(np.arange(PEOPLE) == 3, np.inf, 0.0)),
+               str(data / "p2_inf.parquet"), "parquet")
+    write_file(_with_value(p2, "value", np.where(np.arange(PEOPLE) == 3, 2, 0)),
+               str(data / "p2_two.parquet"), "parquet")
+    write_file(p2.append_column("period", pa.array(np.full(PEOPLE, 3, dtype=np.int64))),
+               str(data / "p2_period3.parquet"), "parquet")
+    write_file(pa.concat_tables([p2, p2.slice(0, 1)]), str(data / "p2_duplicate.parquet"),
+               "parquet")
+    p1 = pa.table({"id": p2["id"], "value": p2["value"]})
+    write_file(pa.concat_tables([p1, p1.slice(4, 1)]), str(data / "p1_duplicate.parquet"),
+               "parquet")
+    write_file(p2.slice(0, PEOPLE - 1), str(data / "p2_missing_id.parquet"), "parquet")
+    write_file(_with_value(p2, "id", np.r_[np.arange(1, PEOPLE), 999]),
+               str(data / "p2_new_id.parquet"), "parquet")
+    _write_text(data / "p2_header.csv", "id,value\n")
+
+
+def _tabular_files(data) -> None:
+    with open(data / "domain.json", "w", encoding="utf-8") as handle:
+        json.dump(DOMAIN, handle)
+    _write_text(data / "domain_syntax.json", "{\"a\": [0, 1,\n")
+    _write_text(data / "domain_list.json", "[[0, 1], [\"x\"]]")
+    _write_text(data / "domain_empty_attribute.json", "{\"a\": [], \"b\": [\"x\"]}")
+    _write_text(data / "domain_nested.json", "{\"a\": [[0], [1]], \"b\": [\"x\"]}")
+    rng = np.random.default_rng(3)
+    n = 20 * HORIZON
+    stream = pa.table({"period": pa.array(np.repeat(np.arange(1, HORIZON + 1), 20)),
+                       "a": pa.array(rng.integers(0, 3, n)),
+                       "b": pa.array(rng.choice(["x", "y"], n))})
+    write_file(stream, str(data / "stream.parquet"), "parquet")
+    a = stream["a"].to_pylist()
+    write_file(_with_value(stream, "a", np.where(np.arange(n) == 5, 7, a)),
+               str(data / "stream_outside.parquet"), "parquet")
+    write_file(_with_value(stream, "a", np.where(np.arange(n) == 5, np.nan, a)),
+               str(data / "stream_nan.parquet"), "parquet")
+    write_file(_with_value(stream, "a", ["q" if i == 5 else str(v) for i, v in enumerate(a)]),
+               str(data / "stream_text.parquet"), "parquet")
+    write_file(_with_value(stream, "period", stream["period"].cast(pa.float64())),
+               str(data / "stream_float_period.parquet"), "parquet")
+    write_file(_with_value(stream, "period", np.where(np.arange(n) == 9, 7,
+                                                      stream["period"].to_pylist())),
+               str(data / "stream_period7.parquet"), "parquet")
+    _write_text(data / "stream_header.csv", "period,a,b\n")
+    period = stream.slice(0, 20).drop_columns(["period"])
+    write_file(period, str(data / "t1.csv"), "csv")
+    write_file(stream.slice(20, 20).drop_columns(["period"]), str(data / "t2.csv"), "csv")
+    write_file(_with_value(period, "b", ["z"] + period["b"].to_pylist()[1:]),
+               str(data / "t2_outside.csv"), "csv")
+    write_file(period.drop_columns(["b"]), str(data / "t2_no_b.csv"), "csv")
+    write_file(period.append_column("period", pa.array(np.full(20, 3))),
+               str(data / "t2_period3.csv"), "csv")
+    _write_text(data / "t2_header.csv", "a,b\n")
+
+
+def _point_files(data) -> None:
+    rng = np.random.default_rng(4)
+    points = rng.random((200, 2))
+    write_file(pa.table({"x": points[:, 0], "y": points[:, 1]}), str(data / "points.parquet"),
+               "parquet")
+    for name, value in (("inf", np.inf), ("nan", np.nan), ("outside", 1.5)):
+        bad = points.copy()
+        bad[11, 1] = value
+        write_file(pa.table({"x": bad[:, 0], "y": bad[:, 1]}),
+                   str(data / f"points_{name}.parquet"), "parquet")
+    write_file(pa.table({"x": pa.array(["a"] * 200), "y": points[:, 1]}),
+               str(data / "points_text.parquet"), "parquet")
+    _write_text(data / "points_header.csv", "x,y\n")
+
+
+def run_cli(argv) -> Tuple[int, str]:
+    """``(exit status, stderr)`` of ``main(argv)`` in this process."""
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:  # argparse refuses an option
+            code = exc.code
+    return code, err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """Every input file, and one state per incremental synthesizer that has released
+    period 1 (``states[kind] = (state dir, output dir)``), plus fresh window and
+    cumulative states in 4 shards (``states["window-new"]`` …)."""
+    root = tmp_path_factory.mktemp("fuzz")
+    data = root / "data"
+    data.mkdir()
+    _panel_files(data)
+    _tabular_files(data)
+    _point_files(data)
+    states = {}
+    for kind, init, first in (("window", WINDOW, "periods/p01.parquet"),
+                              ("cumulative", CUMULATIVE, "periods/p01.parquet"),
+                              ("tabular", ("--domain", str(data / "domain.json"), *TABULAR),
+                               "t1.csv")):
+        state, out = str(root / kind / "state"), str(root / kind / "release")
+        code, err = run_cli([kind, "init", "--state", state, *init])
+        assert code == 0, err
+        code, err = run_cli([kind, "step", "--state", state, "--input", str(data / first),
+                             "--output", out])
+        assert code == 0, err
+        states[kind] = (state, out)
+        if kind != "tabular":
+            fresh = str(root / kind / "new")
+            code, err = run_cli([kind, "init", "--state", fresh, *init, "--shards", "4"])
+            assert code == 0, err
+            states[f"{kind}-new"] = (fresh, str(root / kind / "new-release"))
+    return data, states
+
+
+# ---------------------------------------------------------------------------- cases
+
+
+@dataclass(frozen=True)
+class Case:
+    """``argv`` and ``subjects`` may hold ``{data}`` (the input folder), ``{state}`` and
+    ``{out}`` (the case's state and output directories)."""
+
+    name: str
+    argv: Tuple[str, ...]
+    subjects: Tuple[str, ...]
+    state: Optional[str] = None  # step on a copy of this kind's state (period 1 released)
+    lifecycle: bool = False  # the state keeps scratch files until the lifecycle work lands
+    message_lifecycle: bool = False  # the message is the lifecycle work's to fix
+
+
+def run_case(kind, source, *extra, subjects, **marks) -> Case:
+    name = f"{kind}-run-{' '.join(extra) or source}"
+    inputs = ("--input", f"{{data}}/{source}")
+    common = {"window": WINDOW, "cumulative": CUMULATIVE, "bounded": ("--epsilon", "1", *BOUNDED),
+              "tabular": ("--domain", "{data}/domain.json", *TABULAR)}[kind]
+    return Case(name, (kind, "run", *inputs, "--output", "{out}", *common, *extra),
+                subjects, **marks)
+
+
+def step_case(kind, source, *extra, subjects, state=None, **marks) -> Case:
+    return Case(f"{state or kind}-step-{' '.join(extra) or source}",
+                (kind, "step", "--state", "{state}", "--input", f"{{data}}/{source}",
+                 "--output", "{out}", *extra), subjects, state=state or kind, **marks)
+
+
+def init_case(kind, *argv, subjects) -> Case:
+    return Case(f"{kind}-init-{' '.join(argv[-2:])}",
+                (kind, "init", "--state", "{state}", *argv), subjects)
+
+
+def _window_cases():
+    w, c = "window", "cumulative"
+    files = [
+        ("strings.parquet", ("strings.parquet", "column 'value'", "'yes' (row 0)", "text")),
+        ("mixed.csv", ("mixed.csv", "column 'value'", "'yes' (row 1)")),
+        ("nan.parquet", ("nan.parquet", "column 'value'", "nan (row 7)")),
+        ("inf.parquet", ("inf.parquet", "column 'value'", "inf (row 7)")),
+        ("half.parquet", ("half.parquet", "column 'value'", "0.5 (row 7)")),
+        ("two.parquet", ("two.parquet", "column 'value'", "value 2 (row 7)", "alphabet")),
+        ("period9.parquet", ("period9.parquet", "period 9 (row 4)")),
+        ("null_id.parquet", ("null_id.parquet", "column 'id'", "empty")),
+        ("empty.parquet", ("empty.parquet", "empty (0 bytes)")),
+        ("header.csv", ("header.csv", "no records")),
+        ("zero_rows.parquet", ("zero_rows.parquet", "no records")),
+        ("truncated.parquet", ("truncated.parquet", "cannot read as parquet")),
+        ("corrupt.parquet", ("corrupt.parquet", "cannot read row group 0")),
+        ("mixed_dir", ("mixed_dir", "--input-format")),
+        ("no_such_file.parquet", ("no_such_file.parquet", "no such file")),
+    ]
+    cases = [run_case(w, source, subjects=subjects) for source, subjects in files]
+    cases += [run_case(c, "strings.parquet", subjects=("strings.parquet", "column 'value'")),
+              run_case(c, "two.parquet", subjects=("two.parquet", "value 2 (row 7)"))]
+    options = [
+        (w, ("--rho", "0"), ("--rho", "positive")), (w, ("--rho", "-1"), ("--rho",)),
+        (w, ("--rho", "nan"), ("--rho", "nan")), (c, ("--rho", "inf"), ("--rho", "inf")),
+        (w, ("--horizon", "0"), ("--horizon", "got 0")),
+        (c, ("--horizon", "-3"), ("--horizon", "got -3")),
+        (c, ("--horizon", "100000000"), ("--horizon", "at most")),
+        (w, ("--window", "4"), ("--window", "longer than the horizon")),
+        (w, ("--window", "40", "--horizon", "40"), ("--window 40 with 2 values", "2^40",
+                                                    "8 TiB")),
+        (w, ("--shards", "0"), ("--shards", "got 0")), (c, ("--shards", "-2"), ("--shards",)),
+        (w, ("--shards", "two"), ("--shards", "'two'")),
+        (w, ("--seed", "-1"), ("--seed", "got -1")),
+        (w, ("--delta", "0"), ("--delta", "(0, 1)")), (c, ("--delta", "1.5"), ("--delta",)),
+        (w, ("--beta", "nan"), ("--beta", "nan")),
+        (c, ("--population-share", "1"), ("--population-share",)),
+        (w, ("--n-pad", "-1"), ("--n-pad", "got -1")),
+        (w, ("--alphabet", "0"), ("--alphabet",)), (w, ("--alphabet", "a,a"), ("--alphabet",)),
+        (w, ("--missing-value", "x"), ("--missing-value", "'x'")),
+        (w, ("--value-col", "status"), ("panel.parquet", "['status']", "--value-col")),
+        (c, ("--id-col", "value"), ("--id-col", "different columns")),
+        (c, ("--alphabet", "0,1,2"), ("--alphabet", "cumulative run")),
+        (w, ("--format", "xlsx"), ("--format", "xlsx")),
+        (w, ("--input-format", "json"), ("--input-format", "json")),
+    ]
+    cases += [run_case(kind, "panel.parquet", *extra, subjects=subjects)
+              for kind, extra, subjects in options]
+    cases.append(Case("window-run-output-is-a-file",
+                      ("window", "run", "--input", "{data}/panel.parquet", "--output",
+                       "{data}/a_file", *WINDOW), ("--output", "a_file", "not a directory")))
+    cases += [init_case(w, *WINDOW, "--rho", "nan", subjects=("--rho",)),
+              init_case(w, *WINDOW, "--window", "30", "--horizon", "30",
+                        subjects=("--window 30", "GiB")),
+              init_case(c, *CUMULATIVE, "--horizon", "0", subjects=("--horizon",)),
+              Case("window-init-state-is-a-file",
+                   ("window", "init", "--state", "{data}/a_file", *WINDOW),
+                   ("--state", "a_file"))]
+    steps = [
+        (w, "p2_strings.csv", (), ("p2_strings.csv", "column 'value'", "'no' (row 0)")),
+        (w, "p2_inf.parquet", (), ("p2_inf.parquet", "column 'value'", "inf (row 3)")),
+        (c, "p2_two.parquet", (), ("p2_two.parquet", "value 2 (row 3)")),
+        (c, "p2_strings.csv", (), ("p2_strings.csv", "column 'value'")),
+        (w, "p2_period3.parquet", (), ("p2_period3.parquet", "period 3", "next period")),
+        (w, "p2_header.csv", (), ("p2_header.csv", "no records")),
+        (c, "empty.parquet", (), ("empty.parquet", "empty")),
+        (w, "truncated.parquet", (), ("truncated.parquet", "cannot read as parquet")),
+        (c, "corrupt.parquet", (), ("corrupt.parquet", "cannot read row group 0")),
+        (w, "mixed_dir", (), ("mixed_dir", "--input-format")),
+        (w, "p2.parquet", ("--period", "0"), ("--period", "got 0")),
+        (w, "p2.parquet", ("--period", "x"), ("--period", "'x'")),
+        (w, "p2.parquet", ("--period", "3"), ("period 3", "out of order", "next period is 2")),
+    ]
+    cases += [step_case(kind, source, *extra, subjects=subjects)
+              for kind, source, extra, subjects in steps]
+    cases += [
+        step_case(w, "p2.parquet", "--period", "13", subjects=("period 13", "beyond the horizon"),
+                  message_lifecycle=True),
+        step_case(w, "p2_duplicate.parquet", subjects=("period 2", "id 1 "), lifecycle=True),
+        step_case(c, "p2_missing_id.parquet", subjects=("period 2", "id 30 ")),
+        step_case(w, "p2_new_id.parquet", subjects=("period 2", "id 999 ")),
+        # the shards before the one holding the duplicate write their new history first
+        step_case(w, "p1_duplicate.parquet", subjects=("period 1", "id 5 "),
+                  state="window-new", lifecycle=True),
+        step_case(c, "p1_duplicate.parquet", subjects=("period 1", "id 5 "),
+                  state="cumulative-new", lifecycle=True),
+        Case("window-step-into-another-output",
+             ("window", "step", "--state", "{state}", "--input", "{data}/p2.parquet",
+              "--output", "{data}/elsewhere"), ("releases into",), state=w),
+        Case("window-step-on-a-cumulative-state",
+             ("window", "step", "--state", "{state}", "--input", "{data}/p2.parquet",
+              "--output", "{out}"), ("cumulative", "not a window"), state=c),
+        Case("window-step-without-a-state",
+             ("window", "step", "--state", "{data}/no_state", "--input", "{data}/p2.parquet",
+              "--output", "{out}"), ("no_state", "no state here")),
+    ]
+    return cases
+
+
+def _tabular_cases():
+    t = "tabular"
+    cases = [run_case(t, "stream.parquet", *extra, subjects=subjects) for extra, subjects in [
+        (("--epsilon", "0"), ("--epsilon", "got 0")), (("--epsilon", "-1"), ("--epsilon",)),
+        (("--epsilon", "nan"), ("--epsilon", "nan")), (("--epsilon", "inf"), ("--epsilon",)),
+        (("--horizon", "0"), ("--horizon", "got 0")),
+        (("--selections", "0"), ("--selections",)),
+        (("--selections", "9"), ("--selections", "at most")),
+        (("--marginals", "a,zz"), ("--marginals", "'zz'")),
+        (("--marginals", "5"), ("--marginals",)),
+        (("--seed", "-4"), ("--seed",)),
+        (("--domain", "{data}/domain_syntax.json"), ("domain_syntax.json", "not valid JSON")),
+        (("--domain", "{data}/domain_list.json"), ("domain_list.json", "JSON object")),
+        (("--domain", "{data}/domain_empty_attribute.json"),
+         ("domain_empty_attribute.json", "'a' has no values")),
+        (("--domain", "{data}/domain_nested.json"), ("domain_nested.json", "JSON object")),
+        (("--domain", "{data}/no_domain.json"), ("no_domain.json", "does not exist")),
+        (("--horizon", "2"), ("stream.parquet", "periods must be 1..2")),
+    ]]
+    cases += [run_case(t, source, subjects=subjects) for source, subjects in [
+        ("stream_outside.parquet", ("stream_outside.parquet", "column 'a'", "value 7 (row 5)")),
+        ("stream_nan.parquet", ("stream_nan.parquet", "column 'a'", "nan (row 5)")),
+        ("stream_text.parquet", ("stream_text.parquet", "column 'a'", "'q' (row 5)")),
+        ("stream_float_period.parquet", ("stream_float_period.parquet", "'period'")),
+        ("stream_period7.parquet", ("stream_period7.parquet", "row 9", "period 7")),
+        ("stream_header.csv", ("stream_header.csv", "no records")),
+        ("panel.parquet", ("panel.parquet", "missing attribute column")),
+    ]]
+    cases += [
+        Case("tabular-run-infer-domain-from-headers-only",
+             (t, "run", "--input", "{data}/stream_header.csv", "--output", "{out}",
+              "--infer-domain", "--epsilon", "1", "--fit", "mw"),
+             ("stream_header.csv", "no records")),
+        Case("tabular-run-bounded-counter-without-horizon",
+             (t, "run", "--input", "{data}/stream.parquet", "--output", "{out}", "--domain",
+              "{data}/domain.json", "--epsilon", "1", "--fit", "mw", "--counter", "tree"),
+             ("--counter 'tree'", "--horizon")),
+    ]
+    cases += [init_case(t, "--domain", "{data}/domain.json", *TABULAR, "--epsilon", "0",
+                        subjects=("--epsilon",)),
+              init_case(t, "--domain", "{data}/domain_syntax.json", *TABULAR,
+                        subjects=("domain_syntax.json",))]
+    cases += [step_case(t, source, *extra, subjects=subjects) for source, extra, subjects in [
+        ("t2_outside.csv", (), ("t2_outside.csv", "column 'b'", "'z' (row 0)")),
+        ("t2_no_b.csv", (), ("t2_no_b.csv", "'b'")),
+        ("t2_period3.csv", (), ("t2_period3.csv", "period 3")),
+        ("t2_header.csv", (), ("t2_header.csv", "no records")),
+        ("t2.csv", ("--period", "-1"), ("--period", "got -1")),
+    ]]
+    return cases
+
+
+def _bounded_cases():
+    b = "bounded"
+    cases = [run_case(b, "points.parquet", *extra, subjects=subjects) for extra, subjects in [
+        (("--epsilon", "0"), ("--epsilon", "got 0")), (("--epsilon", "nan"), ("--epsilon",)),
+        (("--epsilon", "inf", "--expected-n", "100"), ("--epsilon", "inf")),
+        (("--bounds", "1:0"), ("--bounds", "low < high")),
+        (("--bounds", "0:nan"), ("--bounds", "nan")),
+        (("--bounds", "abc"), ("--bounds", "'abc'")),
+        (("--bounds", "0:1,0:1,0:1"), ("--bounds", "2 low:high")),
+        (("--columns", ","), ("--columns",)), (("--columns", "x,x"), ("--columns", "twice")),
+        (("--columns", "x,z"), ("points.parquet", "['z']")),
+        (("--samples", "-1"), ("--samples", "got -1")),
+        (("--samples", "1000000000000"), ("--samples", "raise --shards")),
+        (("--shards", "0"), ("--shards",)), (("--batch-rows", "0"), ("--batch-rows",)),
+        (("--depth", "70"), ("--depth", "1..62")), (("--depth", "0"), ("--depth", "got 0")),
+        (("--expected-n", "-5"), ("--expected-n", "got -5")),
+        (("--level-epsilons", "0.5,0.5"), ("--level-epsilons", "5 values")),
+        (("--depth", "12", "--sketch-width", "100000000000"), ("--sketch-width", "TiB")),
+        (("--prune-k", "0"), ("--prune-k", "got 0")),
+        (("--hash-seed", "-1"), ("--hash-seed",)),
+    ]]
+    cases += [run_case(b, source, subjects=subjects) for source, subjects in [
+        ("points_inf.parquet", ("points_inf.parquet", "column 'y'", "row 11")),
+        ("points_nan.parquet", ("points_nan.parquet", "column 'y'", "row 11")),
+        ("points_outside.parquet", ("points_outside.parquet", "column 'y'", "row 11", "--bounds")),
+        ("points_text.parquet", ("points_text.parquet", "column 'x'", "numeric")),
+        ("points_header.csv", ("points_header.csv", "no records")),
+        ("empty.parquet", ("empty.parquet", "empty")),
+    ]]
+    return cases
+
+
+CASES = _window_cases() + _tabular_cases() + _bounded_cases()
+
+
+# --------------------------------------------------------------------------- running
+
+
+def tree_hashes(directory: str) -> Dict[str, str]:
+    """SHA-256 of every file under ``directory`` (relative path → digest)."""
+    return {path: hashlib.sha256(data).hexdigest()
+            for path, data in snapshot(directory).items()}
+
+
+@dataclass
+class Outcome:
+    code: int
+    stderr: str
+    subjects: Tuple[str, ...]
+    state_before: Dict[str, str]
+    state_after: Dict[str, str]
+    output_before: Dict[str, str]
+    output_after: Dict[str, str]
+
+
+_OUTCOMES: Dict[str, Outcome] = {}
+
+
+@pytest.fixture
+def outcome(world, request, tmp_path_factory) -> Outcome:
+    """Run a case once (both tests below read the same run)."""
+    case = request.param
+    if case.name not in _OUTCOMES:
+        data, states = world
+        place = tmp_path_factory.mktemp("case")
+        state, out = str(place / "state"), str(place / "release")
+        if case.state:
+            state, out = clone_incremental(*states[case.state], str(place))
+        fill = {"data": str(data), "state": state, "out": out}
+        argv = [arg.format(**fill) for arg in case.argv]
+        before = tree_hashes(state), tree_hashes(out)
+        code, stderr = run_cli(argv)
+        _OUTCOMES[case.name] = Outcome(code, stderr,
+                                       tuple(s.format(**fill) for s in case.subjects),
+                                       before[0], tree_hashes(state), before[1],
+                                       tree_hashes(out))
+    return _OUTCOMES[case.name]
+
+
+def _params(cases, mark_when):
+    return [pytest.param(case, id=case.name, marks=pytest.mark.xfail(strict=True,
+                                                                     reason=LIFECYCLE)
+                         if mark_when(case) else ()) for case in cases]
+
+
+def test_the_table_is_large_enough():
+    names = [case.name for case in CASES]
+    assert len(names) == len(set(names))
+    assert len(CASES) >= 40
+    jobs = {(case.argv[0], case.argv[1]) for case in CASES}
+    for kind in ("window", "cumulative", "tabular"):
+        assert {(kind, "run"), (kind, "init"), (kind, "step")} <= jobs
+    assert ("bounded", "run") in jobs
+
+
+@pytest.mark.parametrize("outcome", _params(CASES, lambda c: c.message_lifecycle),
+                         indirect=True)
+def test_refused_with_exit_2_naming_the_subject(outcome):
+    assert outcome.code == 2, outcome.stderr
+    assert "Traceback" not in outcome.stderr
+    message = outcome.stderr.strip().splitlines()[-1]
+    assert "error:" in message, outcome.stderr
+    for subject in outcome.subjects:
+        assert subject in message, (subject, message)
+    assert outcome.output_after == outcome.output_before
+
+
+@pytest.mark.parametrize("outcome", _params(CASES, lambda c: c.lifecycle), indirect=True)
+def test_state_left_byte_identical(outcome):
+    assert outcome.state_after == outcome.state_before
+
+
+# ----------------------------------------------------------------- real subprocesses
+
+
+SUBPROCESS_CASES = ["window-run-strings.parquet", "window-run-truncated.parquet",
+                    "window-run---horizon 0", "bounded-run---shards 0",
+                    "tabular-step-t2_outside.csv"]
+
+
+@pytest.mark.skipif(not os.path.exists(CONSOLE_SCRIPT), reason="console script not installed")
+@pytest.mark.parametrize("name", SUBPROCESS_CASES)
+def test_console_script_prints_one_line_and_no_traceback(world, tmp_path, name):
+    [case] = [case for case in CASES if case.name == name]
+    data, states = world
+    state, out = str(tmp_path / "state"), str(tmp_path / "release")
+    if case.state:
+        state, out = clone_incremental(*states[case.state], str(tmp_path))
+    fill = {"data": str(data), "state": state, "out": out}
+    before = tree_hashes(state), tree_hashes(out)
+    ran = subprocess.run([CONSOLE_SCRIPT, *[arg.format(**fill) for arg in case.argv]],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 2
+    assert "Traceback" not in ran.stderr
+    lines = [line for line in ran.stderr.splitlines() if "error:" in line]
+    assert len(lines) == 1, ran.stderr
+    for subject in case.subjects:
+        assert subject.format(**fill) in lines[0]
+    assert (tree_hashes(state), tree_hashes(out)) == before
+
+
+# ----------------------------------------------------------------- the rules themselves
+
+
+@pytest.mark.parametrize("rule, value, accepted", [
+    ("positive_real", 1e-9, True), ("positive_real", 0.0, False),
+    ("positive_real", -1.0, False), ("positive_real", float("nan"), False),
+    ("positive_real", float("inf"), False), ("positive_real", True, False),
+    ("probability", 0.5, True), ("probability", 0.0, False), ("probability", 1.0, False),
+    ("probability", float("nan"), False),
+    ("whole_number", 1, True), ("whole_number", np.int64(3), True), ("whole_number", 0, False),
+    ("whole_number", 2.0, False), ("whole_number", False, False),
+])
+def test_parameter_rules(rule, value, accepted):
+    from continual_synth.mechanisms import errors
+    check = getattr(errors, rule)
+    if accepted:
+        assert check("x", value) == value
+    else:
+        with pytest.raises(errors.ParameterError, match=r"^x (must|got)"):
+            check("x", value)
+
+
+def test_parameter_error_names_the_option_and_survives_pickling():
+    import pickle
+
+    from continual_synth.mechanisms.errors import ParameterError, format_bytes
+    error = pickle.loads(pickle.dumps(ParameterError("n_pad", "must be an integer >= 0")))
+    assert isinstance(error, ValueError) and str(error) == "n_pad must be an integer >= 0"
+    assert error.for_command_line() == "--n-pad must be an integer >= 0"
+    assert format_bytes(2 ** 40 * 8) == "8 TiB" and format_bytes(1536) == "1.5 KiB"
