@@ -14,9 +14,10 @@ every event E, P(M(D) ∈ E) ≤ e^ε·P(M(D') ∈ E) + δ.  So for any event E,
 We draw N seeded releases of M(D) and N of M(D') (vectorised through the project's
 samplers, :mod:`continual_synth.mechanisms.samplers`), split each into two halves and
 
-1. on the first half, fit a scalar test statistic s (below) and choose the event
-   E = {s ≥ c} — or {s ≤ c} with the roles of D and D' swapped — whose bound (2) on the
-   first half is largest;
+1. on the first half, fit a scalar test statistic s (below) on its first quarter of the
+   releases and, on its second quarter, choose the event E = {s ≥ c} — or {s ≤ c} with
+   the roles of D and D' swapped — whose bound (2) is largest (fitting and choosing on
+   separate data keeps the choice honest about the fitted statistic's quality);
 2. on the second half, count k = #{E} among the D releases and k' among the D' releases
    and report the Clopper–Pearson bound
 
@@ -32,21 +33,21 @@ as private as it claims; ε_lb ≤ claimed ε shows nothing more than that this 
 not refute the claim (a lower bound is never a proof of privacy).  The tester must be
 able to fail: :class:`ScaledNoiseSampler` plants the bug "noise scale halved".
 
-Test statistics (``statistics``: the test fits each on the first half and keeps the
-event with the best bound, so trying several costs no validity)
---------------------------------------------------------------------------------------
-* ``"linear"``: s = x·w with w = Σ̂⁻¹(μ̂_D − μ̂_D') from the first half (Fisher's linear
+Test statistics (``statistics``: the test fits each on the first quarter and keeps the
+event with the best bound on the second, so trying several costs no validity)
+-----------------------------------------------------------------------------------
+* ``"linear"``: s = x·w with w = Σ̂⁻¹(μ̂_D − μ̂_D') from the first quarter (Fisher's linear
   discriminant).  For Gaussian noise with a common covariance this is the likelihood
   ratio, i.e. the Neyman–Pearson optimal statistic; used for releases whose coordinates
   are correlated (a counter's prefix sums S̃^1..S̃^T).
 * ``"sign"``: for outputs whose coordinates carry independent (discrete Laplace) noise:
-  keep the coordinates whose means differ on the first half (|z| > 4; at least the most
+  keep the coordinates whose means differ on the first quarter (|z| > 4; at least the most
   different one) and sum, over them, the empirical log likelihood ratio of the indicator
   "above the midpoint of the two means".  For a discrete Laplace shift by 1 this
   indicator *is* the likelihood ratio (|x − μ'| − |x − μ| takes two values), which a
   linear statistic misses.
 * ``"innovation-sign"``: ``"sign"`` on the innovations L⁻¹x (Σ̂ = LLᵀ, the Cholesky factor
-  of the first half's pooled covariance): each coordinate minus its best linear
+  of the first quarter's pooled covariance): each coordinate minus its best linear
   prediction from the earlier ones.  For a counter's prefix sums the innovations are
   close to the independent noisy nodes, where the sign statistic is the likelihood ratio.
 * ``"categorical"``: outputs are labels (the exponential mechanism's choice); s is the
@@ -185,9 +186,9 @@ def threshold_test(released: np.ndarray, released_neighbour: np.ndarray, *, delt
                    alpha: float,
                    statistics: Tuple[str, ...] = ("linear", "sign", "innovation-sign")
                    ) -> ThresholdTest:
-    """The two-half threshold test of the module docstring on N releases (rows) of M(D)
-    and N of M(D'): fit each statistic and choose the event on the first half, bound ε
-    on the second half."""
+    """The threshold test of the module docstring on N releases (rows) of M(D) and N of
+    M(D'): fit each statistic on the first quarter, choose the statistic and event on the
+    second quarter, bound ε on the second half."""
     unknown = set(statistics) - set(STATISTICS)
     if not statistics or unknown:
         raise ValueError(f"statistics must be some of {STATISTICS}, got {statistics!r}")
@@ -489,8 +490,8 @@ def privhp_case(neighbor: str, epsilon: float, prune_k: int = 4, depth: int = 4,
     sketch cells (:func:`privhp_noisy_counters`).  Neighbours: the last point removed
     (``add-remove``: one counter per tree level and j cells per sketch level +1) or moved
     by ½ (``replace``: it changes cell at every level, so every level's sensitivity is
-    doubled).  Claim: ε = Σ_ℓ ε_ℓ (basic composition).  ``level_shares``: explicit
-    ε_ℓ/ε (the config's ``level_epsilons``), else the default split.
+    doubled).  Claim: the config's ε (= Σ_ℓ ε_ℓ, basic composition).  ``level_shares``:
+    explicit ε_ℓ/ε (the config's ``level_epsilons``), else the default split.
 
     Under ``replace`` the root count n does not change, so ε_0 is never lost and the
     true ε is at most ε − ε_0; the catalogue gives the root a small share there so that
@@ -514,7 +515,7 @@ def privhp_case(neighbor: str, epsilon: float, prune_k: int = 4, depth: int = 4,
         return tuple(privhp_noisy_counters(a, sampler, n) for a in accumulators)
 
     return AuditCase(f"PrivHP k={prune_k} r={depth} sketch {sketch_depth}x{sketch_width}",
-                     neighbor, draw, epsilon=float(config.epsilons().sum()))
+                     neighbor, draw, epsilon=config.epsilon)
 
 
 # ---------------------------------------------------------------------- the catalogue

@@ -33,6 +33,7 @@ from continual_synth.mechanisms.samplers import (
     discrete_gaussian_variance,
     discrete_laplace_variance,
 )
+from test_samplers import chi_square, discrete_gaussian_pmf, discrete_laplace_pmf
 
 RELEASES = 20_000      # per input and case: the whole catalogue runs in ~30 s
 ALPHA = 0.05
@@ -284,34 +285,15 @@ def _parameters_used():
 USED = _parameters_used()
 
 
-def _chi_square_against(draws, support, pmf):
-    """Pearson's statistic with the tails merged into cells of expected count ≥ 5, and
-    its 1 − 1e-6 chi-square quantile."""
-    expected = draws.size * pmf
-    keep = np.flatnonzero(expected >= 5)
-    lo, hi = support[keep[0]], support[keep[-1]]
-    observed = np.bincount(np.clip(draws, lo, hi) - lo, minlength=hi - lo + 1)
-    exp_cells = expected[keep].copy()
-    exp_cells[0] += expected[: keep[0]].sum()
-    exp_cells[-1] += expected[keep[-1] + 1:].sum()
-    stat = float(((observed - exp_cells) ** 2 / exp_cells).sum())
-    return stat, stats.chi2.ppf(1 - 1e-6, exp_cells.size - 1)
-
-
 def test_seeded_discrete_laws_match_the_exact_pmf_at_every_parameter_used():
+    """Chi-square goodness of fit (test_samplers' check, level 1e-6) of 100 000 seeded
+    draws against the exact pmf at every σ² and scale the audits use."""
     assert USED["discrete_gaussian"] and USED["discrete_laplace"]
-    for method, params in (("discrete_gaussian", USED["discrete_gaussian"]),
-                           ("discrete_laplace", USED["discrete_laplace"])):
-        for i, param in enumerate(sorted(params)):
-            width = int(40 * math.sqrt(param) + 10) if method == "discrete_gaussian" \
-                else int(60 * param + 10)
-            support = np.arange(-width, width + 1)
-            exponent = (-(support.astype(float) ** 2) / (2 * param)
-                        if method == "discrete_gaussian" else -np.abs(support) / param)
-            pmf = np.exp(exponent - exponent.max())
-            pmf /= pmf.sum()
+    for method, pmf in (("discrete_gaussian", discrete_gaussian_pmf),
+                        ("discrete_laplace", discrete_laplace_pmf)):
+        for i, param in enumerate(sorted(USED[method])):
             draws = getattr(SeededSampler([8, i]), method)(param, 100_000)
-            stat, critical = _chi_square_against(draws, support, pmf)
+            stat, critical = chi_square(draws, *pmf(param))
             assert stat <= critical, (method, param, stat, critical)
 
 
@@ -326,7 +308,7 @@ def test_seeded_gaussian_and_selection_match_the_exact_law_where_used():
         sampler = SeededSampler([10, i])
         picks = np.array([sampler.exponential_mechanism(u, epsilon, sensitivity)
                           for _ in range(20_000)])
-        stat, critical = _chi_square_against(picks, np.arange(u.size), exact)
+        stat, critical = chi_square(picks, np.arange(u.size), exact)
         assert stat <= critical, (epsilon, sensitivity, stat, critical)
 
 
