@@ -5,7 +5,11 @@ every counter kind × unit × relation over T = 16, tabular selection over 64 ca
 and measurement over 16 cells, PrivHP in three configurations): draw ``--releases``
 seeded releases on each neighbouring input, run the Clopper–Pearson threshold test
 (mechanisms/privacy_tester.py) at confidence 1 − α, once with the correct sampler and
-once with the planted bug (noise scale halved, ``ScaledNoiseSampler(·, 0.5)``).
+once with the planted bug (noise scale halved, ``ScaledNoiseSampler(·, 0.5)``).  The
+seeded simulation sampler draws all of these; the families whose noise is a plain
+discrete Gaussian / Laplace vector (window, tabular measurement, PrivHP) are also run
+with OpenDP's exact sampler, the one that makes publishable releases, at
+``--exact-releases`` releases.
 
 A correct mechanism must give ε_lb ≤ claimed ε; the bugged one should give ε_lb >
 claimed ε ("caught").  zCDP cases claim ρ and are compared at ε(ρ, δ) (CKS 2020
@@ -22,7 +26,7 @@ import os
 import time
 
 from continual_synth.mechanisms.privacy_tester import ScaledNoiseSampler, audit_cases, run_case
-from continual_synth.mechanisms.samplers import SeededSampler
+from continual_synth.mechanisms.samplers import OpenDPSampler, SeededSampler
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -38,44 +42,55 @@ def main() -> None:
                         help="delta at which zCDP claims are compared (default 1e-3)")
     parser.add_argument("--epsilon", type=float, default=1.0,
                         help="pure-DP claim (default 1)")
+    parser.add_argument("--exact-releases", type=int, default=20_000,
+                        help="releases with OpenDP's exact sampler (default 20000; 0: skip)")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     args = parser.parse_args()
-    if args.releases < 1000:
-        parser.error("--releases must be at least 1000")
+    if args.releases < 1000 or 0 < args.exact_releases < 1000:
+        parser.error("--releases and --exact-releases (unless 0) must be at least 1000")
     if not 0 < args.alpha < 1:
         parser.error("--alpha must lie in (0, 1)")
 
     rows = []
     started = time.time()
     cases = audit_cases("bench", rho=args.rho, delta=args.delta, epsilon=args.epsilon)
-    for index, case in enumerate(cases):
+    runs = [(index, case, "seeded", args.releases) for index, case in enumerate(cases)]
+    if args.exact_releases:
+        runs += [(index, case, "opendp", args.exact_releases)
+                 for index, case in enumerate(cases)
+                 if case.family.startswith(("window k=2", "tabular measurement", "PrivHP"))]
+    for index, case, kind, releases in runs:
         tick = time.time()
-        correct = run_case(case, SeededSampler([args.seed, index, 0]), args.releases,
-                           args.alpha)
-        bugged = run_case(case, ScaledNoiseSampler(SeededSampler([args.seed, index, 1]), 0.5),
-                          args.releases, args.alpha)
-        row = {"family": case.family, "relation": case.relation, "claimed_rho": case.rho,
-               "delta": case.delta, "claimed_epsilon": case.claimed_epsilon,
-               "releases": args.releases, "correct": correct.to_dict(),
-               "bugged": bugged.to_dict(), "seconds": round(time.time() - tick, 2)}
+        samplers = ((OpenDPSampler(), OpenDPSampler()) if kind == "opendp" else
+                    (SeededSampler([args.seed, index, 0]), SeededSampler([args.seed, index, 1])))
+        correct = run_case(case, samplers[0], releases, args.alpha)
+        bugged = run_case(case, ScaledNoiseSampler(samplers[1], 0.5), releases, args.alpha)
+        row = {"family": case.family, "relation": case.relation, "sampler": kind,
+               "claimed_rho": case.rho, "delta": case.delta,
+               "claimed_epsilon": case.claimed_epsilon, "releases": releases,
+               "correct": correct.to_dict(), "bugged": bugged.to_dict(),
+               "seconds": round(time.time() - tick, 2)}
         rows.append(row)
-        print(f"{case.family:42s} {case.relation:11s} claim {case.claimed_epsilon:5.2f}  "
+        print(f"{case.family:42s} {case.relation:11s} {kind:6s} "
+              f"claim {case.claimed_epsilon:5.2f}  "
               f"lb {correct.epsilon_lower_bound:5.2f} ({correct.test.statistic})  "
               f"bug lb {bugged.epsilon_lower_bound:5.2f} ({bugged.test.statistic})  "
               f"{'CAUGHT' if bugged.refuted else 'missed'}"
               f"{'  CLAIM REFUTED' if correct.refuted else ''}  {row['seconds']}s", flush=True)
 
-    meta = {"releases": args.releases, "alpha": args.alpha, "rho": args.rho,
-            "delta": args.delta, "epsilon": args.epsilon, "seed": args.seed,
-            "sampler": "seeded", "seconds": round(time.time() - started, 1)}
+    meta = {"releases": args.releases, "exact_releases": args.exact_releases,
+            "alpha": args.alpha, "rho": args.rho, "delta": args.delta,
+            "epsilon": args.epsilon, "seed": args.seed,
+            "seconds": round(time.time() - started, 1)}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "privacy_tester.json"), "w", encoding="utf-8") as fh:
         json.dump({"meta": meta, "results": rows}, fh, indent=1)
     caught = sum(r["bugged"]["refuted"] for r in rows)
     refuted = sum(r["correct"]["refuted"] for r in rows)
     lines = [
-        f"Empirical privacy audit: {args.releases} seeded releases per neighbouring input, "
+        f"Empirical privacy audit: {args.releases} seeded releases per neighbouring input "
+        f"({args.exact_releases} for the rows with OpenDP's exact sampler), "
         f"Clopper-Pearson lower bound on epsilon at confidence {1 - args.alpha:g} "
         f"(statistic and threshold chosen on the first half, bound from the second). "
         f"zCDP claims rho = {args.rho:g} compared at delta = {args.delta:g}; pure-DP claims "
@@ -84,14 +99,14 @@ def main() -> None:
         f"Correct mechanisms refuted: {refuted} of {len(rows)}.  Planted bug caught: "
         f"{caught} of {len(rows)}.  Total time {meta['seconds']} s.",
         "",
-        "| family | relation | claimed rho | claimed eps | eps_lb (correct) | statistic | "
-        "eps_lb (noise halved) | statistic | bug caught |",
-        "|---|---|---:|---:|---:|---|---:|---|---|",
+        "| family | relation | sampler | releases | claimed rho | claimed eps | "
+        "eps_lb (correct) | statistic | eps_lb (noise halved) | statistic | bug caught |",
+        "|---|---|---|---:|---:|---:|---:|---|---:|---|---|",
     ]
     for r in rows:
         c, b = r["correct"], r["bugged"]
         lines.append(
-            f"| {r['family']} | {r['relation']} | "
+            f"| {r['family']} | {r['relation']} | {r['sampler']} | {r['releases']} | "
             f"{'' if r['claimed_rho'] is None else format(r['claimed_rho'], 'g')} | "
             f"{r['claimed_epsilon']:.3f} | {c['epsilon_lower_bound']:.3f} | {c['statistic']} | "
             f"{b['epsilon_lower_bound']:.3f} | {b['statistic']} | "

@@ -16,8 +16,9 @@ samplers, :mod:`continual_synth.mechanisms.samplers`), split each into two halve
 
 1. on the first half, fit a scalar test statistic s (below) on its first quarter of the
    releases and, on its second quarter, choose the event E = {s ≥ c} — or {s ≤ c} with
-   the roles of D and D' swapped — whose bound (2) is largest (fitting and choosing on
-   separate data keeps the choice honest about the fitted statistic's quality);
+   the roles of D and D' swapped — whose bound (2), predicted for the second half's size,
+   is largest (fitting and choosing on separate data keeps the choice honest about the
+   fitted statistic's quality);
 2. on the second half, count k = #{E} among the D releases and k' among the D' releases
    and report the Clopper–Pearson bound
 
@@ -155,16 +156,21 @@ _FITS = {"linear": _fit_linear, "sign": _fit_sign, "innovation-sign": _fit_innov
          "categorical": _fit_categorical}
 
 
-def _best_threshold(s: np.ndarray, t: np.ndarray, delta: float, alpha: float
-                    ) -> Tuple[float, float]:
-    """The c maximising the bound (2) of E = {score ≥ c}, from scores s (D) and t (D')."""
+def _best_threshold(s: np.ndarray, t: np.ndarray, delta: float, alpha: float,
+                    trials: int) -> Tuple[float, float]:
+    """The c maximising the bound (2) of E = {score ≥ c} predicted for ``trials`` releases
+    per input: from scores s (D) and t (D'), the event frequencies scaled to ``trials``
+    (so a rare, strong event is judged by the counts it will have in the estimation half,
+    not by its few hits here)."""
     candidates = np.unique(np.concatenate([s, t]))
     if candidates.size > 2048:
         candidates = np.unique(np.quantile(candidates, np.linspace(0, 1, 2048)))
     s_sorted, t_sorted = np.sort(s), np.sort(t)
-    count = s.size - np.searchsorted(s_sorted, candidates, side="left")
-    count_neighbour = t.size - np.searchsorted(t_sorted, candidates, side="left")
-    bounds = epsilon_lower_bound(count, count_neighbour, s.size, delta, alpha)
+    scale = trials / s.size
+    count = np.rint(scale * (s.size - np.searchsorted(s_sorted, candidates, side="left")))
+    count_neighbour = np.rint(scale * (t.size - np.searchsorted(t_sorted, candidates,
+                                                                 side="left")))
+    bounds = epsilon_lower_bound(count, count_neighbour, trials, delta, alpha)
     best = int(np.argmax(bounds))
     return float(candidates[best]), float(bounds[best])
 
@@ -205,7 +211,7 @@ def threshold_test(released: np.ndarray, released_neighbour: np.ndarray, *, delt
         s_fit, t_fit = score(x[quarter:half]), score(y[quarter:half])
         for direction, (a, b, sign) in (("D", (s_fit, t_fit, 1.0)),
                                         ("D'", (-t_fit, -s_fit, -1.0))):
-            threshold, bound = _best_threshold(a, b, delta, alpha)
+            threshold, bound = _best_threshold(a, b, delta, alpha, x.shape[0] - half)
             if best is None or bound > best[0]:
                 best = (bound, statistic, score, direction, sign * threshold)
     _, statistic, score, direction, threshold = best
