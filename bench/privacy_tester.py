@@ -7,8 +7,8 @@ seeded releases on each neighbouring input, run the Clopper–Pearson threshold 
 (mechanisms/privacy_tester.py) at confidence 1 − α, once with the correct sampler and
 once with the planted bug (noise scale halved, ``ScaledNoiseSampler(·, 0.5)``).  The
 seeded simulation sampler draws all of these; the families whose noise is a plain
-discrete Gaussian / Laplace vector (window, tabular measurement, PrivHP) are also run
-with OpenDP's exact sampler, the one that makes publishable releases, at
+discrete Gaussian / Laplace vector (window k = 2, tabular measurement, the smaller PrivHP
+configurations) are also run with OpenDP's exact sampler, the one that makes publishable releases, at
 ``--exact-releases`` releases.
 
 A correct mechanism must give ε_lb ≤ claimed ε; the bugged one should give ε_lb >
@@ -59,7 +59,8 @@ def main() -> None:
     if args.exact_releases:
         runs += [(index, case, "opendp", args.exact_releases)
                  for index, case in enumerate(cases)
-                 if case.family.startswith(("window k=2", "tabular measurement", "PrivHP"))]
+                 if case.family.startswith(("window k=2", "tabular measurement",
+                                            "PrivHP k=4", "PrivHP k=2"))]
     for index, case, kind, releases in runs:
         tick = time.time()
         samplers = ((OpenDPSampler(), OpenDPSampler()) if kind == "opendp" else

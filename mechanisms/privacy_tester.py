@@ -88,6 +88,7 @@ from continual_synth.mechanisms.samplers import Sampler
 
 STATISTICS = ("linear", "sign", "innovation-sign", "categorical")
 MIN_SHIFT_Z = 4.0   # sign: coordinates whose means differ by more than 4 std. errors
+CHOICE_ALPHA = 0.32  # choosing an event: one-σ (two-sided 68%) Clopper–Pearson bounds
 
 
 # ------------------------------------------------------------------ Clopper–Pearson bound
@@ -159,18 +160,21 @@ _FITS = {"linear": _fit_linear, "sign": _fit_sign, "innovation-sign": _fit_innov
 def _best_threshold(s: np.ndarray, t: np.ndarray, delta: float, alpha: float,
                     trials: int) -> Tuple[float, float]:
     """The c maximising the bound (2) of E = {score ≥ c} predicted for ``trials`` releases
-    per input: from scores s (D) and t (D'), the event frequencies scaled to ``trials``
-    (so a rare, strong event is judged by the counts it will have in the estimation half,
-    not by its few hits here)."""
+    per input, from scores s (D) and t (D'): the bound at ``trials`` of the cautious
+    frequencies P(E | D) ≈ its one-σ lower and P(E | D') ≈ its one-σ upper
+    Clopper–Pearson bound here.  A rare, strong event is judged by the counts it will
+    have in the estimation half, while an event whose few hits here are lucky is
+    discounted (the winner's curse of choosing among thousands of thresholds)."""
     candidates = np.unique(np.concatenate([s, t]))
     if candidates.size > 2048:
         candidates = np.unique(np.quantile(candidates, np.linspace(0, 1, 2048)))
     s_sorted, t_sorted = np.sort(s), np.sort(t)
-    scale = trials / s.size
-    count = np.rint(scale * (s.size - np.searchsorted(s_sorted, candidates, side="left")))
-    count_neighbour = np.rint(scale * (t.size - np.searchsorted(t_sorted, candidates,
-                                                                 side="left")))
-    bounds = epsilon_lower_bound(count, count_neighbour, trials, delta, alpha)
+    hits = s.size - np.searchsorted(s_sorted, candidates, side="left")
+    hits_neighbour = t.size - np.searchsorted(t_sorted, candidates, side="left")
+    p_low, _ = clopper_pearson(hits, s.size, CHOICE_ALPHA)
+    _, q_high = clopper_pearson(hits_neighbour, t.size, CHOICE_ALPHA)
+    bounds = epsilon_lower_bound(np.rint(p_low * trials), np.rint(q_high * trials), trials,
+                                 delta, alpha)
     best = int(np.argmax(bounds))
     return float(candidates[best]), float(bounds[best])
 
