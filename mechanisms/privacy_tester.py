@@ -150,7 +150,8 @@ def _fit_categorical(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.
     labels = int(max(x.max(), y.max())) + 1
     llr = np.log((np.bincount(x.ravel(), minlength=labels) + 0.5)
                  / (np.bincount(y.ravel(), minlength=labels) + 0.5))
-    return lambda r: llr[np.minimum(r.ravel(), labels - 1)]
+    # a label never seen while fitting carries no evidence: ratio 1
+    return lambda r: np.where(r.ravel() < labels, llr[np.minimum(r.ravel(), labels - 1)], 0.0)
 
 
 _FITS = {"linear": _fit_linear, "sign": _fit_sign, "innovation-sign": _fit_innovation_sign,
@@ -362,7 +363,7 @@ def window_case(neighbor: str, rho: float, delta: float, window: int = 2,
     def draw(sampler, n):
         return tuple(window_releases(config, h, sampler, n) for h in histograms)
 
-    return AuditCase(f"window k={window} |A|={size}", neighbor, draw, rho=config.rho,
+    return AuditCase(f"window k={window}, {size} letters", neighbor, draw, rho=config.rho,
                      delta=delta)
 
 
