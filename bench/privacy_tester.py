@@ -1,15 +1,16 @@
 """Empirical privacy audit of every mechanism family (issue 9 item 6), benchmark size.
 
-For every case of ``audit_cases("bench")`` (window histogram k = 2 and k = 3 over |A| = 3,
-every counter kind × unit × relation over T = 16, tabular selection over 64 candidates
-and measurement over 16 cells, PrivHP in three configurations): draw ``--releases``
+For every case of ``audit_cases("bench")`` (window histogram with k = 2 over 2 letters and
+k = 3 over 3 letters, every counter kind × unit × relation over T = 16, tabular selection
+over 64 candidates and measurement over 16 cells, PrivHP in four configurations — two
+per relation): draw ``--releases``
 seeded releases on each neighbouring input, run the Clopper–Pearson threshold test
 (mechanisms/privacy_tester.py) at confidence 1 − α, once with the correct sampler and
 once with the planted bug (noise scale halved, ``ScaledNoiseSampler(·, 0.5)``).  The
 seeded simulation sampler draws all of these; the families whose noise is a plain
 discrete Gaussian / Laplace vector (window k = 2, tabular measurement, the smaller PrivHP
-configurations) are also run with OpenDP's exact sampler, the one that makes publishable releases, at
-``--exact-releases`` releases.
+configurations) are also run with OpenDP's exact sampler, the one that makes publishable
+releases, at ``--exact-releases`` releases (not seeded: those rows vary between runs).
 
 A correct mechanism must give ε_lb ≤ claimed ε; the bugged one should give ε_lb >
 claimed ε ("caught").  zCDP cases claim ρ and are compared at ε(ρ, δ) (CKS 2020
