@@ -38,6 +38,7 @@ from continual_synth.mechanisms.counters import (
     UNBOUNDED_KINDS,
     StreamCounter,
     counter_kinds,
+    counter_units,
     default_block_size,
     make_counter,
     max_variance,
@@ -52,8 +53,8 @@ N_RUNS = 20_000          # coordinates of the one vector counter per statistical
 RHO, EPSILON = 1.0, 1.0
 
 KINDS = counter_kinds()
-CASES = [(kind, unit) for kind in KINDS for unit in ("rho", "epsilon")
-         if not (kind == "sqrt-factorisation" and unit == "epsilon")]
+CASES = [(kind, unit) for kind in KINDS for unit in counter_units(kind)]
+GAUSSIAN_KINDS = ("sqrt-factorisation", "blt")     # continuous Gaussian, real outputs
 IDS = [f"{k}-{u}" for k, u in CASES]
 
 
@@ -112,8 +113,9 @@ def rows_privacy_cost(counter, n):
 # --------------------------------------------------------------------------- registry
 
 def test_counter_kinds():
-    assert KINDS == ["simple", "block", "tree", "honaker", "sqrt-factorisation", "hybrid",
-                     "unbounded-block"]
+    assert KINDS == ["simple", "block", "tree", "honaker", "kary", "sqrt-factorisation",
+                     "blt", "hybrid", "unbounded-block"]
+    assert [k for k in KINDS if "epsilon" not in counter_units(k)] == list(GAUSSIAN_KINDS)
     assert set(UNBOUNDED_KINDS) == {"simple", "hybrid", "unbounded-block"}
 
 
@@ -128,7 +130,7 @@ def test_zero_noise_gives_exact_prefix_sums(kind, unit, horizon):
     z = rng.integers(0, 50, size=(steps, 3)).astype(float)
     out = np.array([counter.feed(z[t], ZeroSampler()) for t in range(steps)])
     assert out.dtype == np.float64 and out.shape == (steps, 3)
-    if kind == "sqrt-factorisation":   # C·(C z) in floating point
+    if kind in GAUSSIAN_KINDS:   # real-valued factorisations, in floating point
         np.testing.assert_allclose(out, z.cumsum(axis=0), rtol=1e-12, atol=1e-9)
     else:
         np.testing.assert_array_equal(out, z.cumsum(axis=0))
@@ -388,7 +390,7 @@ def test_opendp_sampler(kind, unit):
         errors.append(counter.feed(z, sampler) - truth)
     errors = np.array(errors)
     assert np.isfinite(errors).all()
-    if kind == "sqrt-factorisation":
+    if kind in GAUSSIAN_KINDS:
         assert not np.allclose(errors, np.round(errors))
     elif kind != "honaker":
         np.testing.assert_array_equal(errors, np.round(errors))
