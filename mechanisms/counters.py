@@ -658,30 +658,26 @@ def kary_digit_sums(ts: np.ndarray, arity: int) -> np.ndarray:
     return total
 
 
-@lru_cache(maxsize=256)
-def default_arity(horizon: int, unit: str) -> int:
-    """The arity k minimising the k-ary tree's maximum variance over t = 1..T (ties: the
-    mean), with the node variance's dependence on the h = ⌊log_k T⌋ + 1 levels an entry
-    touches: ∝ h² for Laplace (b = E·h/ε), ∝ h for Gaussian (σ² = E·h/(2ρ)).
-    Candidates 2 ≤ k ≤ max(2√T + 2, …) and k = T + 1 (one level: the simple counter)."""
-    ts = np.arange(1, horizon + 1)
-    power = 2 if unit == "epsilon" else 1
-    candidates = set(range(2, min(horizon, 2 * math.isqrt(horizon) + 2) + 1)) | {horizon + 1}
+@lru_cache(maxsize=4096)
+def _kary_digit_stats(horizon: int, arity: int) -> Tuple[int, float]:
+    """(max, mean) over t = 1..T of the base-k digit sums."""
+    digits = kary_digit_sums(np.arange(1, horizon + 1), arity)
+    return int(digits.max()), float(digits.mean())
 
-    def key(k):
-        digits = kary_digit_sums(ts, k)
-        scale = kary_levels(horizon, k) ** power
-        return (scale * int(digits.max()), scale * float(digits.mean()), k)
 
-    return min(candidates, key=key)
+def kary_arity_candidates(horizon: int) -> List[int]:
+    """Arities worth trying: 2 ≤ k ≤ 2√T + 2 (beyond √T the tree has two levels and the
+    block counter's optimum is near √T) and k = T + 1 (one level: the simple counter)."""
+    return sorted(set(range(2, min(horizon, 2 * math.isqrt(horizon) + 2) + 1)) | {horizon + 1})
 
 
 class KaryTreeCounter(StreamCounter):
     """k-ary tree counter (Chan, Shi, Song 2011's binary mechanism in base k; the k-ary
     tree mechanism of Andersson, Pagh, Steiner, Torkamani, "Count on your elders:
     Laplace vs Gaussian noise", FORC 2025, §3, *without* their negative digits), bounded
-    horizon T, option ``arity`` = k ≥ 2 (default :func:`default_arity`: the k of least
-    maximum variance for T and the noise).  Made for pure ε-DP (discrete Laplace), where
+    horizon T, option ``arity`` = k ≥ 2 (default: among :func:`kary_arity_candidates`,
+    the k of least maximum variance over t = 1..T with this counter's exact node noise
+    — ties: least mean variance).  Made for pure ε-DP (discrete Laplace), where
     its few levels pay twice: variance ∝ (levels)² per node.
 
     Nodes: the aligned blocks (q·k^i, (q+1)·k^i] for levels i = 0..h−1, h = ⌊log_k T⌋ + 1.
@@ -704,12 +700,19 @@ class KaryTreeCounter(StreamCounter):
     def __init__(self, horizon, arity: Optional[int] = None, **kw):
         options = {} if arity is None else {"arity": arity}
         super().__init__(horizon, **kw, **options)
-        self.arity = (default_arity(self.horizon, self.unit) if arity is None
+        self.arity = (self._best_arity() if arity is None
                       else _check_int("arity", arity, 2))
         self.levels = kary_levels(self.horizon, self.arity)
         self.param = self._calibrate(self.levels)
         self._true = np.zeros((self.levels, self.dim))    # current node per level (private)
         self._noisy = np.zeros((self.levels, self.dim))   # Σ released children per level
+
+    def _best_arity(self) -> int:
+        def key(k):
+            v = self.node_variance(self._calibrate(kary_levels(self.horizon, k)))
+            most, mean = _kary_digit_stats(self.horizon, k)
+            return (v * most, v * mean, k)
+        return min(kary_arity_candidates(self.horizon), key=key)
 
     def _ending(self, t: int) -> List[Tuple[int, bool]]:
         """(level, released) for every node ending at t: released unless a last child."""
@@ -933,6 +936,8 @@ def blt_inverse_coefficients(theta: np.ndarray, omega: np.ndarray,
 def _blt_loss(params: np.ndarray, buffers: int, horizon: int) -> float:
     """log max std + log mean std of the BLT counter at unit ρ, E = 1 (the objective)."""
     theta, omega = _blt_unpack(params, buffers)
+    if not (np.isfinite(theta).all() and np.isfinite(omega).all()):
+        return 1e3
     c = blt_coefficients(theta, omega, horizon)
     b = np.cumsum(blt_inverse_coefficients(theta, omega, horizon))
     var = np.cumsum(b ** 2) * np.sum(c ** 2)
@@ -943,6 +948,7 @@ def _blt_loss(params: np.ndarray, buffers: int, horizon: int) -> float:
 
 def _blt_unpack(params: np.ndarray, buffers: int):
     """θ = logistic(a) ∈ (0, 1), ω = exp(w) > 0: C ≥ 0 entrywise, decays below 1."""
+    params = np.clip(params, -40.0, 40.0)
     return 1.0 / (1.0 + np.exp(-params[:buffers])), np.exp(params[buffers:])
 
 
@@ -961,7 +967,7 @@ def optimise_blt_parameters(horizon: int, buffers: int) -> Tuple[Tuple[float, ..
         omega0 = np.full(buffers, 0.5 / buffers)
     else:
         theta, omega = optimise_blt_parameters((horizon + 1) // 2, buffers)
-        theta0 = 1.0 - (1.0 - np.asarray(theta)) / 2.0
+        theta0 = np.clip(1.0 - (1.0 - np.asarray(theta)) / 2.0, 1e-9, 1.0 - 1e-15)
         omega0 = np.asarray(omega)
     x = np.concatenate([np.log(theta0 / (1.0 - theta0)), np.log(omega0)])
     best = None
