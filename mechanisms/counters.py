@@ -158,6 +158,7 @@ class StreamCounter:
     kind = "abstract"
     unbounded = False          # True: horizon may be None (epochs continue forever)
     units = ("rho", "epsilon")   # budgets the counter accepts
+    integer_valued = True        # integer inputs give integer outputs (discrete noise sums)
     option_names: Tuple[str, ...] = ()
 
     def __init__(self, horizon: Optional[int], *, rho: Optional[float] = None,
@@ -586,6 +587,7 @@ class HonakerTreeCounter(StreamCounter):
     """
 
     kind = "honaker"
+    integer_valued = False       # weighted averages
 
     def __init__(self, horizon, **kw):
         super().__init__(horizon, **kw)
@@ -781,6 +783,7 @@ class _ToeplitzFactorisation(StreamCounter):
     """
 
     units = ("rho",)
+    integer_valued = False
 
     def _noise_type(self):
         return GAUSSIAN
@@ -1250,6 +1253,7 @@ _KINDS = {cls.kind: cls for cls in (SimpleCounter, BlockCounter, TreeCounter,
                                     SqrtFactorisationCounter, BLTCounter, HybridCounter,
                                     UnboundedBlockCounter)}
 UNBOUNDED_KINDS = frozenset(k for k, cls in _KINDS.items() if cls.unbounded)
+INTEGER_KINDS = frozenset(k for k, cls in _KINDS.items() if cls.integer_valued)
 
 
 def counter_kinds() -> List[str]:
