@@ -691,9 +691,12 @@ class KaryTreeCounter(StreamCounter):
     Sensitivity: an entry lies in one node per level and entry 1 in a released node at
     every one of the h levels (its nodes are first children) → L1 = L2² = E·h;
     σ² = E·h/(2ρ), b = E·h/ε.
-    Variance: Var(S̃^t − S^t) = (Σ_i digit_i(t))·v.  With the default arity, the maximum
-    variance is 3-4× below the binary tree's under ε (k = 4-11 for T = 10²-10⁴) and
-    about 2× below ``honaker``'s (bench/results/counters_error.md).
+    Variance: Var(S̃^t − S^t) = (Σ_i digit_i(t))·v.  Under ε, with the default arity, the
+    maximum std is 1.9-2.3× below the binary tree's (≈ 4× in variance) and 1.5-1.8× below
+    ``honaker``'s for T = 10² … 2^16 (bench/results/counters_error.md).  Below T ≈ 2 000 the
+    best k exceeds √T, the tree has two levels and the counter is the block counter
+    (k = 32 at T = 1024); beyond, three or more levels win (k = 22 at T = 10⁴: max std
+    0.84× the block counter's; 0.69× at 2^16).  Under ρ it beats only the tree.
     """
 
     kind = "kary"
