@@ -44,7 +44,7 @@ variance and the corollary, which depends on ρ alone, no longer bounds the erro
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Dict, List, Optional, Tuple
 

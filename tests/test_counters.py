@@ -579,6 +579,16 @@ def test_kary_level_count(horizon, arity, levels):
     assert counter.param == pytest.approx(levels / EPSILON)
 
 
+@pytest.mark.parametrize("kind,unit", [("blt", "rho"), ("kary", "epsilon"), ("kary", "rho")])
+@pytest.mark.parametrize("horizon", [45, 130])
+def test_new_counters_variance_at_longer_horizons(kind, unit, horizon):
+    """The moment checks of test_unbiased_… at every t of longer streams (other arities,
+    other BLT table entries than T = 16)."""
+    counter, errors = empirical_errors(kind, unit, horizon, seed=horizon)
+    mean_z, var_z = moment_checks(errors, counter.variances(np.arange(1, horizon + 1)))
+    assert mean_z.max() < Z and var_z.max() < Z
+
+
 # --------------------------------------------------------------------------- power, tails
 
 @pytest.mark.parametrize("kind,unit", [("blt", "rho"), ("kary", "epsilon")])
