@@ -48,12 +48,13 @@ each counter are also materialised into synthetic people
 (``emission.assign_group_values``, as Algorithm 2 draws them) to check that the people
 reproduce the released counts exactly.
 
-Run (from the repository root; about 1 minute on 2 cores)::
+Run (from the repository root; about 6 minutes on 2 cores for the six variants)::
 
     python bench/fig7_cumulative_simulation.py
     python bench/fig7_cumulative_simulation.py --runs 200 --panels realistic --output-dir /tmp/f7
 
-Writes ``<output-dir>/fig7_cumulative_error.json``, ``fig7_cumulative_error.png`` (worst
+Writes (with ``_replace`` before the extension under ``--neighbor replace``)
+``<output-dir>/fig7_cumulative_error.json``, ``fig7_cumulative_error.png`` (worst
 error per period: median and 2.5–97.5 % band per counter, dashed Corollary B.1 line,
 dotted variance bounds), ``fig7_cumulative_error_hist.png`` (the paper's Figure 7 form:
 histogram of the runs' worst-case error with the bound as a vertical line) and
@@ -534,17 +535,18 @@ def main(argv: Sequence[str] = None) -> Dict:
                                           for c in shares}},
         "verdict": verdict, "runtime_seconds": seconds, "workers": workers,
     }
-    with open(os.path.join(args.output_dir, "fig7_cumulative_error.json"), "w",
+    tag = "" if args.neighbor == "add-remove" else f"_{args.neighbor}"
+    with open(os.path.join(args.output_dir, f"fig7_cumulative_error{tag}.json"), "w",
               encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, allow_nan=False)
 
-    draw_error_figure(os.path.join(args.output_dir, "fig7_cumulative_error.png"), periods,
+    draw_error_figure(os.path.join(args.output_dir, f"fig7_cumulative_error{tag}.png"), periods,
                       results, configs, n, args.runs, corollary)
-    draw_histogram_figure(os.path.join(args.output_dir, "fig7_cumulative_error_hist.png"),
+    draw_histogram_figure(os.path.join(args.output_dir, f"fig7_cumulative_error_hist{tag}.png"),
                           results, configs, n, args.runs, corollary)
     if shares:
         shown = [c for c in SHARE_COUNTERS if c in shares] or list(shares)[:2]
-        draw_share_figure(os.path.join(args.output_dir, "fig8_cumulative_shares.png"),
+        draw_share_figure(os.path.join(args.output_dir, f"fig8_cumulative_shares{tag}.png"),
                           periods, shares, shown, n, args.rho, args.runs)
     return summary
 
