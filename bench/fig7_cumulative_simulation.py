@@ -11,9 +11,12 @@ runs of the *seeded* (simulation, not-for-publication) sampler, ``SeededSampler(
 with seeds 0..999 (the same seeds for every counter and panel, so the counters' noise
 draws are shared across panels; the panels differ only through monotonisation).
 
-Counters: ``tree`` (the paper's; budget split of App. B, ρ_b ∝ max(⌈log2(T−b+1)⌉,1)³)
-and the better ones we have, ``sqrt-factorisation`` and ``honaker`` (budget split that
-equalises the counters' worst-case variance; ``CumulativeConfig.counter_rhos``).
+Variants ``counter/split`` (``--variants``): ``tree/paper`` (the paper's: tree counters,
+App. B's split ρ_b ∝ max(⌈log2(T−b+1)⌉,1)³), and with the equal-variance split (ρ_b ∝
+counter b's worst-case variance, the default of ``CumulativeConfig``): ``tree``,
+``honaker``, ``kary``, ``sqrt-factorisation`` and ``blt`` (the best zCDP counter in
+bench/results/counters_error.md, at O(d) memory).  ``--neighbor replace`` re-runs the
+setting under the replace relation (Corollary B.1 is then not stated, so not shown).
 
 Panels: the all-ones panel (App. C.1's extreme case, ``sipp_like.all_ones_panel``) and a
 realistic simulated SIPP-like poverty panel (``sipp_like.generate_panel(25_000, 12)``).
@@ -29,10 +32,11 @@ every period t.  Errors, vectorised over runs:
 
 The distribution over runs (median, 2.5/97.5 percentiles) is compared with
 
-* Corollary B.1 (``config.corollary_b1_bound``, β* = β): the paper's bound, derived for
-  tree counters with ⌈log2 h⌉ noisy levels; shown for every counter as the reference;
-* the variance bound (``config.variance_bound``): the counters' exact variances,
-  sub-Gaussian tails, union over the T(T+1)/2 pairs (b, t);
+* Corollary B.1 (``paper_corollary_b1_bound`` of the tree/paper/add-remove config,
+  β* = β): the paper's bound, derived for tree counters with ⌈log2 h⌉ noisy levels; shown
+  for every variant as the reference (add-remove only);
+* the variance bound (``config.variance_bound``, the manifest's headline ``error_bound``):
+  the counters' exact variances, sub-Gaussian tails, union over the T(T+1)/2 pairs (b, t);
 
 with the fraction of runs whose worst-case error exceeds each (the bounds promise ≤ β)
 and a one-sided binomial p-value for "the exceedance probability is ≤ β".
@@ -44,12 +48,13 @@ each counter are also materialised into synthetic people
 (``emission.assign_group_values``, as Algorithm 2 draws them) to check that the people
 reproduce the released counts exactly.
 
-Run (from the repository root; about 1 minute on 2 cores)::
+Run (from the repository root; about 6 minutes on 2 cores for the six variants)::
 
     python bench/fig7_cumulative_simulation.py
     python bench/fig7_cumulative_simulation.py --runs 200 --panels realistic --output-dir /tmp/f7
 
-Writes ``<output-dir>/fig7_cumulative_error.json``, ``fig7_cumulative_error.png`` (worst
+Writes (with ``_replace`` before the extension under ``--neighbor replace``)
+``<output-dir>/fig7_cumulative_error.json``, ``fig7_cumulative_error.png`` (worst
 error per period: median and 2.5–97.5 % band per counter, dashed Corollary B.1 line,
 dotted variance bounds), ``fig7_cumulative_error_hist.png`` (the paper's Figure 7 form:
 histogram of the runs' worst-case error with the bound as a vertical line) and
@@ -68,8 +73,8 @@ import numpy as np
 from scipy import stats
 
 from continual_synth.mechanisms.counters import counter_kinds
-from continual_synth.mechanisms.cumulative import (CumulativeConfig, CumulativeState, step,
-                                                   threshold_counts)
+from continual_synth.mechanisms.cumulative import (BUDGET_SPLITS, CumulativeConfig,
+                                                   CumulativeState, step, threshold_counts)
 from continual_synth.mechanisms.emission import assign_group_values
 from continual_synth.mechanisms.samplers import SeededSampler
 from continual_synth.pipelines.plots import _draw_series, _figure, _finish_axes, _save
@@ -77,9 +82,10 @@ from continual_synth.pipelines.sipp_like import all_ones_panel, generate_panel
 
 PERCENTILES = (2.5, 50.0, 97.5)
 PANELS = ("all-ones", "realistic")
-COUNTERS = ("tree", "sqrt-factorisation", "honaker")
+COUNTERS = ("tree/paper", "tree/equal-variance", "honaker/equal-variance",
+            "kary/equal-variance", "sqrt-factorisation/equal-variance", "blt/equal-variance")
 SHARE_THRESHOLDS = (1, 2, 3, 4)
-SHARE_COUNTERS = ("tree", "sqrt-factorisation")   # drawn in the Figure 8 view (all in JSON)
+SHARE_COUNTERS = ("tree/paper", "blt/equal-variance")   # Figure 8 view (all in JSON)
 PANEL_TITLES = {"all-ones": "all-ones panel (App. C.1)",
                 "realistic": "SIPP-like panel (generate_panel)"}
 
@@ -159,6 +165,14 @@ def band(values: np.ndarray) -> Dict[str, List[float]]:
             "p97.5": np.atleast_1d(hi).tolist()}
 
 
+def cor_cells(result) -> str:
+    """'>CorB.1' and 'p' columns (blank where the corollary is not stated)."""
+    if result is None:
+        return f"{'n/a':>7} {'':>6}"
+    return (f"{100 * result['fraction_above']:6.1f}%"
+            f" {result['p_value_if_rate_is_beta']:6.3f}")
+
+
 def exceedance(run_max: np.ndarray, bound: float, beta: float) -> Dict[str, float]:
     """Fraction of runs above ``bound`` and the one-sided binomial p-value of seeing at
     least that many if the true exceedance probability were β."""
@@ -171,7 +185,7 @@ def exceedance(run_max: np.ndarray, bound: float, beta: float) -> Dict[str, floa
 # ---------------------------------------------------------------------------- figures
 
 def draw_error_figure(path: str, periods: np.ndarray, results: Dict, configs: Dict,
-                      n: int, runs: int) -> None:
+                      n: int, runs: int, corollary) -> None:
     """Worst error per period (/n): median + band per counter, one axes per panel."""
     panels = list(results)
     fig = _figure(6.2 * len(panels), 4.4)
@@ -185,20 +199,23 @@ def draw_error_figure(path: str, periods: np.ndarray, results: Dict, configs: Di
             ax.axhline(configs[counter].variance_bound / n, color=color, linestyle=":",
                        linewidth=1.4, label=f"{counter}: variance bound")
             top = max(top, configs[counter].variance_bound / n)
-        ax.axhline(configs[COUNTERS[0]].corollary_b1_bound / n, color="black", linestyle="--",
-                   linewidth=1.2, label="Corollary B.1 bound α*")
+        if corollary is not None:
+            ax.axhline(corollary / n, color="black", linestyle="--",
+                       linewidth=1.2, label="paper's Corollary B.1 bound α*")
         _finish_axes(ax, periods, xlabel="period t", ylabel="max_b |Ŝ_b^t − S_b^t| / n")
         ax.set_title(PANEL_TITLES[panel_name], fontsize="medium")
     for ax in axes:
         ax.set_ylim(0, top * 1.45)
     axes[0].legend(frameon=False, fontsize="x-small", loc="upper left", ncol=2)
+    any_config = next(iter(configs.values()))
     fig.suptitle(f"Algorithm 2, worst error over b per period: median and 2.5–97.5 % of "
-                 f"{runs} runs (n = {n}, ρ = {configs[COUNTERS[0]].rho})", fontsize="medium")
+                 f"{runs} runs (n = {n}, ρ = {any_config.rho}, {any_config.neighbor})",
+                 fontsize="medium")
     _save(fig, path)
 
 
 def draw_histogram_figure(path: str, results: Dict, configs: Dict, n: int,
-                          runs: int) -> None:
+                          runs: int, corollary) -> None:
     """The paper's Figure 7 form: histogram of max_{b,t} error / n with the bounds."""
     panels = list(results)
     fig = _figure(6.2 * len(panels), 4.0)
@@ -212,15 +229,18 @@ def draw_histogram_figure(path: str, results: Dict, configs: Dict, n: int,
             color = patches[0].get_facecolor()
             ax.axvline(configs[counter].variance_bound / n, color=color[:3], linestyle=":",
                        linewidth=1.6, label=f"{counter}: variance bound")
-        ax.axvline(configs[COUNTERS[0]].corollary_b1_bound / n, color="black",
-                   linestyle="--", linewidth=1.2, label="Corollary B.1 bound α*")
+        if corollary is not None:
+            ax.axvline(corollary / n, color="black", linestyle="--", linewidth=1.2,
+                       label="paper's Corollary B.1 bound α*")
         ax.set_xlabel("worst-case error max_{b,t} |Ŝ_b^t − S_b^t| / n")
         ax.set_ylabel("runs")
         ax.spines[["top", "right"]].set_visible(False)
         ax.set_title(PANEL_TITLES[panel_name], fontsize="medium")
     axes[-1].legend(frameon=False, fontsize="x-small")
+    any_config = next(iter(configs.values()))
     fig.suptitle(f"Distribution of the worst-case error over {runs} runs (arXiv v1 Fig. 7"
-                 f" form; n = {n}, ρ = {configs[COUNTERS[0]].rho})", fontsize="medium")
+                 f" form; n = {n}, ρ = {any_config.rho}, {any_config.neighbor})",
+                 fontsize="medium")
     _save(fig, path)
 
 
@@ -267,7 +287,10 @@ def main(argv: Sequence[str] = None) -> Dict:
     parser.add_argument("--rho", type=float, default=0.005, help="total zCDP ρ (0.005)")
     parser.add_argument("--beta", type=float, default=0.05, help="β (0.05)")
     parser.add_argument("--counters", default=",".join(COUNTERS),
-                        help=f"comma-separated counter kinds ({','.join(COUNTERS)})")
+                        help=f"comma-separated counter/split variants ({','.join(COUNTERS)}); "
+                             "a bare counter kind takes the default split")
+    parser.add_argument("--neighbor", default="add-remove", choices=["add-remove", "replace"],
+                        help="neighbouring relation (add-remove, the paper's)")
     parser.add_argument("--panels", default=",".join(PANELS),
                         help=f"comma-separated panels from {PANELS} (both)")
     parser.add_argument("--record-runs", type=int, default=20,
@@ -282,8 +305,10 @@ def main(argv: Sequence[str] = None) -> Dict:
     counters = [c.strip() for c in args.counters.split(",") if c.strip()]
     panels = [p.strip() for p in args.panels.split(",") if p.strip()]
     for c in counters:
-        if c not in counter_kinds():
-            parser.error(f"unknown counter {c!r}; choose from {counter_kinds()}")
+        kind, _, split = c.partition("/")
+        if kind not in counter_kinds() or split not in ("",) + BUDGET_SPLITS:
+            parser.error(f"unknown variant {c!r}; counters {counter_kinds()}, splits "
+                         f"{BUDGET_SPLITS}")
     for p in panels:
         if p not in PANELS:
             parser.error(f"unknown panel {p!r}; choose from {PANELS}")
@@ -292,9 +317,14 @@ def main(argv: Sequence[str] = None) -> Dict:
 
     started = time.perf_counter()
     n, horizon, beta = args.people, args.horizon, args.beta
-    configs = {c: CumulativeConfig(horizon=horizon, rho=args.rho, neighbor="add-remove",
-                                   counter=c, beta=beta, public_population=True)
+    configs = {c: CumulativeConfig(horizon=horizon, rho=args.rho, neighbor=args.neighbor,
+                                   counter=c.partition("/")[0], beta=beta,
+                                   public_population=True,
+                                   budget_split=c.partition("/")[2] or None)
                for c in counters}
+    corollary = CumulativeConfig(horizon=horizon, rho=args.rho, neighbor=args.neighbor,
+                                 counter="tree", beta=beta, public_population=True,
+                                 budget_split="paper").paper_corollary_b1_bound
     truths = {p: truth(panel_matrix(p, n, horizon)) for p in panels}
 
     seeds = list(range(args.runs))
@@ -341,7 +371,8 @@ def main(argv: Sequence[str] = None) -> Dict:
                 "per_threshold_median_counts": np.median(per_threshold, axis=0).tolist(),
                 "per_threshold_max_std_exact": std_exact,
                 "counter_rhos": config.counter_rhos.tolist(),
-                "corollary_b1": exceedance(run_max, config.corollary_b1_bound, beta),
+                "corollary_b1": (None if corollary is None
+                                 else exceedance(run_max, corollary, beta)),
                 "variance_bound": exceedance(run_max, config.variance_bound, beta),
                 "monotonisation_events": {"median": float(np.median(monotonised)),
                                           "max": int(monotonised.max())},
@@ -371,16 +402,18 @@ def main(argv: Sequence[str] = None) -> Dict:
     seconds = time.perf_counter() - started
 
     # ---- report --------------------------------------------------------------------
-    any_config = configs[counters[0]]
     print(f"Bun et al. Algorithm 2 (cumulative), worst-case error as in arXiv v1 Fig. 7 /"
-          f" 2024 Cor. B.1: n = {n}, T = {horizon}, ρ = {args.rho} (add-remove, n public),"
+          f" 2024 Cor. B.1: n = {n}, T = {horizon}, ρ = {args.rho} ({args.neighbor}, n public),"
           f" β = {beta}, {args.runs} runs (seeds 0..{args.runs - 1}, seeded sampler)")
-    print(f"Corollary B.1 bound α* = {any_config.corollary_b1_bound:.1f} people"
-          f" = {any_config.corollary_b1_bound / n:.5f} of n (same for every counter)")
+    if corollary is not None:
+        print(f"paper's Corollary B.1 bound α* = {corollary:.1f} people"
+              f" = {corollary / n:.5f} of n (same for every variant)")
+    else:
+        print(f"Corollary B.1: not stated by the paper under {args.neighbor}; not shown")
     for c in counters:
-        print(f"variance bound {c:>18}: {configs[c].variance_bound:8.1f} people"
+        print(f"error_bound (variance bound) {c:>34}: {configs[c].variance_bound:8.1f} people"
               f" = {configs[c].variance_bound / n:.5f} of n")
-    header = (f"{'panel':>9} {'counter':>18} | {'median':>7} {'p2.5':>7} {'p97.5':>7} {'max':>6}"
+    header = (f"{'panel':>9} {'variant':>34} | {'median':>7} {'p2.5':>7} {'p97.5':>7} {'max':>6}"
               f" | {'median/n':>8} {'p97.5/n':>8} | {'>CorB.1':>7} {'p':>6} | {'>varbd':>7}"
               f" {'p':>6} | {'monot.':>6}")
     print("\nWorst-case error max_{b,t} |Ŝ_b^t − S_b^t| per run (counts; /n = proportion)")
@@ -390,10 +423,9 @@ def main(argv: Sequence[str] = None) -> Dict:
         for c in counters:
             r = results[p][c]
             w = r["worst_error_counts"]
-            print(f"{p:>9} {c:>18} | {w['median']:7.1f} {w['p2.5']:7.1f} {w['p97.5']:7.1f}"
+            print(f"{p:>9} {c:>34} | {w['median']:7.1f} {w['p2.5']:7.1f} {w['p97.5']:7.1f}"
                   f" {max(r['run_max_counts']):6d} | {w['median'] / n:8.5f}"
-                  f" {w['p97.5'] / n:8.5f} | {100 * r['corollary_b1']['fraction_above']:6.1f}%"
-                  f" {r['corollary_b1']['p_value_if_rate_is_beta']:6.3f} |"
+                  f" {w['p97.5'] / n:8.5f} | {cor_cells(r['corollary_b1'])} |"
                   f" {100 * r['variance_bound']['fraction_above']:6.1f}%"
                   f" {r['variance_bound']['p_value_if_rate_is_beta']:6.3f} |"
                   f" {r['monotonisation_events']['median']:6.0f}")
@@ -422,7 +454,7 @@ def main(argv: Sequence[str] = None) -> Dict:
                 for c in counters))
         print("\nFigure 8 view (realistic panel): share with ≥ b ones, synthetic mean vs truth")
         for c in counters:
-            print(f"  {c:>18}: max |mean − truth| over b = 1..{max(SHARE_THRESHOLDS)}, t ="
+            print(f"  {c:>34}: max |mean − truth| over b = 1..{max(SHARE_THRESHOLDS)}, t ="
                   f" {max(v['max_abs_bias'] for v in shares[c].values()):.5f}"
                   f" (max |z| of the mean {max(v['max_abs_bias_z'] for v in shares[c].values()):.1f})")
         t_show = [3, 6, 9, 12]
@@ -448,23 +480,30 @@ def main(argv: Sequence[str] = None) -> Dict:
     for p in panels:
         for c in counters:
             r = results[p][c]
-            cor, var = r["corollary_b1"]["fraction_above"], r["variance_bound"]["fraction_above"]
+            var = r["variance_bound"]["fraction_above"]
             good_var = var <= beta
-            good_cor = cor <= beta
-            ok &= good_var and (good_cor or c != "tree")
-            verdict_parts.append(f"{p}/{c}: {100 * cor:.1f} % > Cor. B.1"
-                                 f"{'' if good_cor else ' (ABOVE β)'}, {100 * var:.1f} % >"
-                                 f" variance bound{'' if good_var else ' (ABOVE β)'}")
+            ok &= good_var
+            cor_text = ""
+            if r["corollary_b1"] is not None:
+                cor = r["corollary_b1"]["fraction_above"]
+                cor_text = (f"{100 * cor:.1f} % > paper's Cor. B.1"
+                            f"{'' if cor <= beta else ' (ABOVE β)'}, ")
+            verdict_parts.append(f"{p}/{c}: {cor_text}{100 * var:.1f} % >"
+                                 f" error_bound{'' if good_var else ' (ABOVE β)'}")
     gains = []
-    if "tree" in counters:
+    if "tree/paper" in counters:
         for p in panels:
             for c in counters:
-                if c != "tree":
-                    gains.append(f"{p}: {c} {results[p]['tree']['worst_error_counts']['median'] / results[p][c]['worst_error_counts']['median']:.2f}x")
+                if c != "tree/paper":
+                    ratio = (results[p]["tree/paper"]["worst_error_counts"]["median"]
+                             / results[p][c]["worst_error_counts"]["median"])
+                    gains.append(f"{p}: {c} {ratio:.2f}x")
     verdict = (f"VERDICT: {'OK' if ok else 'CHECK'} — exceedance ≤ β = {beta} for every"
-               f" variance bound and for Corollary B.1 with the paper's tree counter: "
+               f" headline error_bound (variance bound); the paper's Corollary B.1 for"
+               f" reference: "
                + "; ".join(verdict_parts)
-               + (f".  Median worst error, tree / counter: {', '.join(gains)}." if gains else ""))
+               + (f".  Median worst error, tree/paper / variant: {', '.join(gains)}."
+                  if gains else ""))
     print()
     print(verdict)
     print(f"runtime {seconds:.1f} s ({simulate_seconds:.1f} s simulation, {workers} worker(s),"
@@ -478,8 +517,12 @@ def main(argv: Sequence[str] = None) -> Dict:
         "num_people": n, "horizon": horizon, "runs": args.runs, "seeds": [0, args.runs - 1],
         "sampler": "seeded (not for publication)", "panels": panels,
         "configs": {c: configs[c].to_dict() for c in counters},
-        "bounds": {"corollary_b1_counts": any_config.corollary_b1_bound,
-                   "corollary_b1_proportion": any_config.corollary_b1_bound / n,
+        "neighbor": args.neighbor,
+        "bounds": {"paper_corollary_b1_counts": corollary,
+                   "paper_corollary_b1_proportion": None if corollary is None
+                   else corollary / n,
+                   "error_bound_by_split": {c: configs[c].error_bound_by_split
+                                            for c in counters},
                    "variance_bound_counts": {c: configs[c].variance_bound for c in counters},
                    "variance_bound_proportion": {c: configs[c].variance_bound / n
                                                  for c in counters},
@@ -492,17 +535,18 @@ def main(argv: Sequence[str] = None) -> Dict:
                                           for c in shares}},
         "verdict": verdict, "runtime_seconds": seconds, "workers": workers,
     }
-    with open(os.path.join(args.output_dir, "fig7_cumulative_error.json"), "w",
+    tag = "" if args.neighbor == "add-remove" else f"_{args.neighbor}"
+    with open(os.path.join(args.output_dir, f"fig7_cumulative_error{tag}.json"), "w",
               encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, allow_nan=False)
 
-    draw_error_figure(os.path.join(args.output_dir, "fig7_cumulative_error.png"), periods,
-                      results, configs, n, args.runs)
-    draw_histogram_figure(os.path.join(args.output_dir, "fig7_cumulative_error_hist.png"),
-                          results, configs, n, args.runs)
+    draw_error_figure(os.path.join(args.output_dir, f"fig7_cumulative_error{tag}.png"), periods,
+                      results, configs, n, args.runs, corollary)
+    draw_histogram_figure(os.path.join(args.output_dir, f"fig7_cumulative_error_hist{tag}.png"),
+                          results, configs, n, args.runs, corollary)
     if shares:
         shown = [c for c in SHARE_COUNTERS if c in shares] or list(shares)[:2]
-        draw_share_figure(os.path.join(args.output_dir, "fig8_cumulative_shares.png"),
+        draw_share_figure(os.path.join(args.output_dir, f"fig8_cumulative_shares{tag}.png"),
                           periods, shares, shown, n, args.rho, args.runs)
     return summary
 

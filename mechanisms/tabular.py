@@ -91,6 +91,7 @@ from continual_synth.mechanisms.counters import (
     StreamCounter,
     UNBOUNDED_KINDS,
     counter_kinds,
+    counter_units,
     make_counter,
 )
 from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
@@ -168,8 +169,8 @@ class TabularConfig:
                 and self.counter not in UNBOUNDED_KINDS:
             raise ParameterError("counter", f"{self.counter!r} needs a horizon (--horizon); "
                                             f"without one use {sorted(UNBOUNDED_KINDS)}")
-        if self.counter == "sqrt-factorisation":
-            raise InputError("the sqrt-factorisation counter takes only a zCDP budget; "
+        if "epsilon" not in counter_units(self.counter):
+            raise InputError(f"the {self.counter} counter takes only a zCDP budget; "
                              "this synthesizer is pure ε-DP (discrete Laplace counters)")
         if self.fit not in FIT_METHODS:
             raise InputError(f"fit must be one of {FIT_METHODS}, got {self.fit!r}")

@@ -63,7 +63,12 @@ def _add_cumulative_options(parser: argparse.ArgumentParser) -> None:
     _add_release_options(parser)
     parser.add_argument("--counter", default="tree",
                         choices=[k for k in counter_kinds() if k not in UNBOUNDED_KINDS],
-                        help="private stream counter per threshold (default: tree, the paper's)")
+                        help="private stream counter per threshold (default: tree, the paper's; "
+                             "blt or sqrt-factorisation have the least error)")
+    parser.add_argument("--budget-split", default=None, choices=["paper", "equal-variance"],
+                        help="rho across the counters: App. B's (paper) or equal worst-case "
+                             "variance (default: the one with the lower error bound, named "
+                             "in the manifest)")
     parser.add_argument("--public-population", action="store_true",
                         help="under add-remove, treat the number of people n as public "
                              "(otherwise n is released with noise from a share of ρ)")
@@ -148,7 +153,8 @@ def _config(args):
     return CumulativeConfig(horizon=args.horizon, rho=args.rho, neighbor=args.neighbor,
                             counter=args.counter, beta=args.beta, delta=args.delta,
                             population_share=args.population_share,
-                            public_population=args.public_population)
+                            public_population=args.public_population,
+                            budget_split=args.budget_split)
 
 
 def _model(args):

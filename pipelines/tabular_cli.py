@@ -20,7 +20,7 @@ from typing import List, Optional
 
 
 def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) -> None:
-    from continual_synth.mechanisms.counters import counter_kinds
+    from continual_synth.mechanisms.counters import counter_kinds, counter_units
     from continual_synth.pipelines.options import NON_NEGATIVE_INT
     domain = parser.add_mutually_exclusive_group(required=True)
     domain.add_argument("--domain", help="public domain: JSON object mapping each attribute "
@@ -41,9 +41,10 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
     parser.add_argument("--marginals", default="2",
                         help="workloads: a number k for all k-way marginals (default 2), or "
                              "a list 'a,b;a,c'")
-    parser.add_argument("--counter", default=None, choices=counter_kinds(),
+    parser.add_argument("--counter", default=None,
+                        choices=[k for k in counter_kinds() if "epsilon" in counter_units(k)],
                         help="private stream counter per workload (default: simple, as the "
-                             "paper's experiments)")
+                             "paper's experiments; kary has the least error under ε-DP)")
     parser.add_argument("--fit", choices=["pgm", "mw"], default="pgm",
                         help="pgm: private-pgm graphical model (default); mw: multiplicative "
                              "weights over the whole domain (small domains only)")

@@ -6,7 +6,9 @@ import pytest
 from scipy import stats
 
 from continual_synth.mechanisms.accounting import BudgetExceededError
-from continual_synth.mechanisms.cumulative import (CumulativeConfig, CumulativeState, step,
+from continual_synth.mechanisms.counters import max_variance
+from continual_synth.mechanisms.cumulative import (BUDGET_SPLITS, CumulativeConfig,
+                                                   CumulativeState, manifest_fields, step,
                                                    threshold_counts)
 from continual_synth.mechanisms.samplers import SeededSampler
 from helpers_panels import markov_codes
@@ -34,11 +36,60 @@ def run(config, panel, seed):
     return state, releases
 
 
-def test_tree_budget_split_is_appendix_b():
-    config = CumulativeConfig(horizon=12, rho=0.005, neighbor="add-remove", public_population=True)
+@pytest.mark.parametrize("counter", ["tree", "blt"])
+def test_paper_budget_split_is_appendix_b(counter):
+    config = CumulativeConfig(horizon=12, rho=0.005, neighbor="add-remove", public_population=True,
+                              counter=counter, budget_split="paper")
     levels = np.maximum(np.ceil(np.log2(12 - np.arange(1, 13) + 1)), 1) ** 3
     np.testing.assert_allclose(config.counter_rhos, 0.005 * levels / levels.sum(), rtol=1e-12)
     assert config.population_rho == 0.0 and config.entries_changed == 1
+
+
+@pytest.mark.parametrize("counter", ["tree", "kary", "blt"])
+@pytest.mark.parametrize("neighbor", ["replace", "add-remove"])
+@pytest.mark.parametrize("horizon", [3, 12, 40])
+def test_default_split_is_the_one_with_the_lower_bound(counter, neighbor, horizon):
+    """Unset, the split is equal-variance: every counter then has the same worst-case
+    variance (so no split can lower the largest), and its bound is below App. B's."""
+    config = CumulativeConfig(horizon=horizon, rho=0.01, neighbor=neighbor, counter=counter)
+    bounds = config.error_bound_by_split
+    assert config.budget_split == "equal-variance" == min(BUDGET_SPLITS, key=bounds.get)
+    assert config.variance_bound == bounds["equal-variance"] <= bounds["paper"]
+    worst = [max_variance(counter, int(h), rho=float(r), entries_changed=config.entries_changed)
+             for h, r in zip(config.counter_horizons, config.counter_rhos)]
+    # discrete Gaussian: V_b is taken at unit budget, where its variance is a little below
+    # σ² (CKS 2020 Prop. 19), so the equality is close, not exact
+    np.testing.assert_allclose(worst, worst[0], rtol=1e-2)
+    assert config.counter_rhos.sum() == pytest.approx(config.rho - config.population_rho)
+    with pytest.raises(ValueError, match="budget_split"):
+        CumulativeConfig(horizon=horizon, rho=0.01, budget_split="even")
+
+
+@pytest.mark.parametrize("neighbor", ["replace", "add-remove"])
+def test_manifest_headline_bound_and_corollary_b1(neighbor):
+    """The headline is the variance bound for the relation in force; Corollary B.1 appears,
+    labelled as the paper's, only for tree counters with App. B's split under add-remove."""
+    for counter, split in (("tree", "paper"), ("tree", None), ("blt", "paper")):
+        config = CumulativeConfig(horizon=12, rho=0.005, neighbor=neighbor, counter=counter,
+                                  budget_split=split)
+        fields = manifest_fields(CumulativeState.initial(config))
+        assert fields["error_bound"] == config.variance_bound
+        assert fields["budget_split"] == config.budget_split
+        chosen_by_default = split is None
+        assert ("the split with the lower error bound" in fields["budget_split_note"]) \
+            == chosen_by_default
+        assert fields["error_bound_by_split"] == config.error_bound_by_split
+        assert "corollary_b1_bound" not in fields
+        valid = neighbor == "add-remove" and counter == "tree" and split == "paper"
+        assert ("paper_corollary_b1_bound" in fields) == valid
+        assert "paper_corollary_b1_note" in fields
+        if valid:
+            assert "paper" in fields["paper_corollary_b1_note"]
+            assert fields["paper_corollary_b1_bound"] == config.paper_corollary_b1_bound
+        else:
+            assert config.paper_corollary_b1_bound is None
+    restored = CumulativeConfig.from_dict(config.to_dict())
+    assert restored == config and restored.budget_split == "paper"
 
 
 def test_add_remove_spends_a_share_on_the_population_and_replace_does_not():
@@ -88,23 +139,29 @@ def test_materialised_people_reproduce_every_released_count():
         np.testing.assert_array_equal(counts, released[: t + 1])
 
 
-def test_worst_error_exceeds_the_bound_in_at_most_beta_of_runs():
-    """Lemma 4.2 + counters' tails: P(max_{b,t} |Ŝ_b^t − S_b^t| > bound) ≤ β.  With 200 runs
-    the count of exceedances is at most the binomial(200, β) 1 − 1e-6 quantile."""
+@pytest.mark.parametrize("neighbor,counter", [("add-remove", "tree"), ("replace", "tree"),
+                                              ("replace", "kary")])
+def test_worst_error_exceeds_the_headline_bound_in_at_most_beta_of_runs(neighbor, counter):
+    """Lemma 4.2 + counters' tails: P(max_{b,t} |Ŝ_b^t − S_b^t| > error_bound) ≤ β under the
+    relation in force (default split).  With 150 runs the count of exceedances is at most
+    the binomial(150, β) 1 − 1e-6 quantile; and the bound is not vacuous: the runs' 95th
+    percentile of the worst error reaches a quarter of it (a bound from noise of the wrong
+    scale, or noise not applied, fails one side or the other)."""
     panel = markov_codes(2000, 12, 2, seed=6)
-    config = CumulativeConfig(horizon=12, rho=0.005, neighbor="add-remove",
+    config = CumulativeConfig(horizon=12, rho=0.005, neighbor=neighbor, counter=counter,
                               public_population=True)
+    bound = manifest_fields(CumulativeState.initial(config))["error_bound"]
     _, s = true_counts(panel)
-    runs, exceed = 200, 0
+    runs, exceed = 150, 0
     worst = []
     for seed in range(runs):
         _, releases = run(config, panel, seed)
         err = max(np.abs(r[: t + 1] - s[t - 1, : t + 1]).max()
                   for t, (r, _) in enumerate(releases, start=1))
         worst.append(err)
-        exceed += err > config.variance_bound
+        exceed += err > bound
     assert exceed <= stats.binom(runs, config.beta).ppf(1 - 1e-6)
-    assert np.median(worst) > 0   # the noise is real
+    assert np.quantile(worst, 0.95) > 0.25 * bound
 
 
 def test_refusals_before_any_data():
