@@ -2,7 +2,7 @@
 
     continual-synth tabular run  --input STREAM --output DIR --domain DOMAIN.json --epsilon E
                                  [--method proposed|baseline] [--selections K] [--marginals 2]
-                                 [--counter simple] [--fit pgm|mw] [--horizon T] [--seed S] …
+                                 [--counter simple] [--fit ipf|pgm|mw] [--horizon T] [--seed S] …
     continual-synth tabular init --state STATE --domain DOMAIN.json --epsilon E [same options]
     continual-synth tabular step --state STATE --input PERIOD_FILE --output DIR [--period P]
     continual-synth tabular example --output DIR [--construction randomized|ordered]
@@ -43,9 +43,11 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
     parser.add_argument("--counter", default=None, choices=counter_kinds(),
                         help="private stream counter per workload (default: simple, as the "
                              "paper's experiments)")
-    parser.add_argument("--fit", choices=["pgm", "mw"], default="pgm",
-                        help="pgm: private-pgm graphical model (default); mw: multiplicative "
-                             "weights over the whole domain (small domains only)")
+    parser.add_argument("--fit", choices=["ipf", "pgm", "mw"], default="ipf",
+                        help="ipf: decomposable graphical model on the measured workloads, "
+                             "fitted by iterative proportional fitting in numpy (default); "
+                             "pgm: private-pgm (mbi, JAX); mw: multiplicative weights over "
+                             "the whole domain (small domains only)")
     parser.add_argument("--horizon", type=int, default=None,
                         help="number of periods T (needed by bounded counters; default: the "
                              "stream's last period for run, unbounded counters for steps)")
