@@ -111,6 +111,9 @@ def run(args, epsilon, stream, domain_dict, options):
         real = codes[period_of <= period]
         truth = workload_histograms(real, domain, workloads)
         score = error_metrics(truth, workload_histograms(synthetic, domain, workloads))
+        if not release["increment"]:
+            exact = error_metrics(truth, release["model"].answers(workloads))
+            score["model_AvgWE"] = exact["AvgWE"]
         floor = sampling_floor(real, domain, workloads, truth, args.floor_draws, floor_rng)
         row = {"epsilon": epsilon, "period": period, "records": int(real.shape[0]),
                "size": int(synthetic.shape[0]),

@@ -61,6 +61,7 @@ from continual_synth.mechanisms.marginals import Domain, Workload
 FIT_METHODS = ("ipf", "pgm", "mw")
 PGM_MODELS = ("auto", "mrf", "mixture")
 DEFAULT_MAX_CELLS = 1 << 22
+SUPPORT_FLOOR = 1e-6  # weight of the uniform distribution mixed into an IPF warm start
 
 
 # ---------------------------------------------------------------------------- mbi import
@@ -412,12 +413,15 @@ class JunctionTreeModel(MRFModel):
                 sep_sizes = [self.domain.sizes[i] for i in self.domain.index(sep)]
                 new_sizes = [self.domain.sizes[i] for i in self.domain.index(new)]
                 table = table.reshape(int(np.prod(sep_sizes, dtype=np.int64)), -1)
-                cdf = np.cumsum(table, axis=1)
+                width = table.shape[1]
+                cdf = np.cumsum(table.reshape(-1))
                 row = (np.ravel_multi_index(tuple(out[:, self.domain.index([a])[0]]
                                                   for a in sep), sep_sizes)
                        if sep else np.zeros(n, dtype=np.int64))
-                u = rng.random(n) * cdf[row, -1]
-                cell = np.minimum((cdf[row] <= u[:, None]).sum(axis=1), table.shape[1] - 1)
+                start = np.concatenate([[0.0], cdf])[row * width]
+                u = start + rng.random(n) * (cdf[row * width + width - 1] - start)
+                cell = np.searchsorted(cdf, u, side="right") - row * width
+                cell = np.clip(cell, 0, width - 1)
                 for a, code in zip(new, np.unravel_index(cell, new_sizes)):
                     out[:, self.domain.index([a])[0]] = code
         return out
@@ -443,8 +447,7 @@ def junction_tree(domain: Domain, workloads: Sequence[Workload]) -> List[Tuple[s
     size = dict(zip(domain.names, domain.sizes))
     cliques, remaining = [], set(domain.names)
     while remaining:
-        a = min(remaining, key=lambda x: (np.prod([size[b] for b in neighbours[x]] or [1],
-                                                  dtype=np.float64) * size[x],
+        a = min(remaining, key=lambda x: (math.prod(size[b] for b in neighbours[x]) * size[x],
                                           domain.names.index(x)))
         clique = neighbours[a] | {a}
         cliques.append(clique)
@@ -470,7 +473,8 @@ def _einsum(factors, keep):
                                else chr(ord("A") + len(letters) - 26))
     spec = ",".join("".join(letters[a] for a in attrs) for attrs, _ in factors)
     spec += "->" + "".join(letters[a] for a in keep)
-    return np.einsum(spec, *[np.asarray(t) for _, t in factors], optimize=True)
+    return np.einsum(spec, *[np.asarray(t) for _, t in factors],
+                     optimize=len(factors) > 2)
 
 
 class MixtureModel(FittedModel):
@@ -609,23 +613,36 @@ def junction_tree_cells(domain: Domain, workloads: Sequence[Workload]) -> int:
     return int(sum(domain.size(c) for c in junction_tree(domain, workloads)))
 
 
+def _axes_view(table_attrs, attrs, factor, sizes):
+    """``factor`` (axes ``attrs``, a subset of ``table_attrs``) reshaped to broadcast
+    against a table with axes ``table_attrs``."""
+    order = sorted(range(len(attrs)), key=lambda k: table_attrs.index(attrs[k]))
+    factor = np.transpose(factor.reshape([sizes[a] for a in attrs]), order)
+    shape = [sizes[a] if a in attrs else 1 for a in table_attrs]
+    return factor.reshape(shape)
+
+
+def _sum_to(table, table_attrs, attrs):
+    """Marginal of ``table`` on ``attrs`` (axes in ``table_attrs`` order)."""
+    drop = tuple(k for k, a in enumerate(table_attrs) if a not in attrs)
+    return table.sum(axis=drop) if drop else table
+
+
 def _ipf_update(model: "JunctionTreeModel", tree, home, workload, ratio) -> None:
     """Multiply p(x) by ``ratio``(x_W) (W ⊆ ``home``) in place on a junction forest."""
     import networkx as nx
 
-    sizes = [model.domain.sizes[i] for i in model.domain.index(workload)]
-    factor = _einsum([(workload, ratio.reshape(sizes))], workload)
-    model.marginals[home] = _einsum([(home, model.marginals[home]), (workload, factor)], home)
-    s = model.marginals[home].sum()
-    model.marginals[home] /= s if s > 0 else 1.0
+    sizes = dict(zip(model.domain.names, model.domain.sizes))
+    table = model.marginals[home] * _axes_view(home, workload, ratio, sizes)
+    s = table.sum()
+    model.marginals[home] = table / s if s > 0 else table
     for parent, node in nx.bfs_edges(tree, home):
         sep = tuple(a for a in node if a in parent)
-        if not sep:
-            continue
-        new_sep = _einsum([(parent, model.marginals[parent])], sep)
-        old_sep = _einsum([(node, model.marginals[node])], sep)
+        new_sep = _sum_to(model.marginals[parent], parent, sep)
+        old_sep = _sum_to(model.marginals[node], node, sep)
+        # both are in the domain order of sep, as every clique lists attributes in order
         update = np.divide(new_sep, old_sep, out=np.zeros_like(new_sep), where=old_sep > 0)
-        model.marginals[node] = _einsum([(node, model.marginals[node]), (sep, update)], node)
+        model.marginals[node] = model.marginals[node] * _axes_view(node, sep, update, sizes)
 
 
 class Fitter:
@@ -775,6 +792,10 @@ class Fitter:
         else:
             margs = {c: warm.probabilities(c).reshape(
                 [self.domain.sizes[i] for i in self.domain.index(c)]) for c in cliques}
+        # Full support, so that the multiplicative steps can put mass where the warm start
+        # has none (mixing consistent clique marginals with the uniform ones keeps them
+        # consistent, and consistent marginals on a junction tree are always realisable).
+        margs = {c: (1 - SUPPORT_FLOOR) * m + SUPPORT_FLOOR / m.size for c, m in margs.items()}
         model = JunctionTreeModel(self.domain, total, cliques, margs, structure)
         tree = model._junction_forest()["tree"]
         targets = []

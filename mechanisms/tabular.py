@@ -112,9 +112,10 @@ ALGORITHMS = {
     "baseline": "kumar2024-algorithm-2-streaming-mwem",
 }
 METHODS = tuple(ALGORITHMS)
-BIAS_CORRECTIONS = ("paper", "noise", "none")
+BIAS_CORRECTIONS = ("noise+sampling", "noise", "paper", "none")
 UTILITIES = ("aim", "paper")
 REMAINDERS = ("model", "paper")
+COMBINES = ("last", "average")
 RELATION = "event-level add/remove of one record"
 FORMAT_VERSION = 1
 
@@ -137,10 +138,11 @@ class TabularConfig:
     pgm_model: str = "auto"
     mixture_components: int = 32
     anchor_weight: float = 1.0
-    bias_correction: str = "noise"
+    bias_correction: str = "noise+sampling"
     max_cells: int = DEFAULT_MAX_CELLS
     utility: str = "aim"
     remainder: str = "model"
+    combine: str = "last"
 
     def __post_init__(self):
         if not isinstance(self.domain, Domain):
@@ -190,6 +192,8 @@ class TabularConfig:
             raise InputError(f"bias_correction must be one of {BIAS_CORRECTIONS}")
         if self.utility not in UTILITIES:
             raise InputError(f"utility must be one of {UTILITIES}, got {self.utility!r}")
+        if self.combine not in COMBINES:
+            raise InputError(f"combine must be one of {COMBINES}, got {self.combine!r}")
         if self.remainder not in REMAINDERS:
             raise InputError(f"remainder must be one of {REMAINDERS}, got "
                              f"{self.remainder!r}")
@@ -258,7 +262,8 @@ class TabularConfig:
                 "mixture_components": int(self.mixture_components),
                 "anchor_weight": float(self.anchor_weight),
                 "bias_correction": self.bias_correction, "max_cells": int(self.max_cells),
-                "utility": self.utility, "remainder": self.remainder}
+                "utility": self.utility, "remainder": self.remainder,
+                "combine": self.combine}
 
     @classmethod
     def from_dict(cls, data: Dict) -> "TabularConfig":
@@ -409,15 +414,34 @@ def _size_estimate(sums: Sequence[float], variances: Sequence[float]) -> float:
     return max(float(np.dot(w, sums) / w.sum()), 0.0)
 
 
-def _utilities(config, targets, model, candidates, bias) -> np.ndarray:
+def _sampling_bias(p: np.ndarray, batch: int) -> float:
+    """E‖X − B·p‖_1 for X ~ Multinomial(B, p): the L1 distance a batch of B records drawn
+    from the model itself would show (de Moivre's mean absolute deviation of each cell's
+    Binomial(B, p_c): 2ν(1 − p_c)·P(X_c = ν), ν = ⌊B p_c⌋ + 1)."""
+    if batch < 1:
+        return 0.0
+    from scipy.special import gammaln, xlog1py, xlogy
+
+    p = np.clip(p, 0.0, 1.0)
+    nu = np.minimum(np.floor(batch * p) + 1, batch)
+    log_pmf = (gammaln(batch + 1) - gammaln(nu + 1) - gammaln(batch - nu + 1)
+               + xlogy(nu, p) + xlog1py(batch - nu, -p))
+    return float(np.sum(2 * nu * (1 - p) * np.exp(log_pmf)))
+
+
+def _utilities(config, targets, model, candidates, bias, batch: int = 0) -> np.ndarray:
     """u_i for i in ``candidates``: ``aim`` — ‖T_i − |T|·P_i(h)‖_1 − b_i (the model's
-    distribution at the target's size); ``paper`` — ‖T_i − W_i(h)‖_1/|W_i| − b_i."""
+    distribution at the target's size), minus the batch's sampling deviation under
+    ``noise+sampling`` (a public estimate ``batch`` of the batch size); ``paper`` —
+    ‖T_i − W_i(h)‖_1/|W_i| − b_i."""
     workloads, cells = config.workloads, config.cells
     out = np.empty(len(candidates))
     for n, i in enumerate(candidates):
         if config.utility == "aim":
-            answer = model.probabilities(workloads[i]) * targets[i].sum()
-            out[n] = np.abs(targets[i] - answer).sum() - bias[i]
+            p = model.probabilities(workloads[i])
+            out[n] = np.abs(targets[i] - p * targets[i].sum()).sum() - bias[i]
+            if config.bias_correction == "noise+sampling":
+                out[n] -= _sampling_bias(p, batch)
         else:
             answer = model.probabilities(workloads[i]) * model.total
             out[n] = np.abs(targets[i] - answer).sum() / cells[i] - bias[i]
@@ -465,14 +489,14 @@ def _bias(config, sds) -> np.ndarray:
     cells = np.asarray(config.cells, dtype=np.float64)
     if config.bias_correction == "paper":
         return cells
-    if config.bias_correction == "noise":
+    if config.bias_correction in ("noise", "noise+sampling"):
         per_cell = math.sqrt(2 / math.pi) * np.asarray(sds, dtype=np.float64)
         return per_cell * cells if config.utility == "aim" else per_cell
     return np.zeros(len(config.workloads))
 
 
 def _select_measure_fit(config, sampler, targets, start, bias, measure, measurement,
-                        size_of, rescale: bool):
+                        size_of, rescale: bool, batch: int = 0):
     """The k select-measure-fit iterations both algorithms share (Algorithm 3 lines 9-18;
     Algorithm 2 lines 6-20): select j among the eligible workloads not yet selected this
     period by the exponential mechanism on the utilities against ``targets``, measure it
@@ -494,7 +518,7 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
                       and fitter.fits(structure, workloads[i])]
         if not candidates:
             break
-        u = _utilities(config, targets, h, candidates, bias)
+        u = _utilities(config, targets, h, candidates, bias, batch)
         j = candidates[sampler.exponential_mechanism(u, config.selection_epsilon,
                                                      config.utility_sensitivity)]
         selected.append(j)
@@ -548,8 +572,10 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
 
     selected, iterates = _select_measure_fit(
         config, sampler, targets, g_prev, bias, measure, measurement,
-        lambda increment: max(g_prev.total + increment, 0.0), rescale=False)  # lines 9-18
-    g = average_models(config.domain, iterates)                  # line 19
+        lambda increment: max(g_prev.total + increment, 0.0), rescale=False,
+        batch=int(round(g_prev.total / (period - 1))) if period > 1 else 0)  # lines 9-18
+    g = (average_models(config.domain, iterates) if config.combine == "average"
+         else iterates[-1])                                      # line 19
     for i in range(q):                                           # lines 20-21
         if i not in selected:
             if config.remainder == "paper":
@@ -624,6 +650,7 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "bias_correction": config.bias_correction,
         "utility": config.utility,
         "remainder": config.remainder,
+        "combine": config.combine,
         "counter": config.counter if proposed else None,
         "counter_epsilon": config.measure_epsilon if proposed else None,
         "measurement_noise": (f"discrete Laplace counters, scale {2 * config.selections / config.epsilon:.6g} per node"
