@@ -85,7 +85,8 @@ def test_pgm_mixture_of_products_improves_on_the_start():
     assert l1(model, ms) < 0.5 * l1(fitter.start(500.0), ms)
 
 
-@pytest.mark.parametrize("fit,kind", [("mw", "auto"), ("pgm", "mrf"), ("pgm", "mixture")])
+@pytest.mark.parametrize("fit,kind", [("mw", "auto"), ("ipf", "auto"), ("pgm", "mrf"),
+                                      ("pgm", "mixture")])
 def test_sample_deterministic_and_distributed_like_the_model(fit, kind):
     codes = skewed_codes(500, 6)
     fitter = fitting.Fitter(DOMAIN, WORKLOADS, fit, pgm_model=kind, iterations=100,
@@ -105,7 +106,8 @@ def test_sample_deterministic_and_distributed_like_the_model(fit, kind):
     assert model.sample(0, np.random.default_rng(1)).shape == (0, 3)
 
 
-@pytest.mark.parametrize("fit,kind", [("mw", "auto"), ("pgm", "mrf"), ("pgm", "mixture")])
+@pytest.mark.parametrize("fit,kind", [("mw", "auto"), ("ipf", "auto"), ("pgm", "mrf"),
+                                      ("pgm", "mixture")])
 def test_models_round_trip_through_json(fit, kind):
     codes = skewed_codes(200, 7)
     fitter = fitting.Fitter(DOMAIN, WORKLOADS, fit, pgm_model=kind, iterations=50,
