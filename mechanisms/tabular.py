@@ -116,6 +116,11 @@ BIAS_CORRECTIONS = ("noise+sampling", "noise", "paper", "none")
 UTILITIES = ("aim", "paper")
 REMAINDERS = ("model", "paper")
 COMBINES = ("last", "average")
+# The two rule sets: ours (the defaults) and the paper's as printed (to reproduce it).
+RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remainder": "model",
+                 "combine": "last"},
+         "paper": {"utility": "paper", "bias_correction": "paper", "remainder": "paper",
+                   "combine": "average"}}
 RELATION = "event-level add/remove of one record"
 FORMAT_VERSION = 1
 

@@ -48,6 +48,15 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "fitted by iterative proportional fitting in numpy (default); "
                              "pgm: private-pgm (mbi, JAX); mw: multiplicative weights over "
                              "the whole domain (small domains only)")
+    parser.add_argument("--rule", choices=["aim", "paper"], default="aim",
+                        help="selection and measurement rules: aim (default: AIM-style "
+                             "utility with noise and sampling bias correction, remainder "
+                             "imputed from the current model, g_t = last iterate) or paper "
+                             "(Kumar et al. §7.2 utility, bias |W|, r(t, i) of lines 16-21, "
+                             "g_t = average of the iterates); see docs/tabular.md")
+    parser.add_argument("--max-cells", type=int, default=None,
+                        help="largest fitted model (junction-tree cells); workloads that "
+                             "would exceed it are not selected")
     parser.add_argument("--horizon", type=int, default=None,
                         help="number of periods T (needed by bounded counters; default: the "
                              "stream's last period for run, unbounded counters for steps)")
@@ -113,11 +122,15 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         domain = infer_domain(input_path, args.period_col, getattr(args, "input_format", None))
     else:
         domain = Domain.from_json(args.domain)
+    from continual_synth.mechanisms.tabular import RULES
     workloads = parse_workloads(args.marginals, domain)
+    options = dict(RULES[args.rule])
+    if args.max_cells is not None:
+        options["max_cells"] = args.max_cells
     return TabularSynthesizer.create(
         domain=domain, workloads=workloads, epsilon=args.epsilon, method=args.method,
         selections=args.selections, counter=args.counter, fit=args.fit,
-        horizon=args.horizon, domain_inferred=inferred)
+        horizon=args.horizon, domain_inferred=inferred, **options)
 
 
 def dispatch(args, beam_args: List[str]) -> Optional[dict]:
