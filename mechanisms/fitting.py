@@ -61,6 +61,7 @@ from continual_synth.mechanisms.marginals import Domain, Workload
 FIT_METHODS = ("ipf", "pgm", "mw")
 PGM_MODELS = ("auto", "mrf", "mixture")
 DEFAULT_MAX_CELLS = 1 << 22
+IPF_TOLERANCE = 1e-7  # on proportions
 SUPPORT_FLOOR = 1e-6  # weight of the uniform distribution mixed into an IPF warm start
 
 
@@ -762,6 +763,9 @@ class Fitter:
         such workloads may be selected).  Always true for the other model kinds."""
         if self.model_kind not in ("mrf", "junction-tree") or workload in structure:
             return True
+        if self.model_kind == "junction-tree" and any(
+                set(workload) <= set(c) for c in self._tree(structure)):
+            return True  # already inside a clique: the tree does not grow
         key = (tuple(structure), tuple(workload))
         if key not in self._fits_cache:
             cells = junction_tree_cells(self.domain, list(structure) + [tuple(workload)])
@@ -782,7 +786,9 @@ class Fitter:
         rescales μ_C by m̂_W / μ_W and the change is propagated through the forest
         (μ_D ← μ_D · μ'_S / μ_S outward from C), which is the IPF step on the whole
         distribution p(x) ← p(x)·m̂_W(x_W)/p_W(x_W).  Cycles ``iterations`` times over
-        the measurements or until every measured marginal is matched to 1e-9."""
+        the measurements, until every measured marginal is matched to ``IPF_TOLERANCE``
+        or the largest mismatch stops changing by more than that (inconsistent noisy
+        measurements: IPF's limit cycle)."""
         given = {tuple(m.workload) for m in measurements}
         structure = [w for w in self.workloads if w in given or w in self.structure(warm)]
         cliques = self._tree(structure)
@@ -804,6 +810,7 @@ class Fitter:
             if t.sum() > 0:
                 home = next(c for c in cliques if set(m.workload) <= set(c))
                 targets.append((tuple(m.workload), home, t / t.sum()))
+        previous = math.inf
         for _ in range(self.iterations):
             worst = 0.0
             for w, home, t in targets:
@@ -811,8 +818,10 @@ class Fitter:
                 worst = max(worst, float(np.abs(current - t).max()))
                 ratio = np.divide(t, current, out=np.zeros_like(t), where=current > 0)
                 _ipf_update(model, tree, home, w, ratio)
-            if worst < 1e-9:
+            # matched, or (inconsistent noisy targets) settled on IPF's limit cycle
+            if worst < IPF_TOLERANCE or abs(previous - worst) < IPF_TOLERANCE:
                 break
+            previous = worst
         model._cache.clear()
         return model
 
