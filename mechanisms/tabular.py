@@ -96,6 +96,7 @@ from continual_synth.mechanisms.counters import (
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.mechanisms.fitting import (
     DEFAULT_MAX_CELLS,
+    DEFAULT_MODEL_CELLS,
     FIT_METHODS,
     PGM_MODELS,
     Fitter,
@@ -144,7 +145,7 @@ class TabularConfig:
     mixture_components: int = 32
     anchor_weight: float = 1.0
     bias_correction: str = "noise+sampling"
-    max_cells: int = DEFAULT_MAX_CELLS
+    max_cells: Optional[int] = None
     utility: str = "aim"
     remainder: str = "model"
     combine: str = "last"
@@ -202,8 +203,9 @@ class TabularConfig:
         if self.remainder not in REMAINDERS:
             raise InputError(f"remainder must be one of {REMAINDERS}, got "
                              f"{self.remainder!r}")
-        if isinstance(self.max_cells, bool) or not isinstance(self.max_cells, (int, np.integer)) \
-                or self.max_cells < 1:
+        if self.max_cells is not None and (
+                isinstance(self.max_cells, bool)
+                or not isinstance(self.max_cells, (int, np.integer)) or self.max_cells < 1):
             raise InputError(f"max_cells must be a positive integer, got {self.max_cells!r}")
         if not (self.anchor_weight >= 0 and math.isfinite(self.anchor_weight)):
             raise InputError("anchor_weight must be a non-negative number")
@@ -235,6 +237,16 @@ class TabularConfig:
         return 2.0 if self.utility == "aim" else 1.0 / min(self.cells)
 
     @property
+    def model_cells(self) -> int:
+        """The fitted model's size limit: ``max_cells``, else 2^22 for the dense MW fit
+        and 2^17 junction-tree cells for graphical models (on CCES 2016 the error at
+        ε = 1000 is the same at 2·10^4, 10^5 and 10^6 cells; steps take ~0.3 s at 10^5
+        and ~1 s at 10^6, bench/results/tabular_floor.md)."""
+        if self.max_cells is not None:
+            return int(self.max_cells)
+        return DEFAULT_MAX_CELLS if self.fit == "mw" else DEFAULT_MODEL_CELLS
+
+    @property
     def laplace_scale(self) -> float:
         """Baseline measurement noise: discrete Laplace of scale 1/(ε/(2k)) = 2k/ε."""
         return accounting.laplace_scale(1.0, self.measure_epsilon)
@@ -243,14 +255,14 @@ class TabularConfig:
         """The A_Dataset of this configuration (shared per process: it holds ``mbi``'s
         compiled fit)."""
         key = (_domain_key(self.domain), self.workloads, self.fit, int(self.fit_iterations),
-               self.pgm_model, int(self.mixture_components), int(self.max_cells),
+               self.pgm_model, int(self.mixture_components), self.model_cells,
                float(self.anchor_weight))
         if key not in _FITTERS:
             _FITTERS[key] = Fitter(self.domain, self.workloads, self.fit,
                                    iterations=int(self.fit_iterations),
                                    pgm_model=self.pgm_model,
                                    components=int(self.mixture_components),
-                                   max_cells=int(self.max_cells),
+                                   max_cells=self.model_cells,
                                    anchor_weight=float(self.anchor_weight))
         return _FITTERS[key]
 
@@ -266,7 +278,7 @@ class TabularConfig:
                 "fit_iterations": int(self.fit_iterations), "pgm_model": self.pgm_model,
                 "mixture_components": int(self.mixture_components),
                 "anchor_weight": float(self.anchor_weight),
-                "bias_correction": self.bias_correction, "max_cells": int(self.max_cells),
+                "bias_correction": self.bias_correction, "max_cells": self.max_cells,
                 "utility": self.utility, "remainder": self.remainder,
                 "combine": self.combine}
 
