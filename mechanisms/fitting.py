@@ -6,8 +6,18 @@ initialisation h (warm start) and returns a dataset complying with the measureme
 does not touch private data and needs no privacy budget: everything here is
 post-processing of already-private measurements.
 
-Two fits:
+Three fits:
 
+* ``ipf`` (default) — the ``mw`` update on a **decomposable graphical model**: the
+  junction forest (:func:`junction_tree`, greedy elimination) of the workloads measured
+  so far (the warm start's ``measured`` plus the new ones), held as consistent clique
+  marginals μ_C in numpy (:class:`JunctionTreeModel`).  Each measured workload W ⊆ C
+  rescales μ_C by m̂_W/μ_W and the change is propagated along the forest, which is the
+  iterative-proportional-fitting step p(x) ← p(x)·m̂_W(x_W)/p_W(x_W) on the whole
+  distribution; cycling gives the distribution closest in KL to the warm start that
+  matches the measurements (noise-free: exactly).  No compilation, milliseconds per fit.
+  :meth:`Fitter.fits` is AIM's model-size control (McKenna et al. 2022): a workload may
+  join the structure only while the junction tree stays under ``max_cells``.
 * ``mw`` — **multiplicative weights** over the full distribution on 𝒳 (Hardt, Ligett,
   McSherry 2012; §4.2.1), for small domains only: the model is a dense probability vector
   over all |𝒳| cells, refused with an :class:`InputError` above ``max_cells``.  Each
@@ -16,33 +26,23 @@ Two fits:
   {W(p) = m̂_W}, i.e. iterative proportional fitting; MWEM's update
   p(x) ∝ p(x)·exp(q(x)(m − q(p))/(2n)) is its first-order version and converges far
   more slowly), cycling ``iterations`` times over the measured workloads from the warm
-  start.  m̂_W is the measurement clipped at 0 and normalised.  Noise-free and
-  consistent measurements are matched in the limit, and the result is the distribution
-  closest in KL to the warm start that matches them.
-* ``pgm`` (default) — private-pgm (``mbi`` 2.0, McKenna et al. 2019; §4.2.2):
-  ``mbi.estimation.MirrorDescent`` on a Markov random field, or, when the junction tree
-  of the workloads is too large, ``mbi``'s ``MixtureOfProductsEstimator`` (a latent-class
-  graphical model: a hidden component variable with all attributes independent given it).
-  ``pgm_model`` = ``auto`` | ``mrf`` | ``mixture`` chooses; ``auto`` takes the MRF when the
-  junction tree over all the workloads' cliques has at most ``max_cells`` cells.
-
-Speed.  ``mbi`` compiles (JAX jit) one program per *structure* (the list of measured
-cliques); a compile costs seconds, a compiled fit milliseconds.  So every ``pgm`` fit
-passes **all** the configured workloads, always in the same order: the measured ones with
-their noise standard deviation, the unmeasured ones as *anchors* — the warm-start model's
-own answers, with a large standard deviation (weight ``anchor_weight`` relative to the
-least precise measurement).  The structure never changes during a run: one compile per
-run (per process), then a few milliseconds per fit.  The anchors make the fit a proximal
-step from the warm start (the MW analogue: stay close to h_{t,l−1}, move where measured).
-All ``mbi`` fits run on the normalised scale (total 1; values and standard deviations
-divided by the fit's total), so a changing total never forces a recompile.
+  start.  m̂_W is the measurement clipped at 0 and normalised.
+* ``pgm`` — private-pgm (``mbi`` 2.0, McKenna et al. 2019; §4.2.2):
+  ``mbi.estimation.MirrorDescent`` on a Markov random field over the measured workloads
+  (``pgm_model`` ``auto``/``mrf``; the structure grows as for ``ipf``, the unmeasured
+  workloads of the structure anchored at the warm start's answers with weight
+  ``anchor_weight``; every new structure costs a JAX compilation of several seconds), or
+  ``mixture``: ``mbi``'s ``MixtureOfProductsEstimator`` fitted to **all** the workloads
+  (the unmeasured ones anchored), which compiles once per run.  ``mbi`` fits run on the
+  normalised scale (total 1).
 
 Models (:class:`FittedModel`) expose ``total`` (float: the number of records the model
 stands for), ``answers(workloads)`` (workload histograms, flattened C order as
 :func:`~continual_synth.mechanisms.marginals.workload_histogram`, scaled to ``total``),
 ``sample(n, rng)`` (an n × p int32 code matrix, deterministic given the numpy ``rng``) and
 ``to_dict()`` / :func:`model_from_dict` (JSON-serialisable).  Kinds: ``uniform`` (the
-data-independent start), ``dense`` (MW), ``mrf``, ``mixture-of-products`` and ``mixture``
+data-independent start), ``dense`` (MW), ``junction-tree`` (IPF), ``mrf``,
+``mixture-of-products`` and ``mixture``
 (a weighted average of models: Algorithm 3's g_t = avg_l h_{t,l}).
 """
 from __future__ import annotations
