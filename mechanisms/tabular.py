@@ -123,7 +123,7 @@ RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remaind
          "paper": {"utility": "paper", "bias_correction": "paper", "remainder": "paper",
                    "combine": "average"}}
 RELATION = "event-level add/remove of one record"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the aim rules, the ipf fit (junction-tree models)
 
 
 # ---------------------------------------------------------------------------- config
