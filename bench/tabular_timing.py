@@ -1,7 +1,7 @@
 """Time the tabular stream synthesizer's Beam jobs on ~1 000 periods of 50 records.
 
 The stream is CCES 2016 "randomized" with batch size 50 (Kumar et al. 2024 §7.1),
-1 000 periods, all 2-way workloads (91), PGM fit, simple counter, proposed method.
+1 000 periods, all 2-way workloads (91), IPF fit, simple counter, proposed method.
 
 * ``tabular run`` (one Beam pipeline, DirectRunner): total wall time, and per period;
   the release holds one synthetic table per period (Σ_t |g_t| ≈ 25 million rows).
@@ -31,7 +31,7 @@ from continual_synth.transforms.files import write_file
 def synthesizer(horizon):
     domain = Domain(table_domain())
     return TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
-                                     epsilon=1.0, counter="simple", fit="pgm",
+                                     epsilon=1.0, counter="simple", fit="ipf",
                                      horizon=horizon)
 
 

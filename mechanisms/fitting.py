@@ -6,8 +6,18 @@ initialisation h (warm start) and returns a dataset complying with the measureme
 does not touch private data and needs no privacy budget: everything here is
 post-processing of already-private measurements.
 
-Two fits:
+Three fits:
 
+* ``ipf`` (default) — the ``mw`` update on a **decomposable graphical model**: the
+  junction forest (:func:`junction_tree`, greedy elimination) of the workloads measured
+  so far (the warm start's ``measured`` plus the new ones), held as consistent clique
+  marginals μ_C in numpy (:class:`JunctionTreeModel`).  Each measured workload W ⊆ C
+  rescales μ_C by m̂_W/μ_W and the change is propagated along the forest, which is the
+  iterative-proportional-fitting step p(x) ← p(x)·m̂_W(x_W)/p_W(x_W) on the whole
+  distribution; cycling gives the distribution closest in KL to the warm start that
+  matches the measurements (noise-free: exactly).  No compilation, milliseconds per fit.
+  :meth:`Fitter.fits` is AIM's model-size control (McKenna et al. 2022): a workload may
+  join the structure only while the junction tree stays under ``max_cells``.
 * ``mw`` — **multiplicative weights** over the full distribution on 𝒳 (Hardt, Ligett,
   McSherry 2012; §4.2.1), for small domains only: the model is a dense probability vector
   over all |𝒳| cells, refused with an :class:`InputError` above ``max_cells``.  Each
@@ -16,33 +26,23 @@ Two fits:
   {W(p) = m̂_W}, i.e. iterative proportional fitting; MWEM's update
   p(x) ∝ p(x)·exp(q(x)(m − q(p))/(2n)) is its first-order version and converges far
   more slowly), cycling ``iterations`` times over the measured workloads from the warm
-  start.  m̂_W is the measurement clipped at 0 and normalised.  Noise-free and
-  consistent measurements are matched in the limit, and the result is the distribution
-  closest in KL to the warm start that matches them.
-* ``pgm`` (default) — private-pgm (``mbi`` 2.0, McKenna et al. 2019; §4.2.2):
-  ``mbi.estimation.MirrorDescent`` on a Markov random field, or, when the junction tree
-  of the workloads is too large, ``mbi``'s ``MixtureOfProductsEstimator`` (a latent-class
-  graphical model: a hidden component variable with all attributes independent given it).
-  ``pgm_model`` = ``auto`` | ``mrf`` | ``mixture`` chooses; ``auto`` takes the MRF when the
-  junction tree over all the workloads' cliques has at most ``max_cells`` cells.
-
-Speed.  ``mbi`` compiles (JAX jit) one program per *structure* (the list of measured
-cliques); a compile costs seconds, a compiled fit milliseconds.  So every ``pgm`` fit
-passes **all** the configured workloads, always in the same order: the measured ones with
-their noise standard deviation, the unmeasured ones as *anchors* — the warm-start model's
-own answers, with a large standard deviation (weight ``anchor_weight`` relative to the
-least precise measurement).  The structure never changes during a run: one compile per
-run (per process), then a few milliseconds per fit.  The anchors make the fit a proximal
-step from the warm start (the MW analogue: stay close to h_{t,l−1}, move where measured).
-All ``mbi`` fits run on the normalised scale (total 1; values and standard deviations
-divided by the fit's total), so a changing total never forces a recompile.
+  start.  m̂_W is the measurement clipped at 0 and normalised.
+* ``pgm`` — private-pgm (``mbi`` 2.0, McKenna et al. 2019; §4.2.2):
+  ``mbi.estimation.MirrorDescent`` on a Markov random field over the measured workloads
+  (``pgm_model`` ``auto``/``mrf``; the structure grows as for ``ipf``, the unmeasured
+  workloads of the structure anchored at the warm start's answers with weight
+  ``anchor_weight``; every new structure costs a JAX compilation of several seconds), or
+  ``mixture``: ``mbi``'s ``MixtureOfProductsEstimator`` fitted to **all** the workloads
+  (the unmeasured ones anchored), which compiles once per run.  ``mbi`` fits run on the
+  normalised scale (total 1).
 
 Models (:class:`FittedModel`) expose ``total`` (float: the number of records the model
 stands for), ``answers(workloads)`` (workload histograms, flattened C order as
 :func:`~continual_synth.mechanisms.marginals.workload_histogram`, scaled to ``total``),
 ``sample(n, rng)`` (an n × p int32 code matrix, deterministic given the numpy ``rng``) and
 ``to_dict()`` / :func:`model_from_dict` (JSON-serialisable).  Kinds: ``uniform`` (the
-data-independent start), ``dense`` (MW), ``mrf``, ``mixture-of-products`` and ``mixture``
+data-independent start), ``dense`` (MW), ``junction-tree`` (IPF), ``mrf``,
+``mixture-of-products`` and ``mixture``
 (a weighted average of models: Algorithm 3's g_t = avg_l h_{t,l}).
 """
 from __future__ import annotations
@@ -58,9 +58,12 @@ import numpy as np
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.marginals import Domain, Workload
 
-FIT_METHODS = ("pgm", "mw")
+FIT_METHODS = ("ipf", "pgm", "mw")
 PGM_MODELS = ("auto", "mrf", "mixture")
-DEFAULT_MAX_CELLS = 1 << 22
+DEFAULT_MAX_CELLS = 1 << 22    # dense MW distributions
+DEFAULT_MODEL_CELLS = 1 << 17  # junction trees of the graphical-model fits
+IPF_TOLERANCE = 1e-7  # on proportions
+SUPPORT_FLOOR = 1e-6  # weight of the uniform distribution mixed into an IPF warm start
 
 
 # ---------------------------------------------------------------------------- mbi import
@@ -240,28 +243,109 @@ class MixtureOfProductsModel(FittedModel):
 
 class MRFModel(FittedModel):
     """``mbi``'s Markov random field: potentials and marginals on the maximal cliques of
-    the junction tree (held as numpy tables; the ``mbi`` object is rebuilt on demand)."""
+    the junction tree (held as numpy tables; the ``mbi`` object is rebuilt on demand).
+
+    ``measured``: the workloads the model was fitted to so far (its *structure*: the next
+    warm-started fit keeps them, anchored, see :class:`Fitter`).  Marginals of any other
+    workload are computed exactly in numpy (:meth:`probabilities`)."""
 
     kind = "mrf"
 
     def __init__(self, domain, total, cliques: Sequence[Tuple[str, ...]],
-                 potentials: Dict, marginals: Dict):
+                 potentials: Dict, marginals: Dict,
+                 measured: Optional[Sequence[Workload]] = None):
         super().__init__(domain, total)
         self.cliques = [tuple(c) for c in cliques]
         self.potentials = {tuple(c): np.asarray(potentials[tuple(c)], dtype=np.float64)
-                           for c in self.cliques}
+                           for c in self.cliques if tuple(c) in potentials}
         self.marginals = {}
         for c in self.cliques:
             m = np.clip(np.asarray(marginals[tuple(c)], dtype=np.float64), 0, None)
             s = m.sum()
             self.marginals[c] = m / s if s > 0 else np.full(m.shape, 1.0 / m.size)
+        self.measured = [tuple(w) for w in (measured if measured is not None
+                                            else self.cliques)]
+        self._cache: Dict[Workload, np.ndarray] = {}
+        self._forest = None
 
     def probabilities(self, workload):
+        """Exact marginal of ``workload``: projected from a clique containing it, else
+        by summing out the other attributes of the smallest subtree of the junction
+        tree that connects cliques holding its attributes (a connected subtree of a
+        junction tree factorises as Π μ_C / Π μ_S over its cliques and separators;
+        attributes in different components of the junction forest are independent)."""
+        workload = tuple(workload)
+        if workload not in self._cache:
+            self._cache[workload] = self._marginal(workload)
+        return self._cache[workload]
+
+    def _marginal(self, workload):
         for c in self.cliques:
             if set(workload) <= set(c):
                 return _project_dense(self.marginals[c], list(c), workload)
-        raise InputError(f"workload {workload} is not supported by the fitted model "
-                         f"(cliques {self.cliques})")
+        forest = self._junction_forest()
+        groups: Dict = {}
+        for a in workload:
+            home = next((c for c in self.cliques if a in c), None)
+            key = forest["component"][home] if home is not None else ("absent", a)
+            groups.setdefault(key, []).append((a, home))
+        factors = []
+        for members in groups.values():
+            attrs = tuple(a for a, _ in members)
+            if members[0][1] is None:  # an attribute outside the model: uniform
+                size = self.domain.sizes[self.domain.index(attrs)[0]]
+                factors.append((attrs, np.full(size, 1.0 / size)))
+            else:
+                factors.append((attrs, self._tree_marginal(attrs, dict(members), forest)))
+        table = _einsum(factors, workload)
+        s = table.sum()
+        return (table / s).reshape(-1) if s > 0 else np.full(table.size, 1.0 / table.size)
+
+    def _junction_forest(self):
+        if self._forest is None:
+            import networkx as nx
+
+            graph = nx.Graph()
+            graph.add_nodes_from(self.cliques)
+            for i, c1 in enumerate(self.cliques):
+                for c2 in self.cliques[i + 1:]:
+                    shared = len(set(c1) & set(c2))
+                    if shared:
+                        graph.add_edge(c1, c2, weight=shared)
+            tree = nx.maximum_spanning_tree(graph)
+            component = {}
+            for k, nodes in enumerate(nx.connected_components(tree)):
+                component.update({c: k for c in nodes})
+            self._forest = {"tree": tree, "component": component}
+        return self._forest
+
+    def _tree_marginal(self, attrs, homes, forest):
+        import networkx as nx
+
+        tree = forest["tree"]
+        root = homes[attrs[0]]
+        nodes = {root}
+        for a in attrs[1:]:
+            nodes.update(nx.shortest_path(tree, root, homes[a]))
+        targets = set(attrs)
+
+        def message(node, parent):
+            factors = [(node, self.marginals[node])]
+            for child in tree.neighbors(node):
+                if child != parent and child in nodes:
+                    factors.append(message(child, node))
+            if parent is None:
+                return _einsum(factors, tuple(attrs))
+            sep = tuple(a for a in node if a in parent)
+            present = set().union(*[f[0] for f in factors])
+            keep = sep + tuple(a for a in attrs if a in present and a not in sep)
+            sep_marg = _project_dense(self.marginals[node], list(node), sep).reshape(
+                [self.domain.sizes[i] for i in self.domain.index(sep)])
+            inverse = np.divide(1.0, sep_marg, out=np.zeros_like(sep_marg),
+                                where=sep_marg > 0)
+            return keep, _einsum(factors + [(sep, inverse)], keep)
+
+        return message(root, None)
 
     def mbi_potentials(self):
         mbi, *_ = _mbi()
@@ -296,7 +380,103 @@ class MRFModel(FittedModel):
         return {"kind": self.kind, "total": self.total,
                 "cliques": [list(c) for c in self.cliques],
                 "potentials": [self.potentials[c].tolist() for c in self.cliques],
-                "marginals": [self.marginals[c].tolist() for c in self.cliques]}
+                "marginals": [self.marginals[c].tolist() for c in self.cliques],
+                "measured": [list(w) for w in self.measured]}
+
+
+class JunctionTreeModel(MRFModel):
+    """A decomposable distribution held as consistent clique marginals μ_C on a junction
+    forest (p(x) = Π_C μ_C(x_C) / Π_S μ_S(x_S)): the ``ipf`` fit's model.  Pure numpy:
+    marginals of any workload as :class:`MRFModel`, forward sampling along the forest
+    (each clique's new attributes drawn from μ_C / μ_S given its separator)."""
+
+    kind = "junction-tree"
+
+    def __init__(self, domain, total, cliques, marginals: Dict,
+                 measured: Optional[Sequence[Workload]] = None):
+        super().__init__(domain, total, cliques, {}, marginals, measured)
+
+    def scaled(self, total):
+        return JunctionTreeModel(self.domain, total, self.cliques, self.marginals,
+                                 self.measured)
+
+    def sample(self, n, rng):
+        n = self._check_n(n)
+        out = np.zeros((n, len(self.domain.names)), dtype=np.int32)
+        forest = self._junction_forest()["tree"]
+        import networkx as nx
+
+        for component in nx.connected_components(forest):
+            root = min(component)
+            for parent, node in [(None, root)] + list(nx.bfs_edges(forest, root)):
+                sep = tuple(a for a in node if parent is not None and a in parent)
+                new = tuple(a for a in node if a not in sep)
+                table = _project_dense(self.marginals[node], list(node), sep + new)
+                sep_sizes = [self.domain.sizes[i] for i in self.domain.index(sep)]
+                new_sizes = [self.domain.sizes[i] for i in self.domain.index(new)]
+                table = table.reshape(int(np.prod(sep_sizes, dtype=np.int64)), -1)
+                width = table.shape[1]
+                cdf = np.cumsum(table.reshape(-1))
+                row = (np.ravel_multi_index(tuple(out[:, self.domain.index([a])[0]]
+                                                  for a in sep), sep_sizes)
+                       if sep else np.zeros(n, dtype=np.int64))
+                start = np.concatenate([[0.0], cdf])[row * width]
+                u = start + rng.random(n) * (cdf[row * width + width - 1] - start)
+                cell = np.searchsorted(cdf, u, side="right") - row * width
+                cell = np.clip(cell, 0, width - 1)
+                for a, code in zip(new, np.unravel_index(cell, new_sizes)):
+                    out[:, self.domain.index([a])[0]] = code
+        return out
+
+    def to_dict(self):
+        return {"kind": self.kind, "total": self.total,
+                "cliques": [list(c) for c in self.cliques],
+                "marginals": [self.marginals[c].tolist() for c in self.cliques],
+                "measured": [list(w) for w in self.measured]}
+
+
+def junction_tree(domain: Domain, workloads: Sequence[Workload]) -> List[Tuple[str, ...]]:
+    """Maximal cliques (attributes in domain order) of a junction forest covering every
+    workload and every attribute: greedy elimination on the workloads' interaction
+    graph, eliminating first the attribute whose clique has the fewest cells."""
+    import itertools
+
+    neighbours = {a: set() for a in domain.names}
+    for w in workloads:
+        for a, b in itertools.combinations(w, 2):
+            neighbours[a].add(b)
+            neighbours[b].add(a)
+    size = dict(zip(domain.names, domain.sizes))
+    cliques, remaining = [], set(domain.names)
+    while remaining:
+        a = min(remaining, key=lambda x: (math.prod(size[b] for b in neighbours[x]) * size[x],
+                                          domain.names.index(x)))
+        clique = neighbours[a] | {a}
+        cliques.append(clique)
+        for b, c in itertools.combinations(neighbours[a], 2):
+            neighbours[b].add(c)
+            neighbours[c].add(b)
+        for b in neighbours[a]:
+            neighbours[b].discard(a)
+        remaining.discard(a)
+    maximal = [c for c in cliques if not any(c < d for d in cliques)]
+    unique = {tuple(a for a in domain.names if a in c) for c in maximal}
+    return sorted(unique, key=lambda c: [domain.names.index(a) for a in c])
+
+
+def _einsum(factors, keep):
+    """Σ over every attribute not in ``keep`` of the product of named tables
+    ``factors`` [(attributes, array with one axis per attribute)], axes in ``keep``
+    order."""
+    letters = {}
+    for attrs, _ in factors:
+        for a in attrs:
+            letters.setdefault(a, chr(ord("a") + len(letters)) if len(letters) < 26
+                               else chr(ord("A") + len(letters) - 26))
+    spec = ",".join("".join(letters[a] for a in attrs) for attrs, _ in factors)
+    spec += "->" + "".join(letters[a] for a in keep)
+    return np.einsum(spec, *[np.asarray(t) for _, t in factors],
+                     optimize=len(factors) > 2)
 
 
 class MixtureModel(FittedModel):
@@ -347,12 +527,30 @@ def average_models(domain: Domain, models: Sequence[FittedModel]) -> FittedModel
     if any(isinstance(m, DenseModel) for m in models) and \
             all(isinstance(m, (DenseModel, UniformModel)) for m in models):
         models = [_as_dense(m) for m in models]
+    if all(isinstance(m, JunctionTreeModel) for m in models):
+        return _average_junction_trees(domain, models)
     if all(isinstance(m, DenseModel) for m in models):
         total = float(np.mean([m.total for m in models]))
         acc = sum(m.probs * m.total for m in models)
         return DenseModel(domain, total, acc if total > 0 else
                           sum(m.probs for m in models))
     return MixtureModel(domain, models)
+
+
+def _average_junction_trees(domain, models) -> "JunctionTreeModel":
+    """avg_l h_l of decomposable models as one decomposable model on the last one's
+    junction forest (whose structure contains the others'): its clique marginals are
+    exactly those of the average (weights |h_l| / Σ|h|), so it answers every workload of
+    the structure as the average does; elsewhere it is the maximum-entropy completion."""
+    last = models[-1]
+    totals = np.array([m.total for m in models])
+    weights = totals / totals.sum() if totals.sum() > 0 else np.full(len(models),
+                                                                    1 / len(models))
+    margs = {}
+    for c in last.cliques:
+        shape = [domain.sizes[i] for i in domain.index(c)]
+        margs[c] = sum(w * m.probabilities(c).reshape(shape) for w, m in zip(weights, models))
+    return JunctionTreeModel(domain, float(totals.mean()), last.cliques, margs, last.measured)
 
 
 def _as_dense(model: FittedModel) -> "DenseModel":
@@ -381,7 +579,11 @@ def model_from_dict(data: Dict, domain: Domain) -> FittedModel:
     if kind == "mrf":
         cliques = [tuple(c) for c in data["cliques"]]
         return MRFModel(domain, total, cliques, dict(zip(cliques, data["potentials"])),
-                        dict(zip(cliques, data["marginals"])))
+                        dict(zip(cliques, data["marginals"])), data.get("measured"))
+    if kind == "junction-tree":
+        cliques = [tuple(c) for c in data["cliques"]]
+        return JunctionTreeModel(domain, total, cliques, dict(zip(cliques, data["marginals"])),
+                                 data.get("measured"))
     if kind == "mixture":
         return MixtureModel(domain, [model_from_dict(c, domain) for c in data["components"]])
     raise ValueError(f"unknown fitted model kind {kind!r}")
@@ -409,13 +611,40 @@ def _shared_estimator(kind: str, components: int, learning_rate: float):
 
 
 def junction_tree_cells(domain: Domain, workloads: Sequence[Workload]) -> int:
-    """Cells of the junction tree over the workloads' cliques (``mbi``'s elimination)."""
-    _, _, _, _ = _mbi()
-    from mbi import junction_tree
+    """Cells of the junction forest over the workloads (:func:`junction_tree`)."""
+    return int(sum(domain.size(c) for c in junction_tree(domain, workloads)))
 
-    dom = _mbi_domain(domain)
-    tree, _ = junction_tree.make_junction_tree(dom, [tuple(w) for w in workloads])
-    return int(sum(dom.size(c) for c in tree.nodes))
+
+def _axes_view(table_attrs, attrs, factor, sizes):
+    """``factor`` (axes ``attrs``, a subset of ``table_attrs``) reshaped to broadcast
+    against a table with axes ``table_attrs``."""
+    order = sorted(range(len(attrs)), key=lambda k: table_attrs.index(attrs[k]))
+    factor = np.transpose(factor.reshape([sizes[a] for a in attrs]), order)
+    shape = [sizes[a] if a in attrs else 1 for a in table_attrs]
+    return factor.reshape(shape)
+
+
+def _sum_to(table, table_attrs, attrs):
+    """Marginal of ``table`` on ``attrs`` (axes in ``table_attrs`` order)."""
+    drop = tuple(k for k, a in enumerate(table_attrs) if a not in attrs)
+    return table.sum(axis=drop) if drop else table
+
+
+def _ipf_update(model: "JunctionTreeModel", tree, home, workload, ratio) -> None:
+    """Multiply p(x) by ``ratio``(x_W) (W ⊆ ``home``) in place on a junction forest."""
+    import networkx as nx
+
+    sizes = dict(zip(model.domain.names, model.domain.sizes))
+    table = model.marginals[home] * _axes_view(home, workload, ratio, sizes)
+    s = table.sum()
+    model.marginals[home] = table / s if s > 0 else table
+    for parent, node in nx.bfs_edges(tree, home):
+        sep = tuple(a for a in node if a in parent)
+        new_sep = _sum_to(model.marginals[parent], parent, sep)
+        old_sep = _sum_to(model.marginals[node], node, sep)
+        # both are in the domain order of sep, as every clique lists attributes in order
+        update = np.divide(new_sep, old_sep, out=np.zeros_like(new_sep), where=old_sep > 0)
+        model.marginals[node] = model.marginals[node] * _axes_view(node, sep, update, sizes)
 
 
 class Fitter:
@@ -448,25 +677,21 @@ class Fitter:
         self.anchor_weight = float(anchor_weight)
         self.learning_rate = float(learning_rate)
         self.max_cells = int(max_cells)
-        if method == "mw":
+        self._trees: Dict = {}
+        if method == "ipf":
+            self.model_kind = "junction-tree"
+        elif method == "mw":
             cells = domain.size()
             if cells > self.max_cells:
                 raise InputError(
                     f"--fit mw keeps a distribution over all of the domain's {cells:.3g} "
                     f"cells, above the limit of {self.max_cells}; use --fit pgm")
             self.model_kind = "dense"
-        elif pgm_model == "auto":
-            self.model_kind = ("mrf" if junction_tree_cells(domain, self.workloads)
-                               <= self.max_cells else "mixture-of-products")
-        elif pgm_model == "mrf":
-            cells = junction_tree_cells(domain, self.workloads)
-            if cells > self.max_cells:
-                raise InputError(f"the Markov random field over these workloads needs "
-                                 f"{cells:.3g} cells (limit {self.max_cells}); use "
-                                 f"pgm_model 'mixture' or 'auto'")
+        elif pgm_model in ("auto", "mrf"):
             self.model_kind = "mrf"
         else:
             self.model_kind = "mixture-of-products"
+        self._fits_cache: Dict = {}
         self._estimator = None
 
     # -- public ---------------------------------------------------------------------------
@@ -488,6 +713,8 @@ class Fitter:
             return warm.scaled(total)
         if self.model_kind == "dense":
             return self._fit_mw(measurements, total, warm)
+        if self.model_kind == "junction-tree":
+            return self._fit_ipf(measurements, total, warm)
         return self._fit_mbi(measurements, total, warm)
 
     # -- MW ---------------------------------------------------------------------------------
@@ -522,15 +749,94 @@ class Fitter:
                                                 self.learning_rate)
         return self._estimator
 
+    def structure(self, warm: Optional[FittedModel]) -> List[Workload]:
+        """The workloads a warm-started ``mrf`` fit keeps (those the warm start was fitted
+        to), in the fitter's order; the ``mixture`` fit always uses all of them."""
+        if self.model_kind not in ("mrf", "junction-tree"):
+            return list(self.workloads)
+        last = warm.components[-1] if isinstance(warm, MixtureModel) else warm
+        kept = set(last.measured) if isinstance(last, MRFModel) else set()
+        return [w for w in self.workloads if w in kept]
+
+    def fits(self, structure: Sequence[Workload], workload: Workload) -> bool:
+        """Whether the junction tree of ``structure`` plus ``workload`` has at most
+        ``max_cells`` cells (AIM's model-size control, McKenna et al. 2022 §4.3: only
+        such workloads may be selected).  Always true for the other model kinds."""
+        if self.model_kind not in ("mrf", "junction-tree") or workload in structure:
+            return True
+        if self.model_kind == "junction-tree" and any(
+                set(workload) <= set(c) for c in self._tree(structure)):
+            return True  # already inside a clique: the tree does not grow
+        key = (tuple(structure), tuple(workload))
+        if key not in self._fits_cache:
+            cells = junction_tree_cells(self.domain, list(structure) + [tuple(workload)])
+            self._fits_cache[key] = cells <= self.max_cells
+        return self._fits_cache[key]
+
+    # -- IPF on a junction tree ------------------------------------------------------------
+    def _tree(self, structure):
+        key = tuple(structure)
+        if key not in self._trees:
+            self._trees[key] = junction_tree(self.domain, structure)
+        return self._trees[key]
+
+    def _fit_ipf(self, measurements, total, warm):
+        """The MW fit (exact entropic step = iterative proportional fitting) restricted to
+        decomposable models: the warm start is expressed on the junction forest of the
+        structure (its measured workloads plus these), then each measured workload W ⊆ C
+        rescales μ_C by m̂_W / μ_W and the change is propagated through the forest
+        (μ_D ← μ_D · μ'_S / μ_S outward from C), which is the IPF step on the whole
+        distribution p(x) ← p(x)·m̂_W(x_W)/p_W(x_W).  Cycles ``iterations`` times over
+        the measurements, until every measured marginal is matched to ``IPF_TOLERANCE``
+        or the largest mismatch stops changing by more than that (inconsistent noisy
+        measurements: IPF's limit cycle)."""
+        given = {tuple(m.workload) for m in measurements}
+        structure = [w for w in self.workloads if w in given or w in self.structure(warm)]
+        cliques = self._tree(structure)
+        last = warm.components[-1] if isinstance(warm, MixtureModel) else warm
+        if isinstance(last, MRFModel) and last.cliques == cliques and warm is last:
+            margs = {c: last.marginals[c].copy() for c in cliques}
+        else:
+            margs = {c: warm.probabilities(c).reshape(
+                [self.domain.sizes[i] for i in self.domain.index(c)]) for c in cliques}
+        # Full support, so that the multiplicative steps can put mass where the warm start
+        # has none (mixing consistent clique marginals with the uniform ones keeps them
+        # consistent, and consistent marginals on a junction tree are always realisable).
+        margs = {c: (1 - SUPPORT_FLOOR) * m + SUPPORT_FLOOR / m.size for c, m in margs.items()}
+        model = JunctionTreeModel(self.domain, total, cliques, margs, structure)
+        tree = model._junction_forest()["tree"]
+        targets = []
+        for m in measurements:
+            t = np.clip(np.asarray(m.values, dtype=np.float64), 0, None)
+            if t.sum() > 0:
+                home = next(c for c in cliques if set(m.workload) <= set(c))
+                targets.append((tuple(m.workload), home, t / t.sum()))
+        previous = math.inf
+        for _ in range(self.iterations):
+            worst = 0.0
+            for w, home, t in targets:
+                current = _project_dense(model.marginals[home], list(home), w)
+                worst = max(worst, float(np.abs(current - t).max()))
+                ratio = np.divide(t, current, out=np.zeros_like(t), where=current > 0)
+                _ipf_update(model, tree, home, w, ratio)
+            # matched, or (inconsistent noisy targets) settled on IPF's limit cycle
+            if worst < IPF_TOLERANCE or abs(previous - worst) < IPF_TOLERANCE:
+                break
+            previous = worst
+        model._cache.clear()
+        return model
+
     def _linear_measurements(self, measurements, total, warm):
-        """All workloads in the fitter's order: measured ones with their noise, the
-        others anchored at the warm start's answers (normalised scale)."""
+        """The structure's workloads in the fitter's order: measured ones with their
+        noise, the others anchored at the warm start's answers (normalised scale)."""
         mbi, *_ = _mbi()
         given = {tuple(m.workload): m for m in measurements}
+        structure = self.structure(warm)
+        structure = [w for w in self.workloads if w in given or w in structure]
         worst = max(float(m.stddev) for m in measurements)
         anchor_sd = worst / math.sqrt(self.anchor_weight) if self.anchor_weight > 0 else 1e12
         out = []
-        for w in self.workloads:
+        for w in structure:
             if w in given:
                 m = given[w]
                 values = np.asarray(m.values, dtype=np.float64) / total
@@ -539,12 +845,12 @@ class Fitter:
                 values = warm.probabilities(w)
                 sd = anchor_sd / total
             out.append(mbi.LinearMeasurement(values, w, stddev=sd))
-        return out
+        return structure, out
 
     def _fit_mbi(self, measurements, total, warm):
         mbi, estimation, marginal_oracles, mop = _mbi()
         dom = _mbi_domain(self.domain)
-        lms = self._linear_measurements(measurements, total, warm)
+        structure, lms = self._linear_measurements(measurements, total, warm)
         estimator = self._estimator_for()
         last = warm.components[-1] if isinstance(warm, MixtureModel) else warm
         if self.model_kind == "mrf":
@@ -556,7 +862,7 @@ class Fitter:
                     for c in cliques}
             margs = {c: np.asarray(model.marginals.project(c).datavector(flatten=False))
                      for c in cliques}
-            return MRFModel(self.domain, total, cliques, pots, margs)
+            return MRFModel(self.domain, total, cliques, pots, margs, structure)
         warm_start = None
         if isinstance(last, MixtureOfProductsModel) and last.components == self.components:
             import jax.numpy as jnp

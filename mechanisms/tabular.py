@@ -98,6 +98,7 @@ from continual_synth.mechanisms.errors import (InputError, ParameterError, State
                                                positive_real, whole_number)
 from continual_synth.mechanisms.fitting import (
     DEFAULT_MAX_CELLS,
+    DEFAULT_MODEL_CELLS,
     FIT_METHODS,
     PGM_MODELS,
     Fitter,
@@ -114,9 +115,17 @@ ALGORITHMS = {
     "baseline": "kumar2024-algorithm-2-streaming-mwem",
 }
 METHODS = tuple(ALGORITHMS)
-BIAS_CORRECTIONS = ("paper", "noise", "none")
+BIAS_CORRECTIONS = ("noise+sampling", "noise", "paper", "none")
+UTILITIES = ("aim", "paper")
+REMAINDERS = ("model", "paper")
+COMBINES = ("last", "average")
+# The two rule sets: ours (the defaults) and the paper's as printed (to reproduce it).
+RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remainder": "model",
+                 "combine": "last"},
+         "paper": {"utility": "paper", "bias_correction": "paper", "remainder": "paper",
+                   "combine": "average"}}
 RELATION = "event-level add/remove of one record"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the aim rules, the ipf fit (junction-tree models)
 
 
 # ---------------------------------------------------------------------------- config
@@ -132,13 +141,16 @@ class TabularConfig:
     method: str = "proposed"
     selections: int = 3
     counter: str = "simple"
-    fit: str = "pgm"
+    fit: str = "ipf"
     fit_iterations: int = 100
     pgm_model: str = "auto"
     mixture_components: int = 32
     anchor_weight: float = 1.0
-    bias_correction: str = "paper"
-    max_cells: int = DEFAULT_MAX_CELLS
+    bias_correction: str = "noise+sampling"
+    max_cells: Optional[int] = None
+    utility: str = "aim"
+    remainder: str = "model"
+    combine: str = "last"
 
     def __post_init__(self):
         if not isinstance(self.domain, Domain):
@@ -180,6 +192,17 @@ class TabularConfig:
             raise InputError("fit_iterations must be a positive integer")
         if self.bias_correction not in BIAS_CORRECTIONS:
             raise InputError(f"bias_correction must be one of {BIAS_CORRECTIONS}")
+        if self.utility not in UTILITIES:
+            raise InputError(f"utility must be one of {UTILITIES}, got {self.utility!r}")
+        if self.combine not in COMBINES:
+            raise InputError(f"combine must be one of {COMBINES}, got {self.combine!r}")
+        if self.remainder not in REMAINDERS:
+            raise InputError(f"remainder must be one of {REMAINDERS}, got "
+                             f"{self.remainder!r}")
+        if self.max_cells is not None and (
+                isinstance(self.max_cells, bool)
+                or not isinstance(self.max_cells, (int, np.integer)) or self.max_cells < 1):
+            raise InputError(f"max_cells must be a positive integer, got {self.max_cells!r}")
         if not (self.anchor_weight >= 0 and math.isfinite(self.anchor_weight)):
             raise InputError("anchor_weight must be a non-negative number")
         if not isinstance(self.mixture_components, (int, np.integer)) \
@@ -205,8 +228,19 @@ class TabularConfig:
 
     @property
     def utility_sensitivity(self) -> float:
-        """Δ = max_i 1/|W_i| (see the module docstring)."""
-        return 1.0 / min(self.cells)
+        """Δ of the utilities (see the module docstring): 2 for ``aim``, max_i 1/|W_i|
+        for ``paper``."""
+        return 2.0 if self.utility == "aim" else 1.0 / min(self.cells)
+
+    @property
+    def model_cells(self) -> int:
+        """The fitted model's size limit: ``max_cells``, else 2^22 for the dense MW fit
+        and 2^17 junction-tree cells for graphical models (on CCES 2016 the error at
+        ε = 1000 is the same at 2·10^4, 10^5 and 10^6 cells; steps take ~0.3 s at 10^5
+        and ~1 s at 10^6, bench/results/tabular_floor.md)."""
+        if self.max_cells is not None:
+            return int(self.max_cells)
+        return DEFAULT_MAX_CELLS if self.fit == "mw" else DEFAULT_MODEL_CELLS
 
     @property
     def laplace_scale(self) -> float:
@@ -217,14 +251,14 @@ class TabularConfig:
         """The A_Dataset of this configuration (shared per process: it holds ``mbi``'s
         compiled fit)."""
         key = (_domain_key(self.domain), self.workloads, self.fit, int(self.fit_iterations),
-               self.pgm_model, int(self.mixture_components), int(self.max_cells),
+               self.pgm_model, int(self.mixture_components), self.model_cells,
                float(self.anchor_weight))
         if key not in _FITTERS:
             _FITTERS[key] = Fitter(self.domain, self.workloads, self.fit,
                                    iterations=int(self.fit_iterations),
                                    pgm_model=self.pgm_model,
                                    components=int(self.mixture_components),
-                                   max_cells=int(self.max_cells),
+                                   max_cells=self.model_cells,
                                    anchor_weight=float(self.anchor_weight))
         return _FITTERS[key]
 
@@ -240,7 +274,9 @@ class TabularConfig:
                 "fit_iterations": int(self.fit_iterations), "pgm_model": self.pgm_model,
                 "mixture_components": int(self.mixture_components),
                 "anchor_weight": float(self.anchor_weight),
-                "bias_correction": self.bias_correction, "max_cells": int(self.max_cells)}
+                "bias_correction": self.bias_correction, "max_cells": self.max_cells,
+                "utility": self.utility, "remainder": self.remainder,
+                "combine": self.combine}
 
     @classmethod
     def from_dict(cls, data: Dict) -> "TabularConfig":
@@ -391,10 +427,38 @@ def _size_estimate(sums: Sequence[float], variances: Sequence[float]) -> float:
     return max(float(np.dot(w, sums) / w.sum()), 0.0)
 
 
-def _utilities(config, targets, answers, candidates, bias) -> np.ndarray:
-    cells = config.cells
-    return np.array([np.abs(targets[i] - answers[i]).sum() / cells[i] - bias[i]
-                     for i in candidates])
+def _sampling_bias(p: np.ndarray, batch: int) -> float:
+    """E‖X − B·p‖_1 for X ~ Multinomial(B, p): the L1 distance a batch of B records drawn
+    from the model itself would show (de Moivre's mean absolute deviation of each cell's
+    Binomial(B, p_c): 2ν(1 − p_c)·P(X_c = ν), ν = ⌊B p_c⌋ + 1)."""
+    if batch < 1:
+        return 0.0
+    from scipy.special import gammaln, xlog1py, xlogy
+
+    p = np.clip(p, 0.0, 1.0)
+    nu = np.minimum(np.floor(batch * p) + 1, batch)
+    log_pmf = (gammaln(batch + 1) - gammaln(nu + 1) - gammaln(batch - nu + 1)
+               + xlogy(nu, p) + xlog1py(batch - nu, -p))
+    return float(np.sum(2 * nu * (1 - p) * np.exp(log_pmf)))
+
+
+def _utilities(config, targets, model, candidates, bias, batch: int = 0) -> np.ndarray:
+    """u_i for i in ``candidates``: ``aim`` — ‖T_i − |T|·P_i(h)‖_1 − b_i (the model's
+    distribution at the target's size), minus the batch's sampling deviation under
+    ``noise+sampling`` (a public estimate ``batch`` of the batch size); ``paper`` —
+    ‖T_i − W_i(h)‖_1/|W_i| − b_i."""
+    workloads, cells = config.workloads, config.cells
+    out = np.empty(len(candidates))
+    for n, i in enumerate(candidates):
+        if config.utility == "aim":
+            p = model.probabilities(workloads[i])
+            out[n] = np.abs(targets[i] - p * targets[i].sum()).sum() - bias[i]
+            if config.bias_correction == "noise+sampling":
+                out[n] -= _sampling_bias(p, batch)
+        else:
+            answer = model.probabilities(workloads[i]) * model.total
+            out[n] = np.abs(targets[i] - answer).sum() / cells[i] - bias[i]
+    return out
 
 
 def _copy_state(state: TabularState) -> TabularState:
@@ -432,38 +496,54 @@ def step(config: TabularConfig, state: TabularState, period_histograms,
 
 
 def _bias(config, sds) -> np.ndarray:
+    """b_i: ``paper`` |W_i|; ``noise`` the expected L1 norm of the measurement's noise
+    (√(2/π)·σ_i per cell; times |W_i| under the ``aim`` utility, which is not divided by
+    |W_i|); ``none`` 0."""
+    cells = np.asarray(config.cells, dtype=np.float64)
     if config.bias_correction == "paper":
-        return np.asarray(config.cells, dtype=np.float64)
-    if config.bias_correction == "noise":
-        return math.sqrt(2 / math.pi) * np.asarray(sds, dtype=np.float64)
+        return cells
+    if config.bias_correction in ("noise", "noise+sampling"):
+        per_cell = math.sqrt(2 / math.pi) * np.asarray(sds, dtype=np.float64)
+        return per_cell * cells if config.utility == "aim" else per_cell
     return np.zeros(len(config.workloads))
 
 
-def _select_measure_fit(config, sampler, targets, start, bias, measure, rescale: bool):
+def _select_measure_fit(config, sampler, targets, start, bias, measure, measurement,
+                        size_of, rescale: bool, batch: int = 0):
     """The k select-measure-fit iterations both algorithms share (Algorithm 3 lines 9-18;
-    Algorithm 2 lines 6-20): select j among the workloads not yet selected this period by
-    the exponential mechanism on the utilities against ``targets``, measure it
-    (``measure(j)`` → noisy histogram and its per-cell noise variance), and fit
-    h_{t,l} = A_Dataset(measurements so far, warm start h_{t,l−1}) at the noisy size.
-    ``rescale``: warm-start from h_{t,l−1} rescaled to the new size (the baseline, whose
-    h_{t,0} is the empty uniform table).  Returns (selected indices, iterates)."""
+    Algorithm 2 lines 6-20): select j among the eligible workloads not yet selected this
+    period by the exponential mechanism on the utilities against ``targets``, measure it
+    (``measure(j)`` feeds the period's records → a noisy histogram of ∇f_t and its
+    per-cell noise variance), and fit h_{t,l} = A_Dataset(measurements so far, warm start
+    h_{t,l−1}) at the noisy size ``size_of(B̂)`` (B̂: the inverse-variance weighted mean
+    of the noisy period sizes measured so far; ``measurement(j, size)`` → the values the
+    fit matches and their per-cell variance).  A workload is eligible when the fitted
+    model stays under ``max_cells`` with it (a public check on the model).  ``rescale``:
+    warm-start from h_{t,l−1} rescaled to the new size (the baseline, whose h_{t,0} is
+    the empty uniform table).  Returns (selected indices, iterates)."""
     fitter = config.fitter()
     workloads, cells = config.workloads, config.cells
-    h, answers = start, start.answers(workloads)
-    selected, measurements, sums, variances, iterates = [], [], [], [], []
+    h = start
+    selected, fed, sums, variances, iterates = [], [], [], [], []
     for _ in range(config.selections):
-        candidates = [i for i in range(len(workloads)) if i not in selected]
-        u = _utilities(config, targets, answers, candidates, bias)
+        structure = fitter.structure(h)
+        candidates = [i for i in range(len(workloads)) if i not in selected
+                      and fitter.fits(structure, workloads[i])]
+        if not candidates:
+            break
+        u = _utilities(config, targets, h, candidates, bias, batch)
         j = candidates[sampler.exponential_mechanism(u, config.selection_epsilon,
                                                      config.utility_sensitivity)]
         selected.append(j)
-        values, variance = measure(j)
-        measurements.append(Measurement(workloads[j], values, math.sqrt(variance)))
-        sums.append(float(values.sum()))
+        increment, variance = measure(j)
+        sums.append(float(increment.sum()))
         variances.append(variance * cells[j])
-        total = _size_estimate(sums, variances)
+        total = size_of(_size_estimate(sums, variances))
+        measurements = []
+        for i in selected:
+            values, var = measurement(i, total)
+            measurements.append(Measurement(workloads[i], values, math.sqrt(var)))
         h = fitter.fit(measurements, total, warm_start=h.scaled(total) if rescale else h)
-        answers = h.answers(workloads)
         iterates.append(h)
     return selected, iterates
 
@@ -472,11 +552,13 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
     workloads = config.workloads
     q = len(workloads)
     g_prev = new.model
-    prev_answers = g_prev.answers(workloads)
-    targets = [prev_answers[i] + hists[i] for i in range(q)]
+    targets = [g_prev.probabilities(workloads[i]) * g_prev.total + hists[i]
+               for i in range(q)]
 
     def measurement_variance(i, time):
         counter = new.counters[i]
+        if config.remainder == "model":
+            return max(counter.variance(time), counter.variance(1))
         anchor = new.anchor_times[i]
         var = counter.variance(time) - (counter.variance(anchor) if anchor >= 1 else 0.0)
         return max(var, counter.variance(1))
@@ -487,17 +569,31 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
     bias = _bias(config, next_sds)
 
     def measure(j):
+        previous = new.counter_values[j]
         value = new.counters[j].feed(hists[j], sampler)          # line 15
         new.counter_values[j] = value
-        return value + new.remainders[j], measurement_variance(j, new.counters[j].time)
+        return value - previous, new.counters[j].variance(1)
 
-    selected, iterates = _select_measure_fit(config, sampler, targets, g_prev, bias,
-                                             measure, rescale=False)  # lines 9-18
-    g = average_models(config.domain, iterates)                  # line 19
-    g_answers = g.answers(workloads)
+    def measurement(j, total):
+        value = new.counter_values[j]
+        if config.remainder == "model":
+            rest = max(total - float(value.sum()), 0.0)
+            values = value + rest * g_prev.probabilities(workloads[j])
+        else:
+            values = value + new.remainders[j]                   # lines 16-17
+        return values, measurement_variance(j, new.counters[j].time)
+
+    selected, iterates = _select_measure_fit(
+        config, sampler, targets, g_prev, bias, measure, measurement,
+        lambda increment: max(g_prev.total + increment, 0.0), rescale=False,
+        batch=int(round(g_prev.total / (period - 1))) if period > 1 else 0)  # lines 9-18
+    g = (average_models(config.domain, iterates) if config.combine == "average"
+         else iterates[-1])                                      # line 19
     for i in range(q):                                           # lines 20-21
         if i not in selected:
-            new.remainders[i] = g_answers[i] - new.counter_values[i]
+            if config.remainder == "paper":
+                new.remainders[i] = g.probabilities(workloads[i]) * g.total \
+                    - new.counter_values[i]
             new.anchor_times[i] = new.counters[i].time
         else:
             new.selection_counts[i] += 1
@@ -517,14 +613,16 @@ def _step_baseline(config, new, hists, sampler, period) -> TabularRelease:
     noise_var = discrete_laplace_variance(scale)
     bias = _bias(config, [math.sqrt(noise_var)] * q)
     targets = [h_.astype(np.float64) for h_ in hists]
+    noisy = {}
 
     def measure(j):
-        noisy = hists[j] + np.asarray(sampler.discrete_laplace(scale, cells[j]),
-                                      dtype=np.int64)
-        return noisy.astype(np.float64), noise_var
+        noisy[j] = (hists[j] + np.asarray(sampler.discrete_laplace(scale, cells[j]),
+                                          dtype=np.int64)).astype(np.float64)
+        return noisy[j], noise_var
 
-    selected, iterates = _select_measure_fit(config, sampler, targets, fitter.start(0.0),
-                                             bias, measure, rescale=True)
+    selected, iterates = _select_measure_fit(
+        config, sampler, targets, fitter.start(0.0), bias, measure,
+        lambda j, total: (noisy[j], noise_var), lambda increment: increment, rescale=True)
     increment = average_models(config.domain, iterates)
     increment_size = int(round(increment.total))
     for j in selected:
@@ -563,6 +661,9 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "measurement_epsilon": config.measure_epsilon,
         "utility_sensitivity": config.utility_sensitivity,
         "bias_correction": config.bias_correction,
+        "utility": config.utility,
+        "remainder": config.remainder,
+        "combine": config.combine,
         "counter": config.counter if proposed else None,
         "counter_epsilon": config.measure_epsilon if proposed else None,
         "measurement_noise": (f"discrete Laplace counters, scale {2 * config.selections / config.epsilon:.6g} per node"

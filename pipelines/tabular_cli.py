@@ -2,7 +2,7 @@
 
     continual-synth tabular run  --input STREAM --output DIR --domain DOMAIN.json --epsilon E
                                  [--method proposed|baseline] [--selections K] [--marginals 2]
-                                 [--counter simple] [--fit pgm|mw] [--horizon T] [--seed S] …
+                                 [--counter simple] [--fit ipf|pgm|mw] [--horizon T] [--seed S] …
     continual-synth tabular init --state STATE --domain DOMAIN.json --epsilon E [same options]
     continual-synth tabular step --state STATE --input PERIOD_FILE --output DIR [--period P]
     continual-synth tabular example --output DIR [--construction randomized|ordered]
@@ -45,9 +45,20 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                         choices=[k for k in counter_kinds() if "epsilon" in counter_units(k)],
                         help="private stream counter per workload (default: simple, as the "
                              "paper's experiments; kary has the least error under ε-DP)")
-    parser.add_argument("--fit", choices=["pgm", "mw"], default="pgm",
-                        help="pgm: private-pgm graphical model (default); mw: multiplicative "
-                             "weights over the whole domain (small domains only)")
+    parser.add_argument("--fit", choices=["ipf", "pgm", "mw"], default="ipf",
+                        help="ipf: decomposable graphical model on the measured workloads, "
+                             "fitted by iterative proportional fitting in numpy (default); "
+                             "pgm: private-pgm (mbi, JAX); mw: multiplicative weights over "
+                             "the whole domain (small domains only)")
+    parser.add_argument("--rule", choices=["aim", "paper"], default="aim",
+                        help="selection and measurement rules: aim (default: AIM-style "
+                             "utility with noise and sampling bias correction, remainder "
+                             "imputed from the current model, g_t = last iterate) or paper "
+                             "(Kumar et al. §7.2 utility, bias |W|, r(t, i) of lines 16-21, "
+                             "g_t = average of the iterates); see docs/tabular.md")
+    parser.add_argument("--max-cells", type=int, default=None,
+                        help="largest fitted model (junction-tree cells); workloads that "
+                             "would exceed it are not selected")
     parser.add_argument("--horizon", type=int, default=None,
                         help="number of periods T (needed by bounded counters; default: the "
                              "stream's last period for run, unbounded counters for steps)")
@@ -119,11 +130,15 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         domain = infer_domain(input_path, args.period_col, getattr(args, "input_format", None))
     else:
         domain = Domain.from_json(args.domain)
+    from continual_synth.mechanisms.tabular import RULES
     workloads = parse_workloads(args.marginals, domain)
+    options = dict(RULES[args.rule])
+    if args.max_cells is not None:
+        options["max_cells"] = args.max_cells
     return TabularSynthesizer.create(
         domain=domain, workloads=workloads, epsilon=args.epsilon, method=args.method,
         selections=args.selections, counter=args.counter, fit=args.fit,
-        horizon=args.horizon, domain_inferred=inferred)
+        horizon=args.horizon, domain_inferred=inferred, **options)
 
 
 def dispatch(args, beam_args: List[str]) -> Optional[dict]:

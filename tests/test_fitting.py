@@ -85,7 +85,8 @@ def test_pgm_mixture_of_products_improves_on_the_start():
     assert l1(model, ms) < 0.5 * l1(fitter.start(500.0), ms)
 
 
-@pytest.mark.parametrize("fit,kind", [("mw", "auto"), ("pgm", "mrf"), ("pgm", "mixture")])
+@pytest.mark.parametrize("fit,kind", [("mw", "auto"), ("ipf", "auto"), ("pgm", "mrf"),
+                                      ("pgm", "mixture")])
 def test_sample_deterministic_and_distributed_like_the_model(fit, kind):
     codes = skewed_codes(500, 6)
     fitter = fitting.Fitter(DOMAIN, WORKLOADS, fit, pgm_model=kind, iterations=100,
@@ -105,7 +106,8 @@ def test_sample_deterministic_and_distributed_like_the_model(fit, kind):
     assert model.sample(0, np.random.default_rng(1)).shape == (0, 3)
 
 
-@pytest.mark.parametrize("fit,kind", [("mw", "auto"), ("pgm", "mrf"), ("pgm", "mixture")])
+@pytest.mark.parametrize("fit,kind", [("mw", "auto"), ("ipf", "auto"), ("pgm", "mrf"),
+                                      ("pgm", "mixture")])
 def test_models_round_trip_through_json(fit, kind):
     codes = skewed_codes(200, 7)
     fitter = fitting.Fitter(DOMAIN, WORKLOADS, fit, pgm_model=kind, iterations=50,
@@ -144,3 +146,39 @@ def test_fit_rejects_bad_measurements():
         fitter.fit([fitting.Measurement(("a",), np.zeros(3))], 10.0)
     with pytest.raises(InputError):
         fitting.Fitter(DOMAIN, WORKLOADS, "magic")
+
+
+def test_ipf_junction_tree_matches_measurements_and_infers_exactly():
+    """IPF on a decomposable model: noise-free measurements on a chain plus a new edge
+    are matched to 1e-9 (an IPF step is exact on its clique), the measured structure is
+    kept for the next warm start, and the marginal of any pair (including pairs in no
+    clique) equals the one of the dense distribution Π μ_C / Π μ_S."""
+    domain = Domain({c: list(range(k)) for c, k in zip("abcdef", [2, 3, 2, 4, 3, 2])})
+    rng = np.random.default_rng(0)
+    codes = np.stack([rng.integers(0, k, 3000) for k in domain.sizes], axis=1)
+    codes[:, 1] = (codes[:, 0] + codes[:, 1] * (rng.random(3000) < 0.5)) % 3
+    codes[:, 3] = (codes[:, 1] + codes[:, 2]) % 4
+    workloads = all_workloads(domain, 2)
+    fitter = fitting.Fitter(domain, workloads, "ipf", iterations=200)
+    chain = [("a", "b"), ("b", "d"), ("c", "d"), ("d", "e"), ("e", "f")]
+
+    def measure(ws):
+        return [fitting.Measurement(w, h.astype(float), 1.0)
+                for w, h in zip(ws, workload_histograms(codes, domain, ws))]
+
+    h1 = fitter.fit(measure(chain), 3000.0)
+    h2 = fitter.fit(measure([("a", "f")]), 3000.0, warm_start=h1)
+    assert set(h2.measured) == set(chain) | {("a", "f")}
+    assert np.abs(h2.probabilities(("a", "f")) - measure([("a", "f")])[0].values / 3000
+                  ).max() < 1e-9
+    tree = h2._junction_forest()["tree"]
+    factors = [(c, h2.marginals[c]) for c in h2.cliques]
+    for u, v in tree.edges():
+        sep = tuple(x for x in u if x in v)
+        m = fitting._einsum([(u, h2.marginals[u])], sep)
+        factors.append((sep, np.divide(1, m, out=np.zeros_like(m), where=m > 0)))
+    dense = fitting._einsum(factors, domain.names)
+    assert dense.sum() == pytest.approx(1.0)
+    for w in workloads:
+        assert np.allclose(fitting._project_dense(dense, list(domain.names), w),
+                           h2.probabilities(w), atol=1e-12)

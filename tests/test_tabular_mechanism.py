@@ -72,7 +72,9 @@ def test_calibration_values():
     cfg = config(epsilon=2.0, selections=4)
     assert cfg.selection_epsilon == pytest.approx(0.25)
     assert cfg.measure_epsilon == pytest.approx(0.25)
-    assert cfg.utility_sensitivity == pytest.approx(1 / 4)   # smallest workload: c × e
+    assert cfg.utility_sensitivity == pytest.approx(2.0)     # aim: ‖e_c − P_i(h)‖_1 ≤ 2
+    paper = config(epsilon=2.0, selections=4, utility="paper")
+    assert paper.utility_sensitivity == pytest.approx(1 / 4)  # smallest workload: c × e
     assert cfg.laplace_scale == pytest.approx(4.0)
     state = tabular.initial_state(cfg)
     assert all(c.budget == pytest.approx(0.25) and c.unit == "epsilon" and c.dim == n
@@ -141,10 +143,11 @@ def test_proposed_selects_the_workload_with_the_largest_error_at_large_epsilon()
     state = tabular.initial_state(cfg)
     codes = stream(1, 60, 7)[0]
     hists = workload_histograms(codes, DOMAIN, WORKLOADS)
-    start = state.model.answers(WORKLOADS)
-    u = [np.abs(h - s).sum() / h.size for h, s in zip(hists, start)]
+    # aim utility from the empty uniform start: ‖W_i(∇f_1) − |∇f_1|·uniform‖_1
+    u = [np.abs(h - h.sum() / h.size).sum() for h in hists]
     _, release = tabular.step(cfg, state, hists, SeededSampler(1))
-    assert release.selected == (WORKLOADS[int(np.argmax(u))],)
+    best = {WORKLOADS[i] for i in np.flatnonzero(np.isclose(u, max(u)))}
+    assert len(best) < len(WORKLOADS) and release.selected[0] in best
 
 
 @pytest.mark.parametrize("method", ["proposed", "baseline"])
@@ -197,7 +200,7 @@ def test_proposed_beats_baseline_on_a_small_stream():
     for seed in range(3):
         batches = stream(60, 50, 100 + seed)
         for method in errors:
-            cfg = config(method=method, epsilon=2.0, horizon=60, bias_correction="paper")
+            cfg = config(method=method, epsilon=2.0, horizon=60)
             errors[method].append(run(cfg, batches, 200 + seed)[2][-10:].mean())
     assert np.mean(errors["proposed"]) < np.mean(errors["baseline"])
 
@@ -220,3 +223,38 @@ def test_pgm_fit_runs_and_round_trips(method):
     model = back.model if method == "proposed" else releases[-1].model
     assert model.sample(20, np.random.default_rng(0)).shape == (20, 5)
     assert np.isfinite(errors).all()
+
+
+def test_noise_free_release_keeps_a_strong_one_way_and_two_way_marginal():
+    """Issue 12: a skewed 6-valued attribute next to four binary ones, batches of 50,
+    ε = 10^6 (no noise), 3 selections of the 15 two-way workloads per period.  The paper's
+    utility ‖·‖_1/|W| − |W| can never select a 12-cell workload (50/12 − 12 < 0), so the
+    old release kept `big` near uniform (TV ≈ 0.5).  A release limited only by sampling
+    must answer its one-way and every two-way marginal within a few sampling standard
+    errors of the 1 000 records (TV of ~0.04 for `big` if a third of the batches are
+    measured); the bounds below are 2-3× that."""
+    rng = np.random.default_rng(21)
+    domain = Domain({"big": list(range(6)), "p": [0, 1], "q": [0, 1], "r": [0, 1],
+                     "s": [0, 1]})
+    shares = np.array([0.51, 0.34, 0.09, 0.05, 0.006, 0.004])
+    n = 1000
+    big = rng.choice(6, n, p=shares)
+    p_ = (rng.random(n) < np.where(big == 0, 0.85, 0.2)).astype(int)   # strong big × p
+    q_ = (rng.random(n) < 0.81).astype(int)
+    r_ = np.where(rng.random(n) < 0.9, q_, 1 - q_)                    # strong q × r
+    s_ = (rng.random(n) < 0.5).astype(int)
+    codes = np.stack([big, p_, q_, r_, s_], axis=1).astype(np.int32)
+    workloads = tuple(all_workloads(domain, 2))
+    cfg = tabular.TabularConfig(domain=domain, workloads=workloads, epsilon=1e6,
+                                horizon=20, selections=3)
+    state, sampler = tabular.initial_state(cfg), SeededSampler(3)
+    for t in range(20):
+        hists = workload_histograms(codes[50 * t:50 * (t + 1)], domain, workloads)
+        state, release = tabular.step(cfg, state, hists, sampler)
+    model = release.model
+    truth_big = np.bincount(big, minlength=6) / n
+    assert 0.5 * np.abs(model.probabilities(("big",)) - truth_big).sum() < 0.1
+    truth = workload_histograms(codes, domain, workloads)
+    tv = [0.5 * np.abs(model.probabilities(w) - h / n).sum() for w, h in zip(workloads, truth)]
+    assert max(tv) < 0.15
+    assert state.selection_counts[workloads.index(("big", "p"))] > 0
