@@ -127,6 +127,10 @@ def _tabular_files(data) -> None:
     _write_text(data / "domain_list.json", "[[0, 1], [\"x\"]]")
     _write_text(data / "domain_empty_attribute.json", "{\"a\": [], \"b\": [\"x\"]}")
     _write_text(data / "domain_nested.json", "{\"a\": [[0], [1]], \"b\": [\"x\"]}")
+    with open(data / "domain_wide.json", "w", encoding="utf-8") as handle:  # 10^10-cell pair
+        json.dump({"a": list(range(10 ** 5)), "b": list(range(10 ** 5))}, handle)
+    with open(data / "domain_30.json", "w", encoding="utf-8") as handle:
+        json.dump({f"a{i}": [0, 1] for i in range(30)}, handle)
     rng = np.random.default_rng(3)
     n = 20 * HORIZON
     stream = pa.table({"period": pa.array(np.repeat(np.arange(1, HORIZON + 1), 20)),
@@ -245,9 +249,8 @@ def step_case(kind, source, *extra, subjects, state=None, **marks) -> Case:
                  "--output", "{out}", *extra), subjects, state=state or kind, **marks)
 
 
-def init_case(kind, *argv, subjects) -> Case:
-    return Case(f"{kind}-init-{' '.join(argv[-2:])}",
-                (kind, "init", "--state", "{state}", *argv), subjects)
+def init_case(kind, label, *argv, subjects) -> Case:
+    return Case(f"{kind}-init-{label}", (kind, "init", "--state", "{state}", *argv), subjects)
 
 
 def _window_cases():
@@ -301,10 +304,10 @@ def _window_cases():
     cases.append(Case("window-run-output-is-a-file",
                       ("window", "run", "--input", "{data}/panel.parquet", "--output",
                        "{data}/a_file", *WINDOW), ("--output", "a_file", "not a directory")))
-    cases += [init_case(w, *WINDOW, "--rho", "nan", subjects=("--rho",)),
-              init_case(w, *WINDOW, "--window", "30", "--horizon", "30",
+    cases += [init_case(w, "rho-nan", *WINDOW, "--rho", "nan", subjects=("--rho",)),
+              init_case(w, "window-30", *WINDOW, "--window", "30", "--horizon", "30",
                         subjects=("--window 30", "GiB")),
-              init_case(c, *CUMULATIVE, "--horizon", "0", subjects=("--horizon",)),
+              init_case(c, "horizon-0", *CUMULATIVE, "--horizon", "0", subjects=("--horizon",)),
               Case("window-init-state-is-a-file",
                    ("window", "init", "--state", "{data}/a_file", *WINDOW),
                    ("--state", "a_file"))]
@@ -387,10 +390,14 @@ def _tabular_cases():
               "{data}/domain.json", "--epsilon", "1", "--fit", "mw", "--counter", "tree"),
              ("--counter 'tree'", "--horizon")),
     ]
-    cases += [init_case(t, "--domain", "{data}/domain.json", *TABULAR, "--epsilon", "0",
-                        subjects=("--epsilon",)),
-              init_case(t, "--domain", "{data}/domain_syntax.json", *TABULAR,
-                        subjects=("domain_syntax.json",))]
+    cases += [init_case(t, "epsilon-0", "--domain", "{data}/domain.json", *TABULAR,
+                        "--epsilon", "0", subjects=("--epsilon",)),
+              init_case(t, "domain-syntax", "--domain", "{data}/domain_syntax.json", *TABULAR,
+                        subjects=("domain_syntax.json",)),
+              init_case(t, "domain-too-wide", "--domain", "{data}/domain_wide.json", *TABULAR,
+                        subjects=("--marginals", "1e+10", "GiB")),
+              init_case(t, "12-way-of-30", "--domain", "{data}/domain_30.json", *TABULAR,
+                        "--marginals", "12", subjects=("--marginals 12", "8.65e+07"))]
     cases += [step_case(t, source, *extra, subjects=subjects) for source, extra, subjects in [
         ("t2_outside.csv", (), ("t2_outside.csv", "column 'b'", "'z' (row 0)")),
         ("t2_no_b.csv", (), ("t2_no_b.csv", "'b'")),
