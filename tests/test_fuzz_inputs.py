@@ -312,6 +312,10 @@ def _window_cases():
     cases.append(Case("window-run-output-is-a-file",
                       ("window", "run", "--input", "{data}/panel.parquet", "--output",
                        "{data}/a_file", *WINDOW), ("--output", "a_file", "not a directory")))
+    cases.append(Case("cumulative-run-output-under-a-file",
+                      ("cumulative", "run", "--input", "{data}/panel.parquet", "--output",
+                       "{data}/a_file/release", *CUMULATIVE), ("--output", "a_file/release",
+                                                               "is a file")))
     cases += [init_case(w, "rho-nan", *WINDOW, "--rho", "nan", subjects=("--rho",)),
               init_case(w, "window-30", *WINDOW, "--window", "30", "--horizon", "30",
                         subjects=("--window 30", "GiB")),
