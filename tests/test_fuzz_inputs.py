@@ -237,7 +237,7 @@ class Case:
     name: str
     argv: Tuple[str, ...]
     subjects: Tuple[str, ...]
-    state: Optional[str] = None  # step on a copy of this kind's state (period 1 released)
+    state: Optional[str] = None  # a key of world's states: the step runs on a copy of it
     lifecycle: bool = False  # the state keeps scratch files until the lifecycle work lands
     message_lifecycle: Optional[str] = None  # why the message is the lifecycle work's to fix
 
@@ -261,7 +261,7 @@ def init_case(kind, label, *argv, subjects) -> Case:
     return Case(f"{kind}-init-{label}", (kind, "init", "--state", "{state}", *argv), subjects)
 
 
-def _window_cases():
+def _panel_cases():
     w, c = "window", "cumulative"
     files = [
         ("strings.parquet", ("strings.parquet", "column 'value'", "'yes' (row 0)", "text")),
@@ -456,7 +456,7 @@ def _bounded_cases():
     return cases
 
 
-CASES = _window_cases() + _tabular_cases() + _bounded_cases()
+CASES = _panel_cases() + _tabular_cases() + _bounded_cases()
 
 
 # --------------------------------------------------------------------------- running
