@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
@@ -28,6 +29,7 @@ import pyarrow.compute as pc
 from continual_synth.mechanisms.errors import InputError
 
 Workload = Tuple[str, ...]
+MAX_WORKLOADS = 100_000  # every workload is measured and fitted each period
 
 
 class Domain:
@@ -95,6 +97,10 @@ def all_workloads(domain: Domain, way: int = 2) -> List[Workload]:
     if not 1 <= way <= len(domain.names):
         raise InputError(f"--marginals {way}: a workload needs between 1 and "
                          f"{len(domain.names)} attributes")
+    count = math.comb(len(domain.names), way)
+    if count > MAX_WORKLOADS:
+        raise InputError(f"--marginals {way}: {len(domain.names)} attributes make {count:.3g} "
+                         f"{way}-way workloads; at most {MAX_WORKLOADS} are supported")
     return [tuple(combo) for combo in itertools.combinations(domain.names, way)]
 
 

@@ -95,7 +95,7 @@ from continual_synth.mechanisms.counters import (
     make_counter,
 )
 from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
-                                               positive_real, whole_number)
+                                               format_bytes, positive_real, whole_number)
 from continual_synth.mechanisms.fitting import (
     DEFAULT_MAX_CELLS,
     DEFAULT_MODEL_CELLS,
@@ -125,6 +125,7 @@ RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remaind
          "paper": {"utility": "paper", "bias_correction": "paper", "remainder": "paper",
                    "combine": "average"}}
 RELATION = "event-level add/remove of one record"
+MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
 FORMAT_VERSION = 2  # 2: the aim rules, the ipf fit (junction-tree models)
 
 
@@ -164,6 +165,12 @@ class TabularConfig:
                 raise InputError(f"workload {w} repeats an attribute")
         if len(set(workloads)) != len(workloads):
             raise InputError("a workload is listed twice")
+        cells = sum(self.domain.size(w) for w in workloads)
+        if cells > MAX_WORKLOAD_CELLS:
+            raise ParameterError("marginals", (
+                f"{len(workloads)} workload(s) hold {cells:.3g} histogram cells "
+                f"({format_bytes(8 * cells)} per period); at most {MAX_WORKLOAD_CELLS} fit: "
+                f"choose fewer or smaller marginals"))
         object.__setattr__(self, "workloads", workloads)
         object.__setattr__(self, "epsilon", positive_real("epsilon", self.epsilon))
         if self.method not in METHODS:

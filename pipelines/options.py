@@ -55,12 +55,20 @@ POSITIVE_REAL = argument_type(positive_real, parse=float)  # public guesses such
 
 def check_directory_options(args: argparse.Namespace,
                             names: Sequence[str] = ("output", "state", "report")) -> None:
-    """Refuse an ``--output`` / ``--state`` / ``--report`` that names an existing file (a
-    directory is written there), before anything is read or written."""
+    """Refuse an ``--output`` / ``--state`` / ``--report`` that could not be a directory
+    written by this job (it, or the nearest folder above it that exists, is a file or is
+    not writable), before anything is read or written."""
     for name in names:
         path = getattr(args, name, None)
-        if path is not None and os.path.exists(path) and not os.path.isdir(path):
-            raise InputError(f"--{name} {path}: is a file, not a directory")
+        if path is None:
+            continue
+        existing = os.path.abspath(path)
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            raise InputError(f"--{name} {path}: {existing} is a file, not a directory")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise InputError(f"--{name} {path}: {existing} is not writable")
 
 
 def parse_alphabet(text: str) -> Tuple:
