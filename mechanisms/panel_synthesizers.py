@@ -30,10 +30,32 @@ from continual_synth.mechanisms.panel import advance_suffix, window_histograms
 from continual_synth.mechanisms.synthesizer import PanelRelease
 
 
-class WindowSynthesizer:
+class _PanelSynthesizer:
+    """The part of the protocol both delegate to their mechanism module (``mechanism``:
+    :mod:`~continual_synth.mechanisms.window` or :mod:`~continual_synth.mechanisms.
+    cumulative`, each with its state class, ``check_step`` and ``manifest_fields``)."""
+
+    mechanism = None
+    state_class = None
+
+    def initial_state(self):
+        return self.state_class.initial(self.config)
+
+    def state_from_dict(self, data: Dict):
+        return self.state_class.from_dict(data)
+
+    def check_step(self, state, period: int) -> None:
+        self.mechanism.check_step(state, period)
+
+    def manifest(self, state) -> Dict:
+        return self.mechanism.manifest_fields(state)
+
+
+class WindowSynthesizer(_PanelSynthesizer):
     """Algorithm 1: codes are k-windows, groups their last k − 1 values."""
 
     kind = "window"
+    mechanism, state_class = window, window.WindowState
 
     def __init__(self, config: window.WindowConfig):
         self.config = config
@@ -58,16 +80,6 @@ class WindowSynthesizer:
         return suffix, stats
 
     # synthesizer -----------------------------------------------------------------
-    def initial_state(self):
-        return window.WindowState.initial(self.config)
-
-    @staticmethod
-    def state_from_dict(data: Dict):
-        return window.WindowState.from_dict(data)
-
-    def check_step(self, state, period: int) -> None:
-        window.check_step(state, period)
-
     def step(self, state, stats: np.ndarray, sampler, population: Optional[int] = None
              ) -> Tuple[window.WindowState, Optional[PanelRelease]]:
         """``(state, release)``; no release before period k."""
@@ -78,8 +90,6 @@ class WindowSynthesizer:
             return state, None
         return state, PanelRelease(period, release.initial_counts, release.extension)
 
-    def manifest(self, state) -> Dict:
-        return window.manifest_fields(state)
 
     def before_first_release_note(self, state) -> Optional[str]:
         k = self.config.window
@@ -89,10 +99,11 @@ class WindowSynthesizer:
                 f"are released at period {k}")
 
 
-class CumulativeSynthesizer:
+class CumulativeSynthesizer(_PanelSynthesizer):
     """Algorithm 2: codes are weights (ones so far), groups are the weights themselves."""
 
     kind = "cumulative"
+    mechanism, state_class = cumulative, cumulative.CumulativeState
 
     def __init__(self, config: cumulative.CumulativeConfig):
         self.config = config
@@ -116,16 +127,6 @@ class CumulativeSynthesizer:
         return codes + values, stats
 
     # synthesizer -----------------------------------------------------------------
-    def initial_state(self):
-        return cumulative.CumulativeState.initial(self.config)
-
-    @staticmethod
-    def state_from_dict(data: Dict):
-        return cumulative.CumulativeState.from_dict(data)
-
-    def check_step(self, state, period: int) -> None:
-        cumulative.check_step(state, period)
-
     def step(self, state, stats: np.ndarray, sampler, population: Optional[int] = None
              ) -> Tuple[cumulative.CumulativeState, PanelRelease]:
         """``(state, release)``: the people are created at period 1 (``population``, the
@@ -136,8 +137,6 @@ class CumulativeSynthesizer:
         initial = np.array([release.num_synthetic]) if period == 1 else None
         return state, PanelRelease(period, initial, release.extension)
 
-    def manifest(self, state) -> Dict:
-        return cumulative.manifest_fields(state)
 
     def before_first_release_note(self, state) -> Optional[str]:
         return None

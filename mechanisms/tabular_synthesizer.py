@@ -8,7 +8,9 @@ brings, one step with the per-period sampler (the protocol of
 (:class:`~continual_synth.mechanisms.synthesizer.TableRelease`) — the fitted
 distribution of g_t and its noisy size (proposed), or the baseline's increment ∇g_t
 already sampled — and the release rule: the baseline's table at t is every increment so
-far (:meth:`TabularSynthesizer.table_so_far`), so each increment is drawn once.
+far (:meth:`TabularSynthesizer.table_so_far`), so each increment is drawn once and
+published once (appended: the rows of period t are the increment of t; the manifest's
+``release_form`` says so).
 Pure numpy; no Beam.
 """
 from __future__ import annotations
@@ -138,9 +140,11 @@ class TabularSynthesizer:
     def manifest(self, state: tabular.TabularState) -> Dict:
         manifest = tabular.manifest_fields(self.config, state)
         manifest["release_form"] = (
-            "table: the rows with period t are the synthetic table released at t"
-            + (" (g_t = g_(t-1) plus the increment of period t, Algorithm 2)"
-               if self.config.method == "baseline" else " (g_t, Algorithm 3)"))
+            "increment: the rows with period t are the records added at t (the increment "
+            "of g_t, Algorithm 2); the table released at t is every row of periods <= t"
+            if self.config.method == "baseline" else
+            "table: the rows with period t are the synthetic table g_t released at t "
+            "(Algorithm 3)")
         manifest["domain"] = self.domain.to_dict()
         manifest["domain_source"] = (
             "inferred from the private data (--infer-domain): NOT differentially private; "

@@ -6,15 +6,16 @@
 Both fold the same state machine (:class:`continual_synth.mechanisms.tabular_synthesizer.
 TabularSynthesizer`), with noise drawn per period (:func:`continual_synth.mechanisms.
 synthesizer.period_sampler`), and emit with the same sampling, so with the same seed they release the same
-tables.  The release directory holds one synthetic table per period — files
-``synthetic-tTTTT-sSSS.<format>`` readable together as one dataset whose ``period``
-column says which release a row belongs to (the table at t is the rows with period t)
-— and ``manifest.json``.
+tables.  The release directory holds files ``synthetic-tTTTT-sSSS.<format>`` readable
+together as one dataset whose ``period`` column says which release a row belongs to —
+the proposed method's table g_t is the rows with period t; the baseline's increment of t
+is the rows with period t, appended, so its table at t is the rows of periods ≤ t (the
+manifest's ``release_form`` says which) — and ``manifest.json``.
 
 The lifecycle (staging, ownership, write-ahead commits, fencing) is
 :mod:`continual_synth.pipelines.lifecycle`'s; :class:`TabularJob` supplies the period's
-workload histograms, the step and the emission.  The baseline's sampled increments so
-far are the one private file a version names.
+workload histograms, the step and the emission.  The baseline's increment, sampled in
+the step, is the one private file a version names, until it is published (appended).
 """
 from __future__ import annotations
 
@@ -135,14 +136,11 @@ class TabularJob(IncrementalJob):
                                            period_sampler(state["seed"], period))
         files = dict(state["files"])
         rows = release.size
-        if release.increment:  # the table so far is the one private file a version names
-            previous = (np.load(store.path(files["increments"])) if "increments" in files
-                        else None)
-            table = synthesizer.table_so_far(previous, release)
-            path = os.path.join(run_dir, "increments.npy")
-            np.save(path, table)
-            files["increments"] = store.relative(path)
-            rows = int(table.shape[0])
+        if release.increment:  # sampled now: kept (private) until it is published
+            path = os.path.join(run_dir, "increment.npy")
+            np.save(path, release.codes)
+            files["increment"] = store.relative(path)
+            rows = int(release.codes.shape[0])
         pending = {"period": period, "increment": release.increment, "rows": rows,
                    "size": release.size, "emission_seed": release.emission_seed,
                    "model": (None if release.increment
@@ -155,8 +153,9 @@ class TabularJob(IncrementalJob):
         pending = state["pending"]
         period = pending["period"]
         domain = synthesizer.domain
-        if pending["increment"]:
-            table = np.load(store.path(state["files"]["increments"]))
+        files = {name: path for name, path in state["files"].items() if name != "increment"}
+        if pending["increment"]:  # appended: the period's rows are its increment
+            table = np.load(store.path(state["files"]["increment"]))
             tasks = table_tasks(period, table.shape[0])
         else:
             table = np.zeros((0, len(domain.names)), dtype=np.int32)
@@ -171,7 +170,7 @@ class TabularJob(IncrementalJob):
              | "Emit" >> EmitSyntheticTables(domain, codes, state["period_col"])
              | "Write" >> WriteRecordBatches(os.path.join(staging_dir, "synthetic"),
                                              state["format"], schema))
-        return f"synthetic-t{period:04d}-*", state["files"]
+        return f"synthetic-t{period:04d}-*", files
 
     def manifest(self, state: Dict) -> Dict:
         synthesizer, tstate = self.synthesizer(state)
@@ -184,7 +183,8 @@ class TabularJob(IncrementalJob):
         return {"status": "released", "period": period, "resumed": resumed,
                 "rows": pending["rows"],
                 "epsilon_spent": self.manifest(state).get("epsilon_spent"),
-                "message": f"period {period}: released the synthetic table of the stream so far"}
+                "message": f"period {period}: released the synthetic table of the stream so far"
+                           + (" (its increment, appended)" if pending["increment"] else "")}
 
 
 def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optional[str] = None,

@@ -177,9 +177,9 @@ def fold_tabular_stream(period_counts: Sequence[Tuple[int, np.ndarray]], synthes
 # ------------------------------------------------------------------------ emission
 
 
-def table_tasks(period: int, rows: int) -> List[Tuple]:
-    """The shards of a table already sampled (its first ``rows`` codes): slices."""
-    return [(period, shard, stop - start, ("slice", start, stop))
+def table_tasks(period: int, rows: int, offset: int = 0) -> List[Tuple]:
+    """The shards of records already sampled (codes ``offset .. offset + rows``): slices."""
+    return [(period, shard, stop - start, ("slice", offset + start, offset + stop))
             for shard, (start, stop) in enumerate(_row_shards(rows))]
 
 
@@ -195,14 +195,16 @@ def emission_tasks(releases: Sequence) -> List[Tuple]:
     for a run's :class:`~continual_synth.mechanisms.synthesizer.TableRelease` s in period
     order.  The proposed method releases the whole table g_t each period: its shards
     sample ``rows`` records from the fitted distribution.  The baseline releases
-    increments ∇g_t, already sampled: the table at t is every increment up to t, and its
-    shards are slices of their concatenation (:func:`increment_codes`).
+    increments ∇g_t, already sampled, each once (appended: the table at t is every
+    increment up to t): its shards are slices of their concatenation
+    (:func:`increment_codes`).
     """
     tasks, offset = [], 0
     for release in releases:
         if release.increment:
-            offset += release.codes.shape[0]
-            tasks += table_tasks(release.period, offset)
+            rows = release.codes.shape[0]
+            tasks += table_tasks(release.period, rows, offset)
+            offset += rows
         else:
             tasks += sample_tasks(release)
     return tasks

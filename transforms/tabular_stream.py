@@ -10,8 +10,7 @@ event-time timestamps; period t is the event-time window
 
 :class:`StepTabularStream` holds the synthesizer's whole state in Beam state: the
 per-workload private counters, the remainders r(t, i), the last fitted model and the
-ledger (and, for the baseline, the synthetic increments released so far).  Algorithm 3
-is a feedback loop — period t's selection depends on g_{t−1}, which depends on every
+ledger.  Algorithm 3 is a feedback loop — period t's selection depends on g_{t−1}, which depends on every
 counter — so the counters of one stream live under one key: they cannot be split across
 keys without a cycle in the pipeline graph, which Beam does not allow.  A period is
 processed when the watermark passes the end of its window (an event-time timer), in
@@ -57,12 +56,11 @@ class _PeriodOfWindow(beam.DoFn):
 
 class StepTabularStream(beam.DoFn):
     """Stateful step of one stream: ``(key, (period, [n, histograms…]))`` in, one
-    ``(TableRelease, the baseline's table so far or None)`` out per period, in period
-    order (see the module docstring)."""
+    :class:`~continual_synth.mechanisms.synthesizer.TableRelease` out per period, in
+    period order (see the module docstring)."""
 
     STATE = ReadModifyWriteStateSpec("synthesizer_state", PickleCoder())
     BUFFER = BagStateSpec("waiting_periods", PickleCoder())
-    INCREMENTS = BagStateSpec("released_increments", PickleCoder())
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
 
     def __init__(self, synthesizer, seed: Optional[int], period_seconds: float,
@@ -82,8 +80,7 @@ class StepTabularStream(beam.DoFn):
 
     @on_timer(FLUSH)
     def on_flush(self, fire_time=beam.DoFn.TimestampParam,
-                 state=beam.DoFn.StateParam(STATE), buffer=beam.DoFn.StateParam(BUFFER),
-                 increments=beam.DoFn.StateParam(INCREMENTS)):
+                 state=beam.DoFn.StateParam(STATE), buffer=beam.DoFn.StateParam(BUFFER)):
         synthesizer = self._synthesizer
         waiting = dict(buffer.read())
         buffer.clear()
@@ -93,8 +90,6 @@ class StepTabularStream(beam.DoFn):
         period = synthesizer.period(current)
         ripe = [p for p in waiting if self._period_end(p) <= fire_time]
         last = max(ripe, default=period)
-        increments_so_far = list(increments.read())  # the baseline's, released so far
-        table = np.concatenate(increments_so_far) if increments_so_far else None
         releases = []
         while period < last:
             period += 1
@@ -103,10 +98,7 @@ class StepTabularStream(beam.DoFn):
                     else np.asarray(counts)[1:])
             current, release = synthesizer.step(current, flat,
                                                 period_sampler(self._seed, period))
-            if release.increment:
-                increments.add(release.codes)
-                table = synthesizer.table_so_far(table, release)
-            releases.append((release, table if release.increment else None))
+            releases.append(release)
         for p, counts in waiting.items():
             if p > period:
                 buffer.add((p, counts))
@@ -114,16 +106,15 @@ class StepTabularStream(beam.DoFn):
         yield from releases
 
 
-def _period_tables(release_and_table, domain, period_col: str):
-    """The synthetic table of one released period, in shards ``(key, pa.Table)``: for the
-    baseline, ``table`` holds the table so far (every increment up to the period)."""
-    release, table = release_and_table
-    tasks = (table_tasks(release.period, table.shape[0]) if release.increment
+def _period_tables(release, domain, period_col: str):
+    """The records one period releases, in shards ``(key, pa.Table)``: the table g_t, or
+    the baseline's increment (appended to the earlier periods' rows)."""
+    tasks = (table_tasks(release.period, release.codes.shape[0]) if release.increment
              else sample_tasks(release))
     for task in tasks:
         period, shard = task[0], task[1]
         yield (f"t{period:04d}-s{shard:03d}",
-               synthetic_table(task_codes(task, table, len(domain.names)), period,
+               synthetic_table(task_codes(task, release.codes, len(domain.names)), period,
                                domain, period_col))
 
 
