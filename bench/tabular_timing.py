@@ -8,7 +8,13 @@ The stream is CCES 2016 "randomized" with batch size 50 (Kumar et al. 2024 §7.1
 * ``tabular step`` (one period per run, as a DAG task would call it): wall time of
   ``--steps`` consecutive steps, each its own pair of Beam pipelines.
 
+* ``--mechanism-only``: the state machine alone (``TabularSynthesizer.step``, what the
+  jobs fold), per-step seconds over ``--periods`` periods (mean, p95, max), then
+  ``--steps`` ``continual-synth tabular step`` commands as separate processes (the whole
+  command line: start, imports, Beam pipelines, the step, writing).
+
     python bench/tabular_timing.py --periods 1000 --steps 20
+    python bench/tabular_timing.py --periods 1000 --steps 3 --mechanism-only
 """
 from __future__ import annotations
 
@@ -41,7 +47,15 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--mechanism-only", action="store_true")
+    parser.add_argument("--out", default=None, help="write the figures as JSON here")
     args = parser.parse_args()
+    if args.mechanism_only:
+        figures = mechanism_timing(args)
+        if args.out:
+            with open(args.out, "w") as handle:
+                json.dump(figures, handle, indent=1)
+        return
     work = args.workdir or tempfile.mkdtemp(prefix="tabular-timing-")
     stream = make_stream(load_table(), "randomized", args.batch, seed=0,
                          periods=args.periods, domain=table_domain())
@@ -78,6 +92,63 @@ def main() -> None:
     print(json.dumps(figures), flush=True)
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def mechanism_timing(args) -> dict:
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from continual_synth.mechanisms.marginals import encode_records, workload_histograms
+
+    work = args.workdir or tempfile.mkdtemp(prefix="tabular-timing-")
+    domain = Domain(table_domain())
+    workloads = all_workloads(domain)
+    stream = make_stream(load_table(), "randomized", args.batch, seed=0,
+                         periods=args.periods, domain=table_domain())
+    codes = encode_records(stream, domain)
+    period_of = stream["period"].to_numpy()
+    synth = synthesizer(args.periods)
+    state = synth.initial_state()
+    seconds = []
+    for period in range(1, args.periods + 1):
+        flat = np.concatenate(workload_histograms(codes[period_of == period], domain,
+                                                  workloads))
+        start = time.perf_counter()
+        state, _ = synth.step(state, flat, [1, period])
+        seconds.append(time.perf_counter() - start)
+    seconds = np.array(seconds)
+    figures = {"periods": args.periods, "batch": args.batch,
+               "mechanism_seconds_total": round(float(seconds.sum()), 1),
+               "mechanism_step_mean": round(float(seconds.mean()), 3),
+               "mechanism_step_p95": round(float(np.percentile(seconds, 95)), 3),
+               "mechanism_step_max": round(float(seconds.max()), 3),
+               "mechanism_step_mean_last_100": round(float(seconds[-100:].mean()), 3)}
+    print(json.dumps(figures), flush=True)
+    domain_path = os.path.join(work, "domain.json")
+    with open(domain_path, "w") as handle:
+        json.dump(table_domain(), handle)
+    state_dir, out_dir = os.path.join(work, "state"), os.path.join(work, "steps")
+    cli = [sys.executable, "-m", "continual_synth.pipelines.cli"]
+    subprocess.run(cli + ["tabular", "init", "--state", state_dir, "--domain", domain_path,
+                          "--epsilon", "1", "--horizon", str(args.periods), "--seed", "1"],
+                   check=True, capture_output=True)
+    step_seconds = []
+    for period in range(1, args.steps + 1):
+        part = stream.filter(pc.equal(stream["period"], period)).drop(["period"])
+        path = os.path.join(work, f"p{period:04d}.parquet")
+        write_file(part, path, "parquet")
+        start = time.perf_counter()
+        subprocess.run(cli + ["tabular", "step", "--state", state_dir, "--input", path,
+                              "--output", out_dir], check=True, capture_output=True)
+        step_seconds.append(time.perf_counter() - start)
+    figures.update({"cli_steps": args.steps,
+                    "cli_step_seconds": [round(x, 2) for x in step_seconds]})
+    print(json.dumps(figures), flush=True)
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return figures
 
 
 def pq_rows(path: str) -> int:

@@ -440,13 +440,14 @@ def _sampling_bias(p: np.ndarray, batch: int) -> float:
     Binomial(B, p_c): 2ν(1 − p_c)·P(X_c = ν), ν = ⌊B p_c⌋ + 1)."""
     if batch < 1:
         return 0.0
-    from scipy.special import gammaln, xlog1py, xlogy
-
     p = np.clip(p, 0.0, 1.0)
     nu = np.minimum(np.floor(batch * p) + 1, batch)
-    log_pmf = (gammaln(batch + 1) - gammaln(nu + 1) - gammaln(batch - nu + 1)
-               + xlogy(nu, p) + xlog1py(batch - nu, -p))
-    return float(np.sum(2 * nu * (1 - p) * np.exp(log_pmf)))
+    lgamma = np.vectorize(math.lgamma, otypes=[float])  # no scipy import on the step path
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_pmf = (math.lgamma(batch + 1) - lgamma(nu + 1) - lgamma(batch - nu + 1)
+                   + nu * np.log(p) + (batch - nu) * np.log1p(-p))
+    pmf = np.where((p > 0) & (p < 1), np.exp(log_pmf), 0.0)
+    return float(np.sum(2 * nu * (1 - p) * pmf))
 
 
 def _utilities(config, targets, model, candidates, bias, batch: int = 0) -> np.ndarray:

@@ -258,3 +258,15 @@ def test_noise_free_release_keeps_a_strong_one_way_and_two_way_marginal():
     tv = [0.5 * np.abs(model.probabilities(w) - h / n).sum() for w, h in zip(workloads, truth)]
     assert max(tv) < 0.15
     assert state.selection_counts[workloads.index(("big", "p"))] > 0
+
+
+@pytest.mark.parametrize("p,batch", [([0.5, 0.3, 0.15, 0.05], 50), ([0.9, 0.1, 0.0], 7),
+                                     ([0.02] * 50, 50)])
+def test_sampling_bias_is_the_expected_l1_deviation_of_a_batch(p, batch):
+    """E‖X − B·p‖_1 for X ~ Multinomial(B, p) (de Moivre), against 40 000 draws: within 4
+    Monte-Carlo standard errors."""
+    p = np.asarray(p)
+    draws = np.abs(np.random.default_rng(5).multinomial(batch, p, size=40_000)
+                   - batch * p).sum(axis=1)
+    stderr = draws.std() / np.sqrt(draws.size)
+    assert abs(tabular._sampling_bias(p, batch) - draws.mean()) < 4 * stderr + 1e-12
