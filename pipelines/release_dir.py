@@ -16,6 +16,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from continual_synth.mechanisms.errors import StateError
+
 
 def _default(value):
     if isinstance(value, (np.integer,)):
@@ -45,7 +47,11 @@ def read_json(path: str) -> Optional[Dict]:
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+        try:
+            return json.load(handle)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise StateError(f"{path} is not readable JSON ({error}); it was damaged outside "
+                             f"continual-synth: restore it from a backup") from None
 
 
 def fsync_directory(directory: str) -> None:

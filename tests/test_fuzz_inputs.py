@@ -14,10 +14,6 @@ caught) and must
 The steps run against copies of initialised states that have already ingested period 1,
 so a refused period-2 step would show any file it touched.  A few cases go through the
 installed console script in a subprocess, to prove that no traceback reaches a user.
-
-Cases whose fix belongs to the lifecycle work of issue 9 (files left by a refused step, two
-messages built in ``jobs.py`` / ``release_dir.py``) are marked ``xfail(strict=True)`` on
-the one assertion that fails today, so they turn into failures once fixed.
 """
 from __future__ import annotations
 
@@ -42,9 +38,6 @@ from helpers_panels import (clone_incremental, long_table, markov_codes, snapsho
                             write_period_files)
 
 PEOPLE, HORIZON = 30, 3
-LIFECYCLE = "lifecycle: issue 9 item 4 (a refused step leaves state/history/vNNNN/)"
-HORIZON_ORDER = "lifecycle: issue 9 (jobs.step checks the order before the horizon)"
-STATE_FILE = "lifecycle: issue 9 (release_dir.read_json does not name a corrupt state.json)"
 CONSOLE_SCRIPT = os.path.join(os.path.dirname(sys.executable), "continual-synth")
 
 WINDOW = ("--window", "2", "--horizon", str(HORIZON), "--rho", "5", "--seed", "1",
@@ -102,8 +95,10 @@ def _panel_files(data) -> None:
     write_file(table, str(data / "mixed_dir" / "a.parquet"), "parquet")
     write_file(table, str(data / "mixed_dir" / "b.csv"), "csv")
     _write_text(data / "a_file", "not a directory\n")
-    (data / "corrupt_state").mkdir()
-    _write_text(data / "corrupt_state" / "state.json", "{\"kind\": \"window\",")
+    (data / "corrupt_state" / "versions").mkdir(parents=True)
+    _write_text(data / "corrupt_state" / "versions" / "v000000.json", "{\"kind\": \"window\",")
+    (data / "old_state").mkdir()
+    _write_text(data / "old_state" / "state.json", "{\"kind\": \"window\"}")
 
     # period 2 of the panel, and bad variants of it (the states below have seen period 1)
     p2 = pa.table({"id": pa.array(np.arange(1, PEOPLE + 1, dtype=np.int64)),
@@ -238,8 +233,6 @@ class Case:
     argv: Tuple[str, ...]
     subjects: Tuple[str, ...]
     state: Optional[str] = None  # a key of world's states: the step runs on a copy of it
-    lifecycle: bool = False  # the state keeps scratch files until the lifecycle work lands
-    message_lifecycle: Optional[str] = None  # why the message is the lifecycle work's to fix
 
 
 def run_case(kind, source, *extra, subjects, **marks) -> Case:
@@ -341,16 +334,15 @@ def _panel_cases():
     cases += [step_case(kind, source, *extra, subjects=subjects)
               for kind, source, extra, subjects in steps]
     cases += [
-        step_case(w, "p2.parquet", "--period", "13", subjects=("period 13", "beyond the horizon"),
-                  message_lifecycle=HORIZON_ORDER),
-        step_case(w, "p2_duplicate.parquet", subjects=("period 2", "id 1 "), lifecycle=True),
+        step_case(w, "p2.parquet", "--period", "13", subjects=("period 13", "beyond the horizon")),
+        step_case(w, "p2_duplicate.parquet", subjects=("period 2", "id 1 ")),
         step_case(c, "p2_missing_id.parquet", subjects=("period 2", "id 30 ")),
         step_case(w, "p2_new_id.parquet", subjects=("period 2", "id 999 ")),
         # the shards before the one holding the duplicate write their new history first
         step_case(w, "p1_duplicate.parquet", subjects=("period 1", "id 5 "),
-                  state="window-new", lifecycle=True),
+                  state="window-new"),
         step_case(c, "p1_duplicate.parquet", subjects=("period 1", "id 5 "),
-                  state="cumulative-new", lifecycle=True),
+                  state="cumulative-new"),
         Case("window-step-into-another-output",
              ("window", "step", "--state", "{state}", "--input", "{data}/p2.parquet",
               "--output", "{data}/elsewhere"), ("releases into",), state=w),
@@ -359,8 +351,10 @@ def _panel_cases():
               "--output", "{out}"), ("cumulative", "not a window"), state=c),
         Case("window-step-on-a-corrupt-state",
              ("window", "step", "--state", "{data}/corrupt_state", "--input",
-              "{data}/p2.parquet", "--output", "{out}"), ("corrupt_state", "state.json"),
-             message_lifecycle=STATE_FILE),
+              "{data}/p2.parquet", "--output", "{out}"), ("corrupt_state", "v000000.json")),
+        Case("window-step-on-an-old-format-state",
+             ("window", "step", "--state", "{data}/old_state", "--input",
+              "{data}/p2.parquet", "--output", "{out}"), ("old_state", "old single-file format")),
         Case("window-step-without-a-state",
              ("window", "step", "--state", "{data}/no_state", "--input", "{data}/p2.parquet",
               "--output", "{out}"), ("no_state", "no state here")),
@@ -503,12 +497,8 @@ def outcome(world, request, tmp_path_factory) -> Outcome:
     return _OUTCOMES[case.name]
 
 
-def _params(cases, reason_for):
-    """One parameter per case; strictly expected to fail where ``reason_for`` gives a
-    reason (so the mark must go once the lifecycle work fixes it)."""
-    return [pytest.param(case, id=case.name,
-                         marks=pytest.mark.xfail(strict=True, reason=reason_for(case))
-                         if reason_for(case) else ()) for case in cases]
+def _params(cases):
+    return [pytest.param(case, id=case.name) for case in cases]
 
 
 def test_the_table_is_large_enough():
@@ -521,8 +511,7 @@ def test_the_table_is_large_enough():
     assert ("bounded", "run") in jobs
 
 
-@pytest.mark.parametrize("outcome", _params(CASES, lambda c: c.message_lifecycle),
-                         indirect=True)
+@pytest.mark.parametrize("outcome", _params(CASES), indirect=True)
 def test_refused_with_exit_2_naming_the_subject(outcome):
     assert outcome.code == 2, outcome.stderr
     assert "Traceback" not in outcome.stderr
@@ -533,7 +522,7 @@ def test_refused_with_exit_2_naming_the_subject(outcome):
     assert outcome.output_after == outcome.output_before
 
 
-@pytest.mark.parametrize("outcome", _params(CASES, lambda c: LIFECYCLE if c.lifecycle else None), indirect=True)
+@pytest.mark.parametrize("outcome", _params(CASES), indirect=True)
 def test_state_left_byte_identical(outcome):
     assert outcome.state_after == outcome.state_before
 

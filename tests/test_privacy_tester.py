@@ -253,25 +253,27 @@ def test_privhp_noisy_counters_are_the_noise_of_privhp_release():
         assert noisy.shape == (7, config.tree_counters + config.sketch_counters)
 
 
-def test_tabular_baseline_step_calls_the_sampler_with_the_audited_calibration():
+@pytest.mark.parametrize("rule, sensitivity", [("paper", 0.5), ("aim", 2.0)])
+def test_tabular_baseline_step_calls_the_sampler_with_the_audited_calibration(rule, sensitivity):
     """One baseline period (Algorithm 2) makes k exponential-mechanism calls with
-    (ε/(2k), 1/min|W_i|) and k discrete Laplace calls of scale 2k/ε and |W_j| cells — the
-    calibration :func:`selection_case` and :func:`measurement_case` audit."""
+    (ε/(2k), Δ) — Δ = 1/min|W_i| for the paper's normalised utility, 2 for the AIM-style
+    one — and k discrete Laplace calls of scale 2k/ε and |W_j| cells: the calibration
+    :func:`selection_case` and :func:`measurement_case` audit."""
     from continual_synth.mechanisms import marginals, tabular
 
     domain = marginals.Domain({"a": (0, 1), "b": (0, 1, 2), "c": (0, 1)})
     config = tabular.TabularConfig(domain, (("a",), ("b",), ("a", "c")), epsilon=2.0,
                                    method="baseline", selections=2, fit="mw",
-                                   fit_iterations=5)
+                                   fit_iterations=5, **tabular.RULES[rule])
     histograms = [np.array([3, 4]), np.array([1, 2, 4]), np.array([1, 2, 2, 2])]
     sampler = RecordingSampler(SeededSampler(6))
     tabular.step(config, tabular.initial_state(config), histograms, sampler)
     selections = [c for c in sampler.calls if c[0] == "exponential_mechanism"]
     measurements = [c for c in sampler.calls if c[0] == "discrete_laplace"]
     assert len(selections) == len(measurements) == 2
-    for _, (epsilon, sensitivity), _, _ in selections:
+    for _, (epsilon, drawn), _, _ in selections:
         assert epsilon == config.selection_epsilon == 0.5
-        assert sensitivity == config.utility_sensitivity == 0.5
+        assert drawn == config.utility_sensitivity == sensitivity
     for _, scale, size, _ in measurements:
         assert scale == config.laplace_scale == 2.0
         assert size in config.cells

@@ -584,8 +584,8 @@ BAD_STEP_INPUTS = {
         r"value 7 \(row 0\) is not in the alphabet"),
     "missing-column": (K, lambda t: t.rename_columns(["person", "value"]), False, "parquet",
                        r"missing column\(s\) \['id'\]"),
-    "empty-parquet": (K, lambda t: t.slice(0, 0), False, "parquet", rf"period {K}"),
-    "header-only-csv": (K, lambda t: t.slice(0, 0), False, "csv", rf"period {K}"),
+    "empty-parquet": (K, lambda t: t.slice(0, 0), False, "parquet", "holds no records"),
+    "header-only-csv": (K, lambda t: t.slice(0, 0), False, "csv", "holds no records"),
 }
 
 
