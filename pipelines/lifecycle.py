@@ -33,7 +33,6 @@ import errno
 import fcntl
 import glob
 import hashlib
-import json
 import os
 import shutil
 import signal

@@ -23,7 +23,6 @@ import signal
 import sys
 import time
 import traceback
-from contextlib import redirect_stderr, redirect_stdout
 from types import SimpleNamespace
 
 import numpy as np
