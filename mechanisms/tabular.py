@@ -93,6 +93,11 @@ from continual_synth.mechanisms.counters import (
     counter_kinds,
     make_counter,
 )
+from continual_synth.mechanisms.distributions import (
+    FittedModel,
+    average_models,
+    model_from_dict,
+)
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.mechanisms.fitting import (
     DEFAULT_MAX_CELLS,
@@ -100,10 +105,7 @@ from continual_synth.mechanisms.fitting import (
     FIT_METHODS,
     PGM_MODELS,
     Fitter,
-    FittedModel,
     Measurement,
-    average_models,
-    model_from_dict,
 )
 from continual_synth.mechanisms.marginals import Domain, Workload
 from continual_synth.mechanisms.samplers import Sampler, discrete_laplace_variance
