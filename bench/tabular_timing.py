@@ -90,6 +90,9 @@ def main() -> None:
                     "step_seconds_mean": round(sum(step_seconds) / len(step_seconds), 2),
                     "step_seconds_max": round(max(step_seconds), 2)})
     print(json.dumps(figures), flush=True)
+    if args.out:
+        with open(args.out, "w") as handle:
+            json.dump(figures, handle, indent=1)
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 
