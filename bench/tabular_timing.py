@@ -78,20 +78,31 @@ def main() -> None:
     for path in (state, steps_out):
         shutil.rmtree(path, ignore_errors=True)
     tabular.init(synthesizer(args.periods), state, seed=1)
-    step_seconds = []
-    for period in range(1, args.steps + 1):
-        part = stream.filter(pc.equal(stream["period"], period)).drop(["period"])
-        path = os.path.join(work, f"p{period:04d}.parquet")
-        write_file(part, path, "parquet")
-        start = time.perf_counter()
-        tabular.step(state, path, steps_out)
-        step_seconds.append(time.perf_counter() - start)
+    step_seconds = time_steps(stream, work, args.steps,
+                              lambda path: tabular.step(state, path, steps_out))
     figures.update({"steps": args.steps,
                     "step_seconds_mean": round(sum(step_seconds) / len(step_seconds), 2),
                     "step_seconds_max": round(max(step_seconds), 2)})
     print(json.dumps(figures), flush=True)
+    if args.out:
+        with open(args.out, "w") as handle:
+            json.dump(figures, handle, indent=1)
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def time_steps(stream, work, steps, run_step):
+    """Seconds of ``run_step(path)`` for each of the first ``steps`` periods, each period's
+    records written to its own Parquet file first."""
+    seconds = []
+    for period in range(1, steps + 1):
+        part = stream.filter(pc.equal(stream["period"], period)).drop(["period"])
+        path = os.path.join(work, f"p{period:04d}.parquet")
+        write_file(part, path, "parquet")
+        start = time.perf_counter()
+        run_step(path)
+        seconds.append(time.perf_counter() - start)
+    return seconds
 
 
 def mechanism_timing(args) -> dict:
@@ -134,15 +145,9 @@ def mechanism_timing(args) -> dict:
     subprocess.run(cli + ["tabular", "init", "--state", state_dir, "--domain", domain_path,
                           "--epsilon", "1", "--horizon", str(args.periods), "--seed", "1"],
                    check=True, capture_output=True)
-    step_seconds = []
-    for period in range(1, args.steps + 1):
-        part = stream.filter(pc.equal(stream["period"], period)).drop(["period"])
-        path = os.path.join(work, f"p{period:04d}.parquet")
-        write_file(part, path, "parquet")
-        start = time.perf_counter()
-        subprocess.run(cli + ["tabular", "step", "--state", state_dir, "--input", path,
-                              "--output", out_dir], check=True, capture_output=True)
-        step_seconds.append(time.perf_counter() - start)
+    step_seconds = time_steps(stream, work, args.steps, lambda path: subprocess.run(
+        cli + ["tabular", "step", "--state", state_dir, "--input", path, "--output", out_dir],
+        check=True, capture_output=True))
     figures.update({"cli_steps": args.steps,
                     "cli_step_seconds": [round(x, 2) for x in step_seconds]})
     print(json.dumps(figures), flush=True)

@@ -18,19 +18,32 @@ Proposed method (Algorithm 3, §7.2 workload form), per period t with k = ``sele
   records — the paper's g(0, x) = 1 would put |𝒳| phantom records into g_0, hopeless for
   the ~10^9-cell domains of 12 attributes).
 * For l = 1..k (lines 9-18): utilities over the workloads J_{t,l} not yet selected in
-  this period (§7.2 item 3, bias-corrected)
-      u_i = ‖W_i(∇f_t + g_{t−1}) − W_i(h_{t,l−1})‖_1 / |W_i| − b_i,
-  select j by the exponential mechanism with ε' = ε/(2k) (line 12), feed the counter
-  C_j (a ``dim = |W_j|`` multi-dimensional counter of budget ε/(2k), kind ``counter``)
-  with W_j(∇f_t) (line 15: *selective counting* — only selected counters see period t),
-  measure m(t, j) = C_j(t) + r(t − 1, j) (lines 16-17), and fit
-  h_{t,l} = A_Dataset({(W_i, m(t, i))}_{i ∈ I_{t,l}}, h_{t,l−1}) (line 18, warm start).
-* g_t = avg_l h_{t,l} (line 19); for every workload i not selected at t,
-  C_i(t) = C_i(t − 1) and r(t, i) = W_i(g_t) − C_i(t) (lines 20-21), so that
-  m(t', i) = C_i(t') + r(t, i) at the next selection t' is W_i(g_t) plus the noisy counts
-  fed since.  (§6.2 prints the two cases of r(t, i) the other way round; we follow the
-  algorithm's lines 16 and 20-21, the only reading in which r is the "remainder for times
-  when the query is not selected".)
+  this period (and whose addition keeps the fitted model under ``max_cells``), select j
+  by the exponential mechanism with ε' = ε/(2k) (line 12), feed the counter C_j (a
+  ``dim = |W_j|`` multi-dimensional counter of budget ε/(2k), kind ``counter``) with
+  W_j(∇f_t) (line 15: *selective counting* — only selected counters see period t),
+  measure m(t, j) and fit h_{t,l} = A_Dataset({(W_i, m(t, i))}_{i ∈ I_{t,l}}, h_{t,l−1})
+  (line 18, warm start).
+* g_t (line 19), and for every workload i not selected at t, C_i(t) = C_i(t − 1)
+  (line 20).
+
+Two rule sets (``RULES``; each rule is also its own option):
+
+* ``paper`` — as printed.  Utility (§7.2 item 3) u_i = ‖T_i − W_i(h_{t,l−1})‖_1/|W_i| −
+  b_i with T_i = W_i(∇f_t + g_{t−1}) and b_i = |W_i|; measurement m(t, j) = C_j(t) +
+  r(t − 1, j) (lines 16-17) with r(t, i) = W_i(g_t) − C_i(t) for unselected i (line 21:
+  §6.2 prints the two cases of r the other way round; we follow the algorithm's lines 16
+  and 20-21); g_t = avg_l h_{t,l}.
+* ``aim`` (default; issue 12 measured the paper's rules at 12.5× the sampling floor
+  without noise, ``bench/results/tabular_floor.md``).  Utility u_i = ‖T_i − |T|·P_i(h)‖_1 −
+  b_i: the model's distribution P_i(h) at the target's size (at l = 1, h = g_{t−1}, the
+  paper's difference is the batch alone and cannot see g_{t−1}'s error), b_i =
+  √(2/π)·σ_i·|W_i| (AIM, McKenna et al. 2022: the expected L1 norm of the measurement
+  noise) plus E‖X − B·P_i(h)‖_1 for X ~ Multinomial(B, P_i(h)) (the batch's own sampling
+  deviation, B = |g_{t−1}|/(t − 1), public).  Measurement m(t, j) = C_j(t) +
+  (n̂_t − |C_j(t)|)·P_j(g_{t−1}): the periods j's counter did not see are imputed from
+  the *current* model, not from the model of their time.  g_t = h_{t,k} (the average
+  gives the last measurement 1/k of its weight).
 
 Privacy of the proposed method (Theorem 6.1, selective counting of Kumar et al. 2024):
 a record of period t enters (i) the k exponential mechanisms of period t — the utilities of
@@ -43,34 +56,34 @@ across periods).  The counters' own noise is exact discrete Laplace (``counters`
 
 Exponential mechanism calibration.  Algorithm 3 writes ExponentialMechanism(e, ε/2k) and
 Algorithm 2 writes P ∝ exp(ε/(2k)·e_i), which drops the sensitivity.  We use the standard
-calibration P(i) ∝ exp(ε'·u_i / (2Δ)) with ε' = ε/(2k) and the actual sensitivity of the
-utilities: one record changes W_i(∇f_t) in one cell by 1, so ‖·‖_1 moves by at most 1
-and u_i by at most Δ = 1/|W_i|; with one Δ for all candidates, Δ = 1 / min_i |W_i| (the
-paper's "1/4 for 2-way workloads" is this value for binary attributes).  The bias term is
-data-independent and does not change Δ.  The factor 2 stays: the utilities are not
-monotone (a record can raise one workload's error and lower another's).
+calibration P(i) ∝ exp(ε'·u_i / (2Δ)) with ε' = ε/(2k) and the exact sensitivity of the
+utilities.  ``aim``: adding or removing one record moves T_i by 1 in one cell and
+|T|·P_i(h) by P_i(h) (L1 norm 1), so u_i moves by at most Δ = 2, for every workload.
+``paper``: ‖·‖_1 moves by at most 1 and u_i by 1/|W_i|; with one Δ for all candidates,
+Δ = 1 / min_i |W_i| (the paper's "1/4 for 2-way workloads" is this value for binary
+attributes).  The bias terms are data-independent (σ_i, the public model, the public
+B) and do not change Δ.  The factor 2 stays: the utilities are not monotone.
 
-Bias correction (``bias_correction``): ``paper`` — b_i = |𝒳_{columns(W_i)}| = |W_i| as
-printed in §7.2 item 3 (it strongly favours small workloads); ``noise`` — b_i =
-√(2/π)·σ_i, the expected absolute noise per cell the measurement would carry (AIM-style;
-σ_i from the counter's exact variance); ``none``.
+Bias correction (``bias_correction``): ``noise+sampling`` (default, above); ``noise`` —
+the noise term only (per cell √(2/π)·σ_i under ``paper``); ``paper`` — b_i = |W_i|;
+``none``.
 
 Baseline (Algorithm 2, StreamingMWEM, workload form): an independent offline MWEM-style
 synthesizer on each period's new records ∇f_t with budget ε per period: k selections by
-the exponential mechanism (ε/(2k) each, utilities ‖W_i(∇f_t) − W_i(h_{t,l−1})‖_1/|W_i| − b_i,
-same Δ) and k measurements W_j(∇f_t) + discrete Laplace of scale 2k/ε (L1 sensitivity 1 →
+the exponential mechanism (ε/(2k) each, the same utilities with T_i = W_i(∇f_t), same
+Δ) and k measurements W_j(∇f_t) + discrete Laplace of scale 2k/ε (L1 sensitivity 1 →
 ε/(2k) each), fit with A_Dataset from h_{t,0} = uniform.  ε per period, and by parallel
 composition across periods (each record lives in one period's ∇f) ε for the whole stream.
-The release is the increment ∇g_t = avg_l h_{t,l}; the I/O layer appends it:
+The release is the increment ∇g_t (avg_l h_{t,l} or h_{t,k}); the I/O layer appends it:
 g_t = g_{t−1} + ∇g_t.  (The paper's MW step uses the true |∇f_t|, which is private; we use
 the noisy size below.)
 
-Noisy sizes (no extra budget: post-processing of the noisy measurements).  Every measured
-workload's noisy histogram sums to an unbiased estimate of the size it counts; the fit of
-iteration l uses the inverse-variance weighted mean of these sums over the workloads
-measured so far in the period (variance = cells × per-cell noise variance), clipped at 0.
-Proposed: m(t, i) estimates W_i(f_t), so this is the size of the stream so far; the
-release's ``size`` = round(|g_t|) = round(mean_l |h_{t,l}|).  Baseline: the sums estimate
+Noisy sizes (no extra budget: post-processing of the noisy measurements).  Every noisy
+histogram of a period's records sums to an unbiased estimate of |∇f_t|; the fit of
+iteration l uses B̂_t, the inverse-variance weighted mean of these sums over the
+workloads measured so far in the period (variance = cells × per-cell noise variance).
+Proposed: the fit's size is n̂_t = max(|g_{t−1}| + B̂_t, 0) and the release's ``size`` =
+round(|g_t|).  Baseline: the sums estimate
 |∇f_t|; ``increment_size`` = round(|∇g_t|) and ``size`` = Σ_{s ≤ t} increment sizes.
 
 Budget ledger (unit ε): the whole-stream guarantee ε is debited once, at period 1 (entry
@@ -94,6 +107,11 @@ from continual_synth.mechanisms.counters import (
     counter_units,
     make_counter,
 )
+from continual_synth.mechanisms.distributions import (
+    FittedModel,
+    average_models,
+    model_from_dict,
+)
 from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
                                                format_bytes, positive_real, whole_number)
 from continual_synth.mechanisms.fitting import (
@@ -102,10 +120,7 @@ from continual_synth.mechanisms.fitting import (
     FIT_METHODS,
     PGM_MODELS,
     Fitter,
-    FittedModel,
     Measurement,
-    average_models,
-    model_from_dict,
 )
 from continual_synth.mechanisms.marginals import Domain, Workload
 from continual_synth.mechanisms.samplers import Sampler, discrete_laplace_variance

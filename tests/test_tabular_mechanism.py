@@ -215,9 +215,11 @@ def test_noisy_size_tracks_the_stream():
 
 @pytest.mark.parametrize("method", ["proposed", "baseline"])
 def test_pgm_fit_runs_and_round_trips(method):
-    """The default fit (mbi) in the state machine: small domain (MRF), a few periods."""
-    cfg = config(method=method, fit="pgm", fit_iterations=50, horizon=3, epsilon=4.0)
-    state, releases, errors, *_ = run(cfg, stream(3, 50, 11), 12)
+    """The mbi fit in the state machine: small domain (MRF over the measured workloads,
+    one JAX compilation per new structure, so one selection and two periods)."""
+    cfg = config(method=method, fit="pgm", fit_iterations=50, horizon=2, epsilon=4.0,
+                 selections=1)
+    state, releases, errors, *_ = run(cfg, stream(2, 50, 11), 12)
     assert tabular.manifest_fields(cfg, state)["fit_model"] == "mrf"
     back = tabular.TabularState.from_dict(json.loads(json.dumps(state.to_dict())))
     model = back.model if method == "proposed" else releases[-1].model
