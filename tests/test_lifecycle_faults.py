@@ -263,13 +263,21 @@ def test_eight_simultaneous_steps_release_each_period_once(history, tmp_path, wa
     if wait and synth.name != "window":
         pytest.skip("--wait is the shared lifecycle's: checked once, on the window job")
     state, out = clone_incremental(*history.early, str(tmp_path))
-    results = _collide(synth, state, out, wait)
-    for period, code, stderr in results:
-        assert "Traceback" not in stderr, stderr
-        assert code in (0, 2), (code, stderr)
-        if code == 2:
-            assert ("another step owns this state" in stderr
-                    or f"period {period} is out of order" in stderr), stderr
+    for attempt in range(3):
+        results = _collide(synth, state, out, wait)
+        for period, code, stderr in results:
+            assert "Traceback" not in stderr, stderr
+            assert code in (0, 2), (code, stderr)
+            if code == 2:
+                assert ("another step owns this state" in stderr
+                        or f"period {period} is out of order" in stderr), stderr
+        # Without --wait every child may be refused (a next-period child can own the state
+        # first and be refused as out of order while the others are refused as collisions);
+        # that is correct, and then nothing changed: collide again.
+        if wait or any(code == 0 for _, code, _ in results):
+            break
+        assert load_state(state)["fingerprints"] == load_state(
+            history.early[0])["fingerprints"]
     if wait == 0:  # the first owner is still running when the others try
         assert sum(code == 0 for _, code, _ in results) >= 1
         assert any("another step owns this state" in stderr for *_, stderr in results)
