@@ -374,26 +374,39 @@ class PrivHPRelease:
     info: Dict = field(default_factory=dict)
 
     def manifest(self) -> Dict:
-        config = self.config
-        return {
-            "algorithm": "PrivHP (Holland, Camtepe, Thapa, Xue, SIGMOD 2025), Algorithms 1-3",
-            **config.accounting(),
-            "level_epsilons": [float(e) for e in config.epsilons()],
-            "parameters": {"dims": config.dims, "prune_k": config.prune_k,
-                           "complete_depth": config.complete_depth, "depth": config.depth,
-                           "sketch_width": config.sketch_width,
-                           "sketch_depth": config.sketch_depth,
-                           "hash_seed": config.hash_seed,
-                           "full_tree": config.is_full_tree},
-            "memory_counters": config.memory_counters,
-            "memory": {"tree_counters": config.tree_counters,
-                       "sketch_counters": config.sketch_counters,
-                       "released_tree_nodes": self.tree.num_nodes},
-            "noisy_total": self.tree.total,
-            "sampler": self.sampler,
-            "for_publication": self.for_publication,
-            **self.info,
-        }
+        return {**release_manifest(self.config, **self.facts()), **self.info}
+
+    def facts(self) -> Dict:
+        """The release's facts a manifest states (see :func:`release_manifest`)."""
+        return {"released_tree_nodes": self.tree.num_nodes, "noisy_total": self.tree.total,
+                "sampler": self.sampler, "for_publication": self.for_publication}
+
+
+def release_manifest(config: PrivHPConfig, released_tree_nodes: Optional[int] = None,
+                     noisy_total: Optional[float] = None, sampler: Optional[str] = None,
+                     for_publication: Optional[bool] = None) -> Dict:
+    """What a manifest says of a release with ``config``: the algorithm, the accounting,
+    the parameters and memory, and — once released (:meth:`PrivHPRelease.facts`) — the
+    released tree's size, its noisy total and the sampler."""
+    manifest = {
+        "algorithm": "PrivHP (Holland, Camtepe, Thapa, Xue, SIGMOD 2025), Algorithms 1-3",
+        **config.accounting(),
+        "level_epsilons": [float(e) for e in config.epsilons()],
+        "parameters": {"dims": config.dims, "prune_k": config.prune_k,
+                       "complete_depth": config.complete_depth, "depth": config.depth,
+                       "sketch_width": config.sketch_width,
+                       "sketch_depth": config.sketch_depth,
+                       "hash_seed": config.hash_seed,
+                       "full_tree": config.is_full_tree},
+        "memory_counters": config.memory_counters,
+        "memory": {"tree_counters": config.tree_counters,
+                   "sketch_counters": config.sketch_counters},
+    }
+    if released_tree_nodes is not None:
+        manifest["memory"]["released_tree_nodes"] = int(released_tree_nodes)
+        manifest.update({"noisy_total": noisy_total, "sampler": sampler,
+                         "for_publication": for_publication})
+    return manifest
 
 
 def release(accumulator: PrivHPAccumulator, sampler) -> PrivHPRelease:

@@ -6,17 +6,27 @@ A synthesizer is a state machine over periods t = 1..T:
 
 ``statistics`` are the exact statistics of the period's data (Bun et al. 2024: the window
 histogram C^t or the threshold counts z_b^t; Kumar et al. 2024: the workload histograms
-of the period's new records); the step adds the noise, charges the ledger in ``state``
+of the period's new records; Holland et al. 2025: PrivHP's exact tree counters and
+sketches, one period only); the step adds the noise, charges the ledger in ``state``
 and returns a typed release: :class:`PanelRelease` (synthetic people to create and
-extend) or :class:`TableRelease` (a synthetic table, as a fitted distribution to sample
-or the baseline's sampled increment).  Release rules (which records make up the release
+extend), :class:`TableRelease` (a synthetic table, as a fitted distribution to sample
+or the baseline's sampled increment) or :class:`PointsRelease` (a noisy consistent tree
+to sample synthetic points from).  The synthesizers are in
+:mod:`~continual_synth.mechanisms.panel_synthesizers`,
+:mod:`~continual_synth.mechanisms.tabular_synthesizer` and
+:mod:`~continual_synth.mechanisms.privhp_synthesizer`.  Release rules (which records make up the release
 at t) live with the synthesizer, not in the jobs.
 
 Randomness: the noise of period t comes from :func:`period_sampler` — the exact OpenDP
 sampler, or with a seed the simulation sampler seeded by ``[seed, t]`` — so the batch,
 incremental and streaming drivers draw the same noise for the same seed; the seed of the
 period's post-processing (sampling records) is :func:`emission_seed`, drawn from that
-sampler after the noise.  Pure numpy; no Beam.
+sampler after the noise.  PrivHP's one-shot release is the exception, kept so that its
+seeded releases stay byte-identical to those made before it was on this protocol: its
+sampler is ``make_sampler(seed)`` and its emission seed is drawn by
+:func:`~continual_synth.mechanisms.privhp.release`
+(:func:`~continual_synth.mechanisms.privhp_synthesizer.release_sampler`).
+Pure numpy; no Beam.
 """
 from __future__ import annotations
 
@@ -64,9 +74,22 @@ class TableRelease:
     codes: Optional[np.ndarray] = None
 
 
+@dataclass(frozen=True)
+class PointsRelease:
+    """PrivHP's release (Holland et al. 2025; one period, horizon 1): ``size`` synthetic
+    points of [0,1]^d sampled from ``tree``, the noisy consistent grown tree
+    (:class:`~continual_synth.mechanisms.privhp.PrivHPTree`), with ``emission_seed``
+    (shard s of S draws with the generator ``[emission_seed, s]``)."""
+
+    period: int
+    tree: Any
+    size: int
+    emission_seed: int
+
+
 class Synthesizer(Protocol):
     """What the jobs (:mod:`continual_synth.pipelines.jobs`, :mod:`continual_synth.
-    pipelines.tabular`) need of a synthesizer."""
+    pipelines.tabular`, :mod:`continual_synth.pipelines.bounded`) need of a synthesizer."""
 
     kind: str
 

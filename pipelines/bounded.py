@@ -1,7 +1,8 @@
 """The ``bounded run`` job: PrivHP (Holland et al. 2025) over a file or directory of points.
 
 One Beam pipeline: read and validate point batches → exact PrivHP state by a CombineFn
-→ noise, consistency and growth once → sharded sampling of the synthetic points with the
+→ the synthesizer's one step (:class:`~continual_synth.mechanisms.privhp_synthesizer.
+PrivHPSynthesizer`: noise, growth and consistency once, ε charged) → sharded sampling of the synthetic points with the
 grown tree sent to each shard task (the manifest is one more task) → write.  Files are
 published by :func:`continual_synth.pipelines.lifecycle.release_whole_run`: staged, and
 moved into place with ``manifest.json`` last only when the whole pipeline has succeeded;
@@ -21,13 +22,15 @@ import numpy as np
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.hierarchy import Bounds
-from continual_synth.mechanisms.samplers import make_sampler
+from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer, release_sampler
+from continual_synth.mechanisms.synthesizer import PointsRelease
 from continual_synth.pipelines import lifecycle, release_dir
 from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms.files import FORMATS, detect_format, list_data_files
 from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
-                                               ReadPointBatches, SampleSyntheticPoints,
-                                               point_schema, read_point_batches)
+                                               ReadPointBatches, ReleasePrivHP,
+                                               SampleSyntheticPoints, point_schema,
+                                               read_point_batches)
 from continual_synth.transforms.write import WriteRecordBatches
 
 DEFAULT_SHARDS = 8
@@ -80,9 +83,11 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
         raise InputError("the configuration's dimension differs from the bounds'")
     reader = ReadPointBatches(input_path, columns, bounds, clip, in_format, batch_rows)
 
+    synthesizer = PrivHPSynthesizer(config, samples)
+
     def write(staging: str, plan_path: str) -> None:
-        def save_manifest(rel):
-            manifest = rel.manifest()
+        def save_manifest(state, release):
+            manifest = synthesizer.manifest(state)
             manifest.update(_manifest_extras(config, columns, bounds, samples, num_shards,
                                              out_format, clip, depth_from))
             release_dir.write_json_atomic(plan_path, manifest)
@@ -90,9 +95,10 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
             released = (pipeline
                         | "ReadPoints" >> reader
-                        | "PrivHP" >> BuildPrivHP(config, seed))
+                        | "PrivHP" >> BuildPrivHP(config)
+                        | "Release" >> ReleasePrivHP(synthesizer, seed))
             _ = (released
-                 | "SamplePoints" >> SampleSyntheticPoints(samples, num_shards, bounds, columns,
+                 | "SamplePoints" >> SampleSyntheticPoints(num_shards, bounds, columns,
                                                            on_release=save_manifest)
                  | "Write" >> WriteRecordBatches(os.path.join(staging, "synthetic"),
                                                  out_format, point_schema(columns)))
@@ -119,11 +125,15 @@ def read_unit_points(input_path: str, columns: Sequence[str], bounds: Bounds,
 def synthesize_numpy(input_path: str, columns: Sequence[str], bounds: Bounds,
                      config: privhp.PrivHPConfig, samples: int, *, seed: Optional[int] = None,
                      in_format: Optional[str] = None, clip: bool = False,
-                     num_shards: int = DEFAULT_SHARDS
-                     ) -> Tuple[privhp.PrivHPRelease, np.ndarray]:
-    """The pure-numpy path: (release, synthetic points in the input's units)."""
+                     num_shards: int = DEFAULT_SHARDS) -> Tuple[PointsRelease, np.ndarray]:
+    """The pure-numpy path: (release, synthetic points in the input's units), the shards
+    concatenated in order as the Beam pipeline writes them."""
     check_columns(columns, bounds)
-    unit, clipped = read_unit_points(input_path, columns, bounds, clip, in_format)
-    rel, synthetic = privhp.synthesize(unit, config, make_sampler(seed), samples, num_shards)
-    rel.clipped = clipped
-    return rel, bounds.from_unit(synthetic)
+    unit, _ = read_unit_points(input_path, columns, bounds, clip, in_format)
+    synthesizer = PrivHPSynthesizer(config, samples)
+    _, release = synthesizer.step(synthesizer.initial_state(), privhp.accumulate(unit, config),
+                                  release_sampler(seed))
+    synthetic = [privhp.sample_shard(release.tree, release.size, num_shards, shard,
+                                     release.emission_seed) for shard in range(num_shards)]
+    unit_synthetic = np.concatenate(synthetic) if synthetic else np.zeros((0, config.dims))
+    return release, bounds.from_unit(unit_synthetic)

@@ -266,3 +266,37 @@ def test_utility_far_better_than_uniform_in_one_dimension():
     w_uniform = stats.wasserstein_distance(points[:, 0], np.random.default_rng(0).random(100_000))
     assert w_privhp < 0.05 * w_uniform
     assert w_privhp < 0.005
+
+
+# ------------------------------------------------------------- the synthesizer protocol
+
+def test_synthesizer_step_is_the_release_with_epsilon_charged_once():
+    from continual_synth.mechanisms.errors import StateError
+    from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer
+    from continual_synth.mechanisms.synthesizer import PointsRelease
+
+    config = privhp.PrivHPConfig(**CONFIG)
+    statistics = privhp.accumulate(clusters(5_000, 2, 3), config)
+    synthesizer = PrivHPSynthesizer(config, samples=300)
+    state = synthesizer.initial_state()
+    assert state.period == 0 and state.ledger.spent == 0 and state.ledger.unit == "epsilon"
+    new_state, release = synthesizer.step(state, statistics, SeededSampler(11))
+    # the same noise, tree and emission seed as the mechanism's release with that sampler
+    expected = privhp.release(statistics, SeededSampler(11))
+    assert isinstance(release, PointsRelease)
+    assert (release.period, release.size) == (1, 300)
+    assert release.emission_seed == expected.emission_seed
+    for ours, theirs in zip(release.tree.counts, expected.tree.counts):
+        np.testing.assert_array_equal(ours, theirs)
+    assert new_state.period == 1 and new_state.ledger.spent == pytest.approx(config.epsilon)
+    assert state.ledger.spent == 0  # the step does not change the state it was given
+    assert synthesizer.manifest(new_state) == expected.manifest()
+    assert "noisy_total" not in synthesizer.manifest(state)
+    # one period only: a second step, or a step out of order, is refused before any noise
+    with pytest.raises(StateError, match="beyond the horizon"):
+        synthesizer.step(new_state, statistics, SeededSampler(12))
+    with pytest.raises(StateError, match="out of order"):
+        synthesizer.check_step(new_state, 1)
+    with pytest.raises(ValueError, match="another PrivHP configuration"):
+        other = privhp.PrivHPConfig(**{**CONFIG, "epsilon": 2.0})
+        synthesizer.step(state, privhp.PrivHPAccumulator(other), SeededSampler(11))

@@ -4,7 +4,8 @@
 
     files ─ ReadPointBatches (Arrow batches → validated n × d arrays in [0,1]^d)
           ─ BuildPrivHP (CombineFn: per-bundle exact tree + sketches, merged by addition)
-          ─ ReleasePrivHP (one worker: noise once, consistency, growth)
+          ─ ReleasePrivHP (one worker: the synthesizer's step — noise once, growth,
+                           consistency, ε charged)
           ─ SampleSyntheticPoints (the grown tree sent to one task per shard)
           ─ WriteRecordBatches
 
@@ -12,8 +13,9 @@ Records move as Arrow batches and numpy arrays (``batch_rows`` rows each), never
 Python object per point.  The CombineFn's accumulator is the *exact* PrivHP state
 (:class:`~continual_synth.mechanisms.privhp.PrivHPAccumulator`): fixed-size integer
 arrays whose size never depends on the number of points, merged by addition; no noise
-is ever added to a partial accumulator.  Noise is added once, in ReleasePrivHP, from
-the project's samplers.
+is ever added to a partial accumulator.  Noise is added once, in ReleasePrivHP, by
+:meth:`~continual_synth.mechanisms.privhp_synthesizer.PrivHPSynthesizer.step` (the
+protocol of :mod:`continual_synth.mechanisms.synthesizer`).
 """
 from __future__ import annotations
 
@@ -28,7 +30,9 @@ import pyarrow.parquet as pq
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
-from continual_synth.mechanisms.samplers import make_sampler
+from continual_synth.mechanisms.privhp_synthesizer import (PrivHPState, PrivHPSynthesizer,
+                                                            release_sampler)
+from continual_synth.mechanisms.synthesizer import PointsRelease
 from continual_synth.transforms.files import check_dataset, detect_format, read_file
 
 DEFAULT_BATCH_ROWS = 1 << 18
@@ -139,31 +143,41 @@ class PrivHPCombineFn(beam.CombineFn):
         return accumulator
 
 
-def release_accumulator(accumulator: privhp.PrivHPAccumulator,
-                        seed: Optional[int]) -> privhp.PrivHPRelease:
-    """Noise once, then growth and consistency (runs on one worker)."""
-    return privhp.release(accumulator, make_sampler(seed))
-
-
 class BuildPrivHP(beam.PTransform):
-    """``PCollection[(points, clipped)] → PCollection[PrivHPRelease]`` (one element): the
-    exact combine, then the single noisy release."""
+    """``PCollection[(points, clipped)] → PCollection[PrivHPAccumulator]`` (one element):
+    the exact combine, no noise — the statistics of the synthesizer's step."""
 
-    def __init__(self, config: privhp.PrivHPConfig, seed: Optional[int] = None):
+    def __init__(self, config: privhp.PrivHPConfig):
         super().__init__()
-        self._config, self._seed = config, seed
+        self._config = config
 
     def expand(self, batches):
-        seed = self._seed
-        return (batches
-                | "Combine" >> beam.CombineGlobally(PrivHPCombineFn(self._config))
-                | "Release" >> beam.Map(lambda acc: release_accumulator(acc, seed)))
+        return batches | "Combine" >> beam.CombineGlobally(PrivHPCombineFn(self._config))
 
 
-def shard_table(rel: privhp.PrivHPRelease, samples: int, num_shards: int, shard: int,
-                bounds: Bounds, columns: Sequence[str]) -> pa.Table:
+def release_once(accumulator: privhp.PrivHPAccumulator, synthesizer: PrivHPSynthesizer,
+                 seed: Optional[int]) -> Tuple[PrivHPState, PointsRelease]:
+    """The synthesizer's one step from its initial state (runs on one worker)."""
+    return synthesizer.step(synthesizer.initial_state(), accumulator, release_sampler(seed))
+
+
+class ReleasePrivHP(beam.PTransform):
+    """``PCollection[PrivHPAccumulator] → PCollection[(PrivHPState, PointsRelease)]`` (one
+    element): noise once, growth and consistency, ε charged in the state's ledger."""
+
+    def __init__(self, synthesizer: PrivHPSynthesizer, seed: Optional[int] = None):
+        super().__init__()
+        self._synthesizer, self._seed = synthesizer, seed
+
+    def expand(self, statistics):
+        return statistics | "Step" >> beam.Map(release_once, self._synthesizer, self._seed)
+
+
+def shard_table(release: PointsRelease, num_shards: int, shard: int, bounds: Bounds,
+                columns: Sequence[str]) -> pa.Table:
     """Shard ``shard``'s synthetic points in the input's units and column names."""
-    unit = privhp.sample_shard(rel.tree, samples, num_shards, shard, rel.emission_seed)
+    unit = privhp.sample_shard(release.tree, release.size, num_shards, shard,
+                               release.emission_seed)
     points = bounds.from_unit(unit)
     return pa.table({name: pa.array(points[:, j]) for j, name in enumerate(columns)})
 
@@ -173,36 +187,40 @@ def point_schema(columns: Sequence[str]) -> pa.Schema:
 
 
 class SampleSyntheticPoints(beam.PTransform):
-    """``PCollection[PrivHPRelease] → PCollection[(shard key, pa.Table)]``: ``samples``
-    points split over ``num_shards`` shards, each drawn from the grown tree with its own
-    generator.
+    """``PCollection[(PrivHPState, PointsRelease)] → PCollection[(shard key, pa.Table)]``:
+    the release's ``size`` points split over ``num_shards`` shards, each drawn from the
+    grown tree with its own generator.
 
     The release travels to the shards as the *main input* (one task element per shard,
     each carrying the tree), not as a side input, and ``on_release`` (e.g. saving the
-    manifest) runs as one more task of the same collection: every consumer sees the one
-    release computed once, even on a runner that recomputes side inputs (a recomputed
-    release would draw fresh noise: two trees, twice the privacy cost)."""
+    manifest; called with the state and the release) runs as one more task of the same
+    collection: every consumer sees the one release computed once, even on a runner that
+    recomputes side inputs (a recomputed release would draw fresh noise: two trees, twice
+    the privacy cost)."""
 
-    def __init__(self, samples: int, num_shards: int, bounds: Bounds, columns: Sequence[str],
+    def __init__(self, num_shards: int, bounds: Bounds, columns: Sequence[str],
                  on_release=None):
         super().__init__()
-        self._args = (int(samples), int(num_shards), bounds, list(columns), on_release)
+        self.num_shards = int(num_shards)
+        self.bounds = bounds
+        self.columns = list(columns)
+        self.on_release = on_release
 
     def expand(self, released):
-        samples, num_shards, bounds, columns, on_release = self._args
+        num_shards, bounds, columns = self.num_shards, self.bounds, self.columns
+        on_release = self.on_release
 
-        def tasks(rel):
-            yield from ((shard, rel) for shard in range(num_shards))
+        def tasks(stepped):
+            yield from ((shard, stepped) for shard in range(num_shards))
             if on_release is not None:
-                yield -1, rel
+                yield -1, stepped
 
         def run(task):
-            shard, rel = task
+            shard, (state, release) = task
             if shard < 0:
-                on_release(rel)
+                on_release(state, release)
                 return
-            yield f"s{shard:05d}", shard_table(rel, samples, num_shards, shard, bounds,
-                                               columns)
+            yield f"s{shard:05d}", shard_table(release, num_shards, shard, bounds, columns)
 
         return (released
                 | "ShardTasks" >> beam.FlatMap(tasks)
