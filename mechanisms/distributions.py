@@ -267,7 +267,6 @@ class MRFModel(FittedModel):
         nodes = {root}
         for a in attrs[1:]:
             nodes.update(nx.shortest_path(tree, root, homes[a]))
-        targets = set(attrs)
 
         def message(node, parent):
             factors = [(node, self.marginals[node])]

@@ -48,10 +48,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from continual_synth.mechanisms.errors import InputError
-from continual_synth.mechanisms.distributions import (  # noqa: F401  (re-exported)
+from continual_synth.mechanisms.distributions import (
     DenseModel, FittedModel, JunctionTreeModel, MixtureModel, MixtureOfProductsModel,
-    MRFModel, UniformModel, _as_dense, _cells, _einsum, _mbi, _mbi_domain, _project_dense,
-    average_models, model_from_dict)
+    MRFModel, UniformModel, _as_dense, _cells, _mbi, _mbi_domain, _project_dense)
 from continual_synth.mechanisms.marginals import Domain, Workload
 
 FIT_METHODS = ("ipf", "pgm", "mw")

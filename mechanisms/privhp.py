@@ -43,6 +43,7 @@ from continual_synth.mechanisms.accounting import check_neighbor, laplace_scale
 from continual_synth.mechanisms.errors import (ParameterError, format_bytes, positive_real,
                                                whole_number)
 from continual_synth.mechanisms.sketch import CountMinSketch, sketch_sensitivity, splitmix64
+from continual_synth.mechanisms.synthesizer import emission_seed as draw_emission_seed
 
 BUDGET_SPLITS = ("sqrt", "sqrt-sensitivity", "uniform")
 
@@ -423,8 +424,7 @@ def release(accumulator: PrivHPAccumulator, sampler) -> PrivHPRelease:
     noisy_sketches = [config.sketch(level, accumulator.sketches[i]).privatized(
         sampler, eps[level], config.neighbor) for i, level in enumerate(config.sketch_levels)]
     tree = grow(config, noisy_tree, noisy_sketches)
-    emission_seed = int(sampler.rng.integers(0, 2 ** 63 - 1))
-    return PrivHPRelease(config, tree, emission_seed, sampler.name, sampler.for_publication,
+    return PrivHPRelease(config, tree, draw_emission_seed(sampler), sampler.name, sampler.for_publication,
                          clipped=accumulator.clipped)
 
 

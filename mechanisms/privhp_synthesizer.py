@@ -11,10 +11,9 @@ returns a :class:`~continual_synth.mechanisms.synthesizer.PointsRelease` — the
 sample, the number of synthetic points and the emission seed.  Sampling the points
 (:func:`~continual_synth.mechanisms.privhp.sample_shard`) is post-processing.
 
-Randomness: :func:`release_sampler` is ``make_sampler(seed)``, not
-``period_sampler(seed, 1)``, and the emission seed is the one
-:func:`~continual_synth.mechanisms.privhp.release` draws after the noise, so a seeded
-release is byte-identical to the releases made before PrivHP was on the protocol.
+Randomness: the release's noise comes from ``period_sampler(seed, 1)`` and its emission
+seed from :func:`~continual_synth.mechanisms.synthesizer.emission_seed`, as for every
+synthesizer.
 Pure numpy; no Beam.
 """
 from __future__ import annotations
@@ -25,13 +24,8 @@ from typing import Dict, Optional, Tuple
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms.errors import StateError
-from continual_synth.mechanisms.samplers import Sampler, make_sampler
+from continual_synth.mechanisms.samplers import Sampler
 from continual_synth.mechanisms.synthesizer import PointsRelease
-
-
-def release_sampler(seed: Optional[int]) -> Sampler:
-    """The sampler of PrivHP's one release (None: the exact OpenDP sampler)."""
-    return make_sampler(seed)
 
 
 @dataclass(frozen=True)

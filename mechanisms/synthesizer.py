@@ -21,11 +21,7 @@ Randomness: the noise of period t comes from :func:`period_sampler` — the exac
 sampler, or with a seed the simulation sampler seeded by ``[seed, t]`` — so the batch,
 incremental and streaming drivers draw the same noise for the same seed; the seed of the
 period's post-processing (sampling records) is :func:`emission_seed`, drawn from that
-sampler after the noise.  PrivHP's one-shot release is the exception, kept so that its
-seeded releases stay byte-identical to those made before it was on this protocol: its
-sampler is ``make_sampler(seed)`` and its emission seed is drawn by
-:func:`~continual_synth.mechanisms.privhp.release`
-(:func:`~continual_synth.mechanisms.privhp_synthesizer.release_sampler`).
+sampler after the noise (PrivHP's one-shot release is period 1).
 Pure numpy; no Beam.
 """
 from __future__ import annotations

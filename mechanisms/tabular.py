@@ -547,7 +547,7 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
     fitter = config.fitter()
     workloads, cells = config.workloads, config.cells
     h = start
-    selected, fed, sums, variances, iterates = [], [], [], [], []
+    selected, sums, variances, iterates = [], [], [], []
     for _ in range(config.selections):
         structure = fitter.structure(h)
         candidates = [i for i in range(len(workloads)) if i not in selected

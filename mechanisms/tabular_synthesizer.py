@@ -20,7 +20,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from continual_synth.mechanisms import tabular
-from continual_synth.mechanisms.fitting import FittedModel, model_from_dict
+from continual_synth.mechanisms.distributions import FittedModel, model_from_dict
 from continual_synth.mechanisms.marginals import Domain
 from continual_synth.mechanisms.samplers import Sampler
 from continual_synth.mechanisms.synthesizer import TableRelease, emission_seed
@@ -42,7 +42,7 @@ class TabularSynthesizer:
     @classmethod
     def create(cls, *, domain: Domain, workloads: Sequence, epsilon: float,
                method: str = "proposed", selections: Optional[int] = None,
-               counter: Optional[str] = None, fit: str = "pgm",
+               counter: Optional[str] = None, fit: str = "ipf",
                horizon: Optional[int] = None, domain_inferred: bool = False,
                **options) -> "TabularSynthesizer":
         """A synthesizer from command-line style options (None: the default)."""

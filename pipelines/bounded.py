@@ -22,7 +22,8 @@ import numpy as np
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.hierarchy import Bounds
-from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer, release_sampler
+from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer
+from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.synthesizer import PointsRelease
 from continual_synth.pipelines import lifecycle, release_dir
 from continual_synth.pipelines.options import pipeline_options
@@ -132,7 +133,7 @@ def synthesize_numpy(input_path: str, columns: Sequence[str], bounds: Bounds,
     unit, _ = read_unit_points(input_path, columns, bounds, clip, in_format)
     synthesizer = PrivHPSynthesizer(config, samples)
     _, release = synthesizer.step(synthesizer.initial_state(), privhp.accumulate(unit, config),
-                                  release_sampler(seed))
+                                  period_sampler(seed, 1))
     synthetic = [privhp.sample_shard(release.tree, release.size, num_shards, shard,
                                      release.emission_seed) for shard in range(num_shards)]
     unit_synthetic = np.concatenate(synthetic) if synthetic else np.zeros((0, config.dims))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from continual_synth.mechanisms import fitting
+from continual_synth.mechanisms import distributions, fitting
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.marginals import Domain, all_workloads, workload_histograms
 
@@ -114,8 +114,8 @@ def test_models_round_trip_through_json(fit, kind):
                             components=4)
     h1 = fitter.fit(exact_measurements(codes), 200.0)
     h2 = fitter.fit(exact_measurements(codes)[:1], 210.0, warm_start=h1)
-    for model in (h1, fitting.average_models(DOMAIN, [h1, h2]), fitter.start(5.0)):
-        back = fitting.model_from_dict(json.loads(json.dumps(model.to_dict())), DOMAIN)
+    for model in (h1, distributions.average_models(DOMAIN, [h1, h2]), fitter.start(5.0)):
+        back = distributions.model_from_dict(json.loads(json.dumps(model.to_dict())), DOMAIN)
         assert back.kind == model.kind and back.total == pytest.approx(model.total)
         for x, y in zip(back.answers(WORKLOADS), model.answers(WORKLOADS)):
             assert np.allclose(x, y)
@@ -127,13 +127,13 @@ def test_average_of_dense_models_is_the_average_dataset():
     fitter = fitting.Fitter(DOMAIN, WORKLOADS, "mw", iterations=20)
     h1 = fitter.fit(exact_measurements(skewed_codes(100, 8)), 100.0)
     h2 = fitter.fit(exact_measurements(skewed_codes(300, 9)), 300.0)
-    g = fitting.average_models(DOMAIN, [h1, h2])
+    g = distributions.average_models(DOMAIN, [h1, h2])
     assert g.total == pytest.approx(200.0)
     for w, x, y, z in zip(WORKLOADS, g.answers(WORKLOADS), h1.answers(WORKLOADS),
                           h2.answers(WORKLOADS)):
         assert np.allclose(x, (y + z) / 2)
     # the mixture of non-dense models averages the same way
-    mix = fitting.MixtureModel(DOMAIN, [fitter.start(100.0), h2])
+    mix = distributions.MixtureModel(DOMAIN, [fitter.start(100.0), h2])
     assert np.allclose(mix.answers([("a",)])[0],
                        (fitter.start(100.0).answers([("a",)])[0] + h2.answers([("a",)])[0]) / 2)
 

@@ -5,7 +5,6 @@ seeded simulation sampler makes every outcome deterministic.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from types import SimpleNamespace

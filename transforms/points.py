@@ -30,9 +30,8 @@ import pyarrow.parquet as pq
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
-from continual_synth.mechanisms.privhp_synthesizer import (PrivHPState, PrivHPSynthesizer,
-                                                            release_sampler)
-from continual_synth.mechanisms.synthesizer import PointsRelease
+from continual_synth.mechanisms.privhp_synthesizer import PrivHPState, PrivHPSynthesizer
+from continual_synth.mechanisms.synthesizer import PointsRelease, period_sampler
 from continual_synth.transforms.files import check_dataset, detect_format, read_file
 
 DEFAULT_BATCH_ROWS = 1 << 18
@@ -158,7 +157,8 @@ class BuildPrivHP(beam.PTransform):
 def release_once(accumulator: privhp.PrivHPAccumulator, synthesizer: PrivHPSynthesizer,
                  seed: Optional[int]) -> Tuple[PrivHPState, PointsRelease]:
     """The synthesizer's one step from its initial state (runs on one worker)."""
-    return synthesizer.step(synthesizer.initial_state(), accumulator, release_sampler(seed))
+    return synthesizer.step(synthesizer.initial_state(), accumulator,
+                            period_sampler(seed, 1))
 
 
 class ReleasePrivHP(beam.PTransform):
