@@ -32,6 +32,7 @@ setup(
         "opendp>=0.12",
         "matplotlib>=3.7",
         "scipy>=1.10",
+        "networkx>=3",  # junction trees of the tabular ipf fit
         "mbi>=2.0",  # private-pgm: graphical-model fitting for the tabular synthesizer
         "POT>=0.9",  # optimal transport: Wasserstein distances in `evaluate bounded`
     ],

@@ -175,9 +175,9 @@ def test_ipf_junction_tree_matches_measurements_and_infers_exactly():
     factors = [(c, h2.marginals[c]) for c in h2.cliques]
     for u, v in tree.edges():
         sep = tuple(x for x in u if x in v)
-        m = fitting._einsum([(u, h2.marginals[u])], sep)
+        m = distributions._einsum([(u, h2.marginals[u])], sep)
         factors.append((sep, np.divide(1, m, out=np.zeros_like(m), where=m > 0)))
-    dense = fitting._einsum(factors, domain.names)
+    dense = distributions._einsum(factors, domain.names)
     assert dense.sum() == pytest.approx(1.0)
     for w in workloads:
         assert np.allclose(fitting._project_dense(dense, list(domain.names), w),
