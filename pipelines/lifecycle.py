@@ -132,6 +132,8 @@ class StateDir:
             raise StateError(f"{self.root}: no state here; run 'continual-synth "
                              f"{kind or 'window'} init' first")
         version = numbers[-1]
+        if os.path.getsize(self.version_path(version)) == 0:  # retired while listed
+            return self.read(kind)
         state = release_dir.read_json(self.version_path(version))
         if kind is not None and state.get("kind") != kind:
             raise StateError(f"{self.root}: holds a {state.get('kind')} synthesizer state, "
@@ -167,8 +169,18 @@ class StateDir:
 
     def collect_garbage(self, state: Dict) -> None:
         """Remove the run folders the current state does not name (left by runs that
-        crashed or were superseded).  Only the state's owner calls this; every run
-        writes only while it owns the state, so no live run's files are removed."""
+        crashed or were superseded), and retire every version before the previous one.
+        Only the state's owner calls this; every run writes only while it owns the
+        state, so no live run's files are removed.
+
+        A retired version is emptied, not removed: its name must stay taken, or a stale
+        run that read it long ago could still create the next one (fencing).  So the
+        state directory grows by two empty files per step, not by two states."""
+        numbers = self._version_numbers()
+        for number in numbers[:-2]:
+            path = self.version_path(number)
+            if os.path.getsize(path):
+                open(path, "w").close()
         used = self.named_runs(state)
         for path in glob.glob(os.path.join(self.runs, "*")):
             if os.path.basename(path) not in used:

@@ -156,7 +156,8 @@ def _orphans(state, named_by=None):
     version — does not name: private files nobody will read."""
     store = StateDir(state)
     last = store.read()[0]
-    versions = [last] if named_by is None else range(last + 1)
+    versions = [last] if named_by is None else [  # every version not retired (emptied)
+        v for v in range(last + 1) if os.path.getsize(store.version_path(v))]
     used = {path.split(os.sep)[1] for version in versions
             for path in release_dir.read_json(store.version_path(version))["files"].values()}
     return sorted(set(os.listdir(store.runs)) - used)
@@ -310,6 +311,24 @@ def test_a_commit_on_a_superseded_version_is_refused(tmp_path):
     assert store.read() == (1, {"kind": "test", "files": {}, "who": "first"})
     with pytest.raises(StateError, match="already holds a state"):
         store.create({"kind": "test", "files": {}})
+
+
+def test_old_versions_are_retired_but_stay_fenced(tmp_path):
+    """Garbage collection empties every version before the previous one (the directory
+    does not grow by a state per step), and an emptied version still fences: a run
+    that read it cannot commit the version after it."""
+    store = StateDir(str(tmp_path / "state"))
+    store.create({"kind": "test", "files": {}, "n": 0})
+    for n in range(1, 6):
+        store.commit(n - 1, {"kind": "test", "files": {}, "n": n})
+        store.collect_garbage(store.read()[1])
+    sizes = [os.path.getsize(store.version_path(v)) for v in range(6)]
+    assert sizes[:4] == [0, 0, 0, 0] and min(sizes[4:]) > 0
+    assert store.read() == (5, {"kind": "test", "files": {}, "n": 5})
+    for stale in range(5):
+        with pytest.raises(StateError, match="another step committed"):
+            store.commit(stale, {"kind": "test", "files": {}, "n": -1})
+    assert store.read()[0] == 5
 
 
 def test_a_stale_owner_publishes_nothing(history, tmp_path, monkeypatch):
