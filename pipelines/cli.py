@@ -229,6 +229,16 @@ def _clean_message(exc: BaseException) -> str:
     return re.sub(r"\s*\n\s*", " ", text)
 
 
+def _command_options(parser: argparse.ArgumentParser, args) -> List[str]:
+    """The option strings of the subcommand ``args`` chose (for "did you mean")."""
+    for word in (args.command, getattr(args, "action", None)):
+        subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subparsers or word not in subparsers[0].choices:
+            break
+        parser = subparsers[0].choices[word]
+    return [option for action in parser._actions for option in action.option_strings]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
@@ -242,7 +252,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     from continual_synth.mechanisms.errors import InputError, ParameterError, StateError
     from continual_synth.pipelines.options import check_beam_args, check_directory_options
     try:
-        check_beam_args(beam_args, f"{args.command} {getattr(args, 'action', '')}".strip())
+        check_beam_args(beam_args, f"{args.command} {getattr(args, 'action', '')}".strip(),
+                        _command_options(parser, args))
         check_directory_options(args)
         result = dispatch(args, beam_args)
     except ParameterError as exc:  # a config's check: name the option that set the value

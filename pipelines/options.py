@@ -3,6 +3,7 @@ refuse bad numbers and paths, Beam options."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Tuple
@@ -114,10 +115,12 @@ def record_schema(alphabet: Sequence) -> pa.Schema:
                       pa.field("value", value_type(alphabet), nullable=False)])
 
 
-def check_beam_args(beam_args: Sequence[str], command: str) -> None:
+def check_beam_args(beam_args: Sequence[str], command: str,
+                    command_options: Sequence[str] = ()) -> None:
     """Refuse arguments that neither the command nor Beam knows (``--rh0``, or an option
     of another command such as ``--alphabet`` for ``cumulative``), which Beam would
-    otherwise discard with a warning while the job runs without them."""
+    otherwise discard with a warning while the job runs without them; name the closest
+    valid option (``--neighbour`` → ``--neighbor``)."""
     if not beam_args:
         return
     if any("dask" in arg.lower() for arg in beam_args):  # registers Beam's DaskOptions
@@ -129,8 +132,15 @@ def check_beam_args(beam_args: Sequence[str], command: str) -> None:
     unknown = sorted(set(options.get_all_options(retain_unknown_options=True))
                      - set(options.get_all_options()))
     if unknown:
+        valid = list(command_options) + ["--" + name for name in options.get_all_options()]
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches("--" + name, valid, n=1, cutoff=0.75)
+            if close:
+                hints.append(f"--{name}: did you mean {close[0]}?")
         raise InputError(f"unrecognised option(s) {', '.join('--' + u for u in unknown)}: "
-                         f"not an option of '{command}' (see --help) nor of Apache Beam")
+                         f"not an option of '{command}' (see --help) nor of Apache Beam"
+                         + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 def pipeline_options(beam_args: Sequence[str] = ()) -> PipelineOptions:

@@ -297,6 +297,9 @@ def _panel_cases():
         (w, ("--value-col", "status"), ("panel.parquet", "['status']", "--value-col")),
         (c, ("--id-col", "value"), ("--id-col", "different columns")),
         (c, ("--alphabet", "0,1,2"), ("--alphabet", "cumulative run")),
+        (w, ("--neighbour", "add-remove"), ("--neighbour", "did you mean --neighbor?")),
+        (c, ("--budget_split", "paper"), ("--budget_split", "did you mean --budget-split?")),
+        (w, ("--runer", "DirectRunner"), ("--runer", "did you mean --runner?")),
         (w, ("--format", "xlsx"), ("--format", "xlsx")),
         (w, ("--input-format", "json"), ("--input-format", "json")),
     ]
