@@ -25,7 +25,8 @@ import numpy as np
 
 from continual_synth.mechanisms.marginals import (Domain, all_workloads, encode_records,
                                                   workload_histograms)
-from continual_synth.mechanisms.tabular_model import TabularSynthesizer
+from continual_synth.mechanisms.synthesizer import period_sampler
+from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.workload_error import error_metrics
 
 OUT = os.path.join(os.path.dirname(__file__), "results")
@@ -91,28 +92,28 @@ def run(args, epsilon, stream, domain_dict, options):
                                       counter=args.counter, fit=args.fit, horizon=horizon,
                                       **options)
     state = synth.initial_state()
-    increments, rows, seconds = [], [], 0.0
+    table, rows, seconds = None, [], 0.0
     floor_rng = np.random.default_rng(12345)
     for period in range(1, horizon + 1):
         flat = np.concatenate(workload_histograms(codes[period_of == period], domain,
                                                   workloads))
         start = time.perf_counter()
-        state, release = synth.step(state, flat, [args.seed, period])
+        state, release = synth.step(state, flat, period_sampler(args.seed, period))
         seconds += time.perf_counter() - start
-        if release["increment"]:
-            increments.append(release["codes"])
+        if release.increment:
+            table = synth.table_so_far(table, release)
         if period not in at:
             continue
-        if release["increment"]:
-            synthetic = np.concatenate(increments)
+        if release.increment:
+            synthetic = table
         else:
-            rng = np.random.default_rng([release["emission_seed"], period, 0])
-            synthetic = release["model"].sample(release["size"], rng)
+            rng = np.random.default_rng([release.emission_seed, period, 0])
+            synthetic = release.model.sample(release.size, rng)
         real = codes[period_of <= period]
         truth = workload_histograms(real, domain, workloads)
         score = error_metrics(truth, workload_histograms(synthetic, domain, workloads))
-        if not release["increment"]:
-            exact = error_metrics(truth, release["model"].answers(workloads))
+        if not release.increment:
+            exact = error_metrics(truth, release.model.answers(workloads))
             score["model_AvgWE"] = exact["AvgWE"]
         floor = sampling_floor(real, domain, workloads, truth, args.floor_draws, floor_rng)
         row = {"epsilon": epsilon, "period": period, "records": int(real.shape[0]),
