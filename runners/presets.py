@@ -54,8 +54,10 @@ def local_dask_cluster(workers: int = 2) -> Iterator[str]:
     """A ``dask.distributed.LocalCluster`` on this machine; yields the scheduler address."""
     try:
         from distributed import LocalCluster
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise RuntimeError("the Dask runner needs: pip install 'continual-synth[dask]'") from exc
+    except ImportError:  # pragma: no cover - depends on the install
+        from continual_synth.mechanisms.errors import InputError
+        raise InputError("--runner dask-local needs Dask: pip install 'continual-synth[dask]'"
+                         ) from None
     import logging
 
     import distributed

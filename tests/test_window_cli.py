@@ -269,6 +269,17 @@ def test_console_script_error_output_is_one_line(tmp_path):
         f"alphabet [0, 1]; 1 value(s) are outside it"]
 
 
+def test_python_dash_m_runs_the_command_line(tmp_path):
+    """``python -m continual_synth`` is the same command line (platforms call modules)."""
+    ran = subprocess.run([sys.executable, "-m", "continual_synth", "window", "init",
+                          "--state", str(tmp_path / "state"), "--window", "2",
+                          "--horizon", "3", "--rho", "0"], capture_output=True, text=True,
+                         timeout=300)
+    assert ran.returncode == 2
+    assert ran.stderr.strip().splitlines() == [
+        "continual-synth: error: --rho must be positive and finite, got 0.0"], ran.stderr
+
+
 def test_a_step_on_a_state_another_step_owns_exits_2_before_reading(tmp_path, capsys):
     """Ownership: a held state is refused at once (exit 2, nothing read or written), or
     waited for with --wait; a bad --wait is refused."""
