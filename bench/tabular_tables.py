@@ -312,7 +312,8 @@ def adult_markdown(results, args) -> str:
              f"averaged over the last {args.last} periods of the stream as run, like the "
              f"paper's tables (last 10 time steps of the full stream).  One process; seeds "
              f"per cell: see `n`.  *floor*: the same metric for a same-size sample drawn "
-             f"with replacement from f_t (the error of a perfect model), same periods.", "",
+             f"with replacement from f_t (the error of a perfect model), same periods.  "
+             f"What the figures say, cell by cell: tabular_tables_adult_notes.md.", "",
              "| stream | periods run / full | ε | metric | base ours | base paper | "
              "ratio | prop ours | prop paper | ratio | floor | n |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
