@@ -167,20 +167,22 @@ class StateDir:
         """The run folders (tokens) a state version names."""
         return {relative.split(os.sep)[1] for relative in state["files"].values()}
 
-    def collect_garbage(self, state: Dict) -> None:
-        """Remove the run folders the current state does not name (left by runs that
-        crashed or were superseded), and retire every version before the previous one.
-        Only the state's owner calls this; every run writes only while it owns the
-        state, so no live run's files are removed.
+    def retire_old_versions(self) -> None:
+        """Empty every version before the previous one, after a step has completed (never
+        on a refused or failed step, which must leave the state byte-identical).
 
         A retired version is emptied, not removed: its name must stay taken, or a stale
         run that read it long ago could still create the next one (fencing).  So the
         state directory grows by two empty files per step, not by two states."""
-        numbers = self._version_numbers()
-        for number in numbers[:-2]:
+        for number in self._version_numbers()[:-2]:
             path = self.version_path(number)
             if os.path.getsize(path):
                 open(path, "w").close()
+
+    def collect_garbage(self, state: Dict) -> None:
+        """Remove the run folders the current state does not name (left by runs that
+        crashed or were superseded).  Only the state's owner calls this; every run
+        writes only while it owns the state, so no live run's files are removed."""
         used = self.named_runs(state)
         for path in glob.glob(os.path.join(self.runs, "*")):
             if os.path.basename(path) not in used:
@@ -479,6 +481,7 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     store.collect_garbage(done)
+    store.retire_old_versions()
     crash_point("done")
     return job.summary(done, state["pending"], released=replaces is not None,
                        resumed=resumed)

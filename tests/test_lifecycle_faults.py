@@ -314,14 +314,14 @@ def test_a_commit_on_a_superseded_version_is_refused(tmp_path):
 
 
 def test_old_versions_are_retired_but_stay_fenced(tmp_path):
-    """Garbage collection empties every version before the previous one (the directory
+    """A completed step empties every version before the previous one (the directory
     does not grow by a state per step), and an emptied version still fences: a run
     that read it cannot commit the version after it."""
     store = StateDir(str(tmp_path / "state"))
     store.create({"kind": "test", "files": {}, "n": 0})
     for n in range(1, 6):
         store.commit(n - 1, {"kind": "test", "files": {}, "n": n})
-        store.collect_garbage(store.read()[1])
+        store.retire_old_versions()
     sizes = [os.path.getsize(store.version_path(v)) for v in range(6)]
     assert sizes[:4] == [0, 0, 0, 0] and min(sizes[4:]) > 0
     assert store.read() == (5, {"kind": "test", "files": {}, "n": 5})
