@@ -49,6 +49,19 @@ def load(dataset: str, construction: str, batch: int, periods: int, seed: int):
     raise SystemExit(f"unknown dataset {dataset!r}")
 
 
+def released_records(synthesizer, table, release, sample: bool = True):
+    """``(baseline table so far, the period's released records)``: the baseline's
+    appended increments, or g_t sampled at its noisy size with the release's emission
+    seed (None when ``sample`` is False: a period that is not scored)."""
+    if release.increment:
+        table = synthesizer.table_so_far(table, release)
+        return table, table
+    if not sample:
+        return table, None
+    rng = np.random.default_rng([release.emission_seed, release.period, 0])
+    return table, release.model.sample(release.size, rng)
+
+
 def parse_options(pairs):
     options = {}
     for pair in pairs or ():
@@ -100,15 +113,9 @@ def run(args, epsilon, stream, domain_dict, options):
         start = time.perf_counter()
         state, release = synth.step(state, flat, period_sampler(args.seed, period))
         seconds += time.perf_counter() - start
-        if release.increment:
-            table = synth.table_so_far(table, release)
+        table, synthetic = released_records(synth, table, release, sample=period in at)
         if period not in at:
             continue
-        if release.increment:
-            synthetic = table
-        else:
-            rng = np.random.default_rng([release.emission_seed, period, 0])
-            synthetic = release.model.sample(release.size, rng)
         real = codes[period_of <= period]
         truth = workload_histograms(real, domain, workloads)
         score = error_metrics(truth, workload_histograms(synthetic, domain, workloads))

@@ -56,6 +56,7 @@ from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.workload_error import error_metrics
 from continual_synth.pipelines.example_tables import load_table, make_stream, table_domain
+from tabular_floor import released_records  # bench/tabular_floor.py
 
 METRICS = ("AvgWE", "MaxWE", "AvgRelWE", "MaxRelWE")
 OUT = os.path.join(os.path.dirname(__file__), "results")
@@ -197,14 +198,9 @@ def one_run(job):
         start = time.perf_counter()
         state, release = synthesizer.step(state, flat, period_sampler(seed, period))
         step_seconds.append(time.perf_counter() - start)
-        if release.increment:
-            table = synthesizer.table_so_far(table, release)
+        table, synthetic = released_records(synthesizer, table, release,
+                                            sample=period > horizon - last)
         if period > horizon - last:
-            if release.increment:
-                synthetic = table
-            else:
-                rng = np.random.default_rng([release.emission_seed, period, 0])
-                synthetic = release.model.sample(release.size, rng)
             so_far = codes[period_of <= period]
             truth = workload_histograms(so_far, domain, workloads)
             fake = workload_histograms(synthetic, domain, workloads)
