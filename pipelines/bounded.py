@@ -27,7 +27,7 @@ from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.synthesizer import PointsRelease
 from continual_synth.pipelines import lifecycle, release_dir
 from continual_synth.pipelines.options import pipeline_options
-from continual_synth.transforms.files import FORMATS, detect_format, list_data_files
+from continual_synth.transforms.files import check_format, detect_format, list_data_files
 from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
                                                ReadPointBatches, ReleasePrivHP,
                                                SampleSyntheticPoints, point_schema,
@@ -76,8 +76,7 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
     """Run PrivHP over ``input_path`` and publish ``samples`` synthetic points and the
     manifest into ``output_dir``; return the manifest."""
     check_columns(columns, bounds)
-    if out_format not in FORMATS:
-        raise InputError(f"unknown output format {out_format!r}; choose one of {FORMATS}")
+    check_format(out_format)
     if samples < 0 or num_shards < 1:
         raise InputError("--samples must be ≥ 0 and --shards ≥ 1")
     if config.dims != bounds.dims:

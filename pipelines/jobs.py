@@ -27,7 +27,7 @@ from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import (PanelColumns, missing_code, pipeline_options,
                                                record_schema)
 from continual_synth.transforms.emit import EmitSyntheticPanel, emit_shard_period
-from continual_synth.transforms.files import FORMATS
+from continual_synth.transforms.files import check_format
 from continual_synth.transforms.histogram import (PanelStatistics, SumArrays,
                                                   step_shard_statistics)
 from continual_synth.transforms.read import ReadRecordBatches
@@ -37,11 +37,6 @@ from continual_synth.transforms.validate import ValidatePanelBatches, encode_pan
 from continual_synth.transforms.write import WriteRecordBatches
 
 DEFAULT_SHARDS = 16
-
-
-def check_format(out_format: str) -> None:
-    if out_format not in FORMATS:
-        raise InputError(f"unknown output format {out_format!r}; choose one of {FORMATS}")
 
 
 def save_manifest_after(written, plan, path: str):

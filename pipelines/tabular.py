@@ -31,10 +31,10 @@ from continual_synth.mechanisms.marginals import Domain
 from continual_synth.mechanisms.synthesizer import TableRelease, period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.pipelines import lifecycle
-from continual_synth.pipelines.jobs import check_format, save_manifest_after
+from continual_synth.pipelines.jobs import save_manifest_after
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import pipeline_options
-from continual_synth.transforms.files import read_dataset
+from continual_synth.transforms.files import check_format, read_dataset
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.tabular import (EmitSyntheticTables, PeriodWorkloadHistograms,
                                                 emission_tasks, fold_tabular_stream,

@@ -20,12 +20,17 @@ FORMATS = ("parquet", "csv", "avro")
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".avro": "avro"}
 
 
+def check_format(fmt: str) -> str:
+    """``fmt`` if it is one of :data:`FORMATS`; else a clear error."""
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return fmt
+
+
 def detect_format(path: str, fmt: Optional[str] = None) -> str:
     """The format named by ``fmt``, else the one the file extension names."""
     if fmt:
-        if fmt not in FORMATS:
-            raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-        return fmt
+        return check_format(fmt)
     ext = os.path.splitext(path.rstrip("/"))[1].lower()
     if ext in _EXTENSIONS:
         return _EXTENSIONS[ext]
