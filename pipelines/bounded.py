@@ -13,7 +13,6 @@ the same seed it releases exactly the same points as :func:`run_bounded`.
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, Optional, Sequence, Tuple
 
 import apache_beam as beam
@@ -27,6 +26,7 @@ from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.synthesizer import PointsRelease
 from continual_synth.pipelines import lifecycle, release_dir
 from continual_synth.pipelines.options import pipeline_options
+from continual_synth.transforms import storage
 from continual_synth.transforms.files import check_format, detect_format, list_data_files
 from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
                                                ReadPointBatches, ReleasePrivHP,
@@ -100,7 +100,7 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
             _ = (released
                  | "SamplePoints" >> SampleSyntheticPoints(num_shards, bounds, columns,
                                                            on_release=save_manifest)
-                 | "Write" >> WriteRecordBatches(os.path.join(staging, "synthetic"),
+                 | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),
                                                  out_format, point_schema(columns)))
 
     return lifecycle.release_whole_run(output_dir, write, {"mode": "bounded run"},

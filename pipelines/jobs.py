@@ -13,7 +13,6 @@ history (:class:`PanelJob.compute`) and the sharded emission (:class:`PanelJob.e
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, Optional, Sequence
 
 import apache_beam as beam
@@ -26,6 +25,7 @@ from continual_synth.pipelines import lifecycle, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import (PanelColumns, missing_code, pipeline_options,
                                                record_schema)
+from continual_synth.transforms import storage
 from continual_synth.transforms.emit import EmitSyntheticPanel, emit_shard_period
 from continual_synth.transforms.files import check_format
 from continual_synth.transforms.histogram import (PanelStatistics, SumArrays,
@@ -53,7 +53,7 @@ def save_manifest_after(written, plan, path: str):
 
 def shard_file(directory: str, shard: int, suffix: str) -> str:
     """One shard's file in a run folder of the state (``shard-SSSSS.<suffix>``)."""
-    return os.path.join(directory, f"shard-{shard:05d}.{suffix}")
+    return storage.join(directory, f"shard-{shard:05d}.{suffix}")
 
 
 # --------------------------------------------------------------------------- batch
@@ -81,7 +81,7 @@ def run(model, input_path: str, output_dir: str, *,
             plan = statistics | "Synthesize" >> SynthesizePanel(model, num_shards, seed)
             written = (plan
                        | "Emit" >> EmitSyntheticPanel(num_shards, model)
-                       | "Write" >> WriteRecordBatches(os.path.join(staging, "synthetic"),
+                       | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),
                                                        out_format, record_schema(model.alphabet)))
             save_manifest_after(written, plan, plan_path)
 
@@ -121,7 +121,7 @@ class PanelJob(IncrementalJob):
 
     def compute(self, state, input_path, in_format, period, store, run_dir, beam_args) -> Dict:
         model, wstate = self.synthesizer(state)
-        history = os.path.join(run_dir, "history")
+        history = storage.join(run_dir, "history")
         people, statistics = _period_statistics(
             model, state, input_path, in_format, period,
             store.path(state["files"]["history"]) if period > 1 else None, history, beam_args)
@@ -153,15 +153,15 @@ class PanelJob(IncrementalJob):
                 "emission_seeds": {period: pending["emission_seed"]}}
         creates = "initial" in pending["plan"]
         before = None if creates else store.path(state["files"]["synthetic"])
-        after = os.path.join(run_dir, "synthetic")
-        os.makedirs(after)
+        after = storage.join(run_dir, "synthetic")
+        storage.makedirs(after)
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
             (pipeline
              | "Shards" >> beam.Create(range(state["num_shards"]))
              | "Reshuffle" >> beam.Reshuffle()
              | "EmitShard" >> beam.FlatMap(lambda shard: _emit_step_shard(
                  model, shard, period, plan, before, after))
-             | "Write" >> WriteRecordBatches(os.path.join(staging_dir, "synthetic"),
+             | "Write" >> WriteRecordBatches(storage.join(staging_dir, "synthetic"),
                                              state["format"], record_schema(model.alphabet)))
         replaces = "synthetic-t*" if creates else f"synthetic-t{period:04d}-*"
         return replaces, {**state["files"], "synthetic": store.relative(after)}
@@ -203,8 +203,8 @@ def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[
     fill = missing_code(state["missing_value"], model.alphabet)
     num_shards = state["num_shards"]
     reader = ReadRecordBatches(input_path, in_format)
-    os.makedirs(history_after)
-    result_path = os.path.join(history_after, ".statistics.npy")
+    storage.makedirs(history_after)
+    result_path = storage.join(history_after, ".statistics.npy")
 
     def shard_step(shard, parts):
         return step_shard_statistics(
@@ -223,9 +223,9 @@ def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[
              | "StepShard" >> beam.MapTuple(shard_step)
              | "Counts" >> beam.MapTuple(lambda people, counts: np.concatenate([[people], counts]))
              | "Sum" >> beam.CombineGlobally(SumArrays())
-             | "Save" >> beam.Map(lambda total: np.save(result_path, total)))
-    total = np.load(result_path)
-    os.remove(result_path)
+             | "Save" >> beam.Map(lambda total: storage.save_array(result_path, total)))
+    total = storage.load_array(result_path)
+    storage.remove(result_path)
     if total[0] == 0:
         raise InputError(f"{input_path}: no records for period {period}")
     return int(total[0]), total[1:]
@@ -267,10 +267,10 @@ def _emit_step_shard(model, shard: int, period: int, plan: Dict, before: Optiona
     people = None
     if before is not None:
         first_id = int(np.sum(plan["shard_sizes"][:shard]))
-        people = emission.ShardPeople(first_id, np.load(shard_file(before, shard, "npy")),
+        people = emission.ShardPeople(first_id, storage.load_array(shard_file(before, shard, "npy")),
                                       model.codes)
     people, tables = emit_shard_period(people, shard, period, plan, model)
-    np.save(shard_file(after, shard, "npy"), people.codes)
+    storage.save_array(shard_file(after, shard, "npy"), people.codes)
     return tables
 
 

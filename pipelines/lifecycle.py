@@ -31,19 +31,19 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import glob
 import hashlib
 import os
-import shutil
 import signal
 import socket
+import threading
 import time
 import uuid
 from contextlib import contextmanager
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
 from continual_synth.mechanisms.errors import InputError, StateError
-from continual_synth.pipelines import release_dir
+from continual_synth.pipelines import conditional_create, release_dir
+from continual_synth.transforms import storage
 from continual_synth.transforms.files import list_data_files
 
 MANIFEST = "manifest.json"
@@ -67,72 +67,87 @@ def new_token() -> str:
 
 
 class StateDir:
-    """Every path of an incremental release's state directory (private data)::
+    """Every path of an incremental release's state directory (private data), local or
+    on an object store (``s3://``, ``gs://``)::
 
-        STATE/lock                 ownership (an advisory lock; holder's pid and host inside)
+        STATE/lock                 ownership, local (an advisory lock; holder's pid and
+                                   host inside)
+        STATE/leases/NNNNNN.json   ownership, object store (a lease: see :class:`Lease`)
         STATE/versions/vNNNNNN.json  the state, one file per committed version; the
                                    current state is the highest version
         STATE/runs/<token>/        private files one run wrote (people's history,
                                    synthetic people's codes, the baseline's increments);
                                    a version names the runs' folders it uses
 
-    A version is created exclusively (a hard link of a complete temporary file, which
-    fails if the name exists — a conditional create on an object store), so of two runs
-    that read version N at most one commits N + 1.
+    A version is created exclusively (:mod:`~continual_synth.pipelines.
+    conditional_create`: a hard link locally, ``If-None-Match: *`` on S3,
+    ``ifGenerationMatch=0`` on GCS), so of two runs that read version N at most one
+    commits N + 1.  A store without conditional create (``hdfs://`` …) is refused.
     """
 
     def __init__(self, root: str):
-        self.root = os.path.abspath(root)
-        self.lock = os.path.join(self.root, "lock")
-        self.versions = os.path.join(self.root, "versions")
-        self.runs = os.path.join(self.root, "runs")
+        self.root = storage.absolute(root)
+        self.local = storage.is_local(self.root)
+        self.lock = storage.join(self.root, "lock")
+        self.leases = storage.join(self.root, "leases")
+        self.versions = storage.join(self.root, "versions")
+        self.runs = storage.join(self.root, "runs")
+        self._conditional = None
+
+    def conditional_create(self) -> conditional_create.ConditionalCreate:
+        """This store's conditional create (refused on a store without one)."""
+        if self._conditional is None:
+            self._conditional = conditional_create.for_path(self.root)
+        return self._conditional
 
     def version_path(self, version: int) -> str:
-        return os.path.join(self.versions, f"v{version:06d}.json")
+        return storage.join(self.versions, f"v{version:06d}.json")
 
     def run_dir(self, token: str) -> str:
-        return os.path.join(self.runs, token)
+        return storage.join(self.runs, token)
 
     def path(self, relative: str) -> str:
         """Absolute path of a file a state version names relative to the root."""
-        return os.path.join(self.root, relative)
+        return storage.join(self.root, relative)
 
     def relative(self, path: str) -> str:
-        return os.path.relpath(path, self.root)
+        if self.local:
+            return os.path.relpath(path, self.root)
+        return path[len(self.root) + 1:]
 
     def exists(self) -> bool:
-        return os.path.isdir(self.versions) and bool(self._version_numbers())
+        return bool(self._version_numbers())
 
     def _version_numbers(self):
-        names = glob.glob(os.path.join(self.versions, "v*.json"))
-        return sorted(int(os.path.basename(n)[1:-5]) for n in names)
+        names = [storage.basename(path) for path in storage.list_files(self.versions, "v*.json")]
+        return sorted(int(name[1:-5]) for name in names)
 
     def create(self, state: Dict) -> None:
         """Initialise: version 0 (exclusive: of two ``init`` runs one fails)."""
-        if os.path.exists(self.root) and os.listdir(self.root):
+        if storage.children(self.root) or storage.is_file(self.root):
             raise StateError(f"{self.root} already holds a state or other files; "
                              f"use a new directory")
-        os.makedirs(self.runs, exist_ok=True)
-        os.makedirs(self.versions, exist_ok=True)
-        open(self.lock, "a").close()
-        try:
-            self._create_version(0, state)
-        except FileExistsError:
+        create = self.conditional_create()  # refuses a store without conditional create
+        if self.local:
+            storage.makedirs(self.runs)
+            storage.makedirs(self.versions)
+            open(self.lock, "a").close()
+        if not create.create(self.version_path(0), release_dir.json_bytes(state)):
             raise StateError(f"{self.root} already holds a state (another init created it "
-                             f"first); use a new directory") from None
+                             f"first); use a new directory")
 
     def read(self, kind: Optional[str] = None) -> Tuple[int, Dict]:
         """``(version, state)`` of the current state; ``kind`` must match if given."""
-        numbers = self._version_numbers() if os.path.isdir(self.versions) else []
+        numbers = self._version_numbers()
         if not numbers:
-            if os.path.exists(os.path.join(self.root, "state.json")):
+            if storage.is_file(storage.join(self.root, "state.json")):
                 raise StateError(f"{self.root}: holds a state in the old single-file format "
                                  f"(state.json), which this version does not resume; "
                                  f"finish it with the version that wrote it")
             raise StateError(f"{self.root}: no state here; run 'continual-synth "
                              f"{kind or 'window'} init' first")
         version = numbers[-1]
-        if os.path.getsize(self.version_path(version)) == 0:  # retired while listed
+        if storage.size(self.version_path(version)) == 0:  # retired while listed
             return self.read(kind)
         state = release_dir.read_json(self.version_path(version))
         if kind is not None and state.get("kind") != kind:
@@ -144,28 +159,17 @@ class StateDir:
         """Create version ``read_version + 1`` holding ``state``; refuse if another run
         created it first (this run's view is stale: it must publish nothing)."""
         version = read_version + 1
-        try:
-            self._create_version(version, state)
-        except FileExistsError:
+        if not self.conditional_create().create(self.version_path(version),
+                                                release_dir.json_bytes(state)):
             raise StateError(f"{self.root}: another step committed state version {version} "
                              f"first; this run read version {read_version} and stops "
-                             f"without publishing") from None
+                             f"without publishing")
         return version
-
-    def _create_version(self, version: int, state: Dict) -> None:
-        target = self.version_path(version)
-        temporary = os.path.join(self.versions, f".{uuid.uuid4().hex}.tmp")
-        release_dir.write_json_atomic(temporary, state)
-        try:
-            os.link(temporary, target)  # exclusive: fails if the version exists
-        finally:
-            os.remove(temporary)
-        release_dir.fsync_directory(self.versions)
 
     @staticmethod
     def named_runs(state: Dict) -> set:
         """The run folders (tokens) a state version names."""
-        return {relative.split(os.sep)[1] for relative in state["files"].values()}
+        return {relative.split("/")[1] for relative in state["files"].values()}
 
     def retire_old_versions(self) -> None:
         """Empty every version before the previous one, after a step has completed (never
@@ -176,28 +180,109 @@ class StateDir:
         state directory grows by two empty files per step, not by two states."""
         for number in self._version_numbers()[:-2]:
             path = self.version_path(number)
-            if os.path.getsize(path):
-                open(path, "w").close()
+            if storage.size(path):
+                storage.write_bytes(path, b"")
 
     def collect_garbage(self, state: Dict) -> None:
         """Remove the run folders the current state does not name (left by runs that
         crashed or were superseded).  Only the state's owner calls this; every run
         writes only while it owns the state, so no live run's files are removed."""
         used = self.named_runs(state)
-        for path in glob.glob(os.path.join(self.runs, "*")):
-            if os.path.basename(path) not in used:
-                shutil.rmtree(path, ignore_errors=True)
+        for name in storage.children(self.runs):
+            if name not in used and not name.startswith("."):
+                storage.remove_tree(storage.join(self.runs, name))
+
+
+class Lease:
+    """Exclusive ownership of a folder on an object store, where there is no ``flock``:
+    numbered lease objects created by conditional create::
+
+        DIR/NNNNNN.json      lease N: the owner's token, pid, host, and when it expires
+        DIR/NNNNNN.released  lease N given back
+
+    The lease is free when the highest-numbered one is released or expired; a run takes
+    it by creating lease N + 1 (of several, exactly one succeeds).  The owner renews its
+    lease every ``seconds / 3`` from a thread, so a live step keeps it however long it
+    runs while a killed one (kill -9, a lost VM) blocks others for at most ``seconds``.
+    An expired owner that still runs cannot do harm: the state's commits are fenced.
+    """
+
+    SECONDS = 120.0
+    POLL_SECONDS = 0.2
+    PUBLISH_WAIT = 3600.0  # a whole run waits this long for another one's publication
+
+    def __init__(self, directory: str, create: conditional_create.ConditionalCreate,
+                 wait: float = 0.0, seconds: Optional[float] = None):
+        self.directory, self._create, self.wait = directory, create, wait
+        self.seconds = self.SECONDS if seconds is None else seconds
+        self.number = None
+        self._stop = threading.Event()
+        self._renewer = None
+
+    def _path(self, number: int, suffix: str = "json") -> str:
+        return storage.join(self.directory, f"{number:06d}.{suffix}")
+
+    def _document(self) -> bytes:
+        holder = (f"pid {os.getpid()} on {socket.gethostname()} since "
+                  f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+        return release_dir.json_bytes({"holder": holder,
+                                       "expires": time.time() + self.seconds})
+
+    def _holder(self, number: int) -> Optional[str]:
+        """Who holds lease ``number``, or None if it is released, expired or gone."""
+        if storage.is_file(self._path(number, "released")):
+            return None
+        try:
+            lease = release_dir.read_json(self._path(number))
+        except StateError:  # being written: held
+            return "another process"
+        if lease is None or lease["expires"] < time.time():
+            return None
+        return lease["holder"]
+
+    def acquire(self, what: str) -> "Lease":
+        deadline = time.monotonic() + self.wait
+        while True:
+            names = [storage.basename(p) for p in storage.list_files(self.directory, "*.json")]
+            highest = max((int(name[:-5]) for name in names), default=0)
+            holder = self._holder(highest) if highest else None
+            if holder is None:
+                if self._create.create(self._path(highest + 1), self._document()):
+                    self.number = highest + 1
+                    break
+                continue  # another run took it first: look again
+            if time.monotonic() >= deadline:
+                raise StateError(f"{what}: another step owns this state ({holder}); nothing "
+                                 f"was read or written — retry when it has finished, or "
+                                 f"pass --wait SECONDS")
+            time.sleep(self.POLL_SECONDS)
+        for old in range(max(highest - 1, 1), highest + 1):  # only the owner tidies
+            storage.remove(self._path(old))
+            storage.remove(self._path(old, "released"))
+        self._renewer = threading.Thread(target=self._renew, daemon=True)
+        self._renewer.start()
+        return self
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.seconds / 3):
+            storage.write_bytes(self._path(self.number), self._document())
+
+    def release(self) -> None:
+        self._stop.set()
+        self._renewer.join()
+        storage.write_bytes(self._path(self.number, "released"), b"")
 
 
 class Ownership:
     """Exclusive ownership of a state directory while one step runs.
 
-    An advisory ``flock`` on ``STATE/lock``: the kernel releases it when the holder
-    exits, however it dies (kill -9 included), so a lock is never left behind.  The
-    holder writes its pid, host and start time into the file for the refusal message
-    and empties it on release.  Ownership alone does not make a commit safe (a lock
-    can be lost: a file system without locks, an operator removing it); the fencing of
-    :meth:`StateDir.commit` does.
+    Locally, an advisory ``flock`` on ``STATE/lock``: the kernel releases it when the
+    holder exits, however it dies (kill -9 included), so a lock is never left behind.
+    The holder writes its pid, host and start time into the file for the refusal
+    message and empties it on release.  On an object store, a :class:`Lease` in
+    ``STATE/leases/``.  Ownership alone does not make a commit safe (a lock can be
+    lost: a file system without locks, an expired lease, an operator removing it); the
+    fencing of :meth:`StateDir.commit` does.
     """
 
     POLL_SECONDS = 0.05
@@ -207,8 +292,13 @@ class Ownership:
             raise InputError(f"--wait must be a finite number of seconds ≥ 0, not {wait}")
         self.state_dir, self.wait = state_dir, float(wait)
         self._handle = None
+        self._lease = None
 
     def __enter__(self) -> "Ownership":
+        if not self.state_dir.local:
+            self._lease = Lease(self.state_dir.leases, self.state_dir.conditional_create(),
+                                self.wait).acquire(self.state_dir.root)
+            return self
         path = self.state_dir.lock
         if not os.path.exists(path):
             raise StateError(f"{self.state_dir.root}: no state here (no lock file); run "
@@ -240,6 +330,10 @@ class Ownership:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._lease is not None:
+            lease, self._lease = self._lease, None
+            lease.release()
+            return
         handle, self._handle = self._handle, None
         handle.seek(0)
         handle.truncate()
@@ -252,7 +346,7 @@ class Ownership:
 
 
 def check_fresh_output(output_dir: str) -> None:
-    if os.path.exists(os.path.join(output_dir, MANIFEST)):
+    if storage.is_file(storage.join(output_dir, MANIFEST)):
         raise InputError(f"{output_dir} already holds a release (manifest.json); "
                          f"choose an empty output directory")
 
@@ -261,20 +355,37 @@ def check_fresh_output(output_dir: str) -> None:
 def staging(output_dir: str, prefix: str = "") -> Iterator[str]:
     """A private staging directory inside ``output_dir`` (hidden, skipped by readers),
     removed if the block fails; on success the caller publishes it."""
-    os.makedirs(output_dir, exist_ok=True)
-    path = os.path.join(output_dir, f".staging-{prefix}{new_token()}")
-    os.makedirs(path)
+    storage.makedirs(output_dir)
+    path = storage.join(output_dir, f".staging-{prefix}{new_token()}")
+    storage.makedirs(path)
     try:
         yield path
     except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
+        storage.remove_tree(path)
         raise
 
 
 @contextmanager
 def _output_claim(output_dir: str) -> Iterator[None]:
-    """Serialise whole-run publications into one output directory (an advisory lock
-    on the directory itself: nothing is added to the release)."""
+    """Serialise whole-run publications into one output directory: locally an advisory
+    lock on the directory itself (nothing is added to the release); on an object store
+    a :class:`Lease` in the hidden ``OUTPUT/.leases/``, removed once the manifest is
+    published (later runs are refused by the manifest).  On a store without
+    conditional create (``hdfs://``) publications are not serialised."""
+    if not storage.is_local(output_dir):
+        try:
+            create = conditional_create.for_path(output_dir)
+        except StateError:
+            yield
+            return
+        leases = storage.join(output_dir, ".leases")
+        lease = Lease(leases, create, wait=Lease.PUBLISH_WAIT).acquire(output_dir)
+        try:
+            yield
+        finally:
+            lease.release()
+        storage.remove_tree(leases)
+        return
     fd = os.open(output_dir, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -296,12 +407,12 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
     """
     check_fresh_output(output_dir)
     with staging(output_dir) as staged:
-        plan_path = os.path.join(staged, ".manifest.json")
+        plan_path = storage.join(staged, ".manifest.json")
         write(staged, plan_path)
         manifest = release_dir.read_json(plan_path)
         if manifest is None:
             raise InputError(empty_message)
-        os.remove(plan_path)
+        storage.remove(plan_path)
         crash_point("staged")
         with _output_claim(output_dir):
             check_fresh_output(output_dir)
@@ -309,7 +420,7 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
             release_dir.publish_staged_files(staged, output_dir, replace_glob="synthetic-*")
             crash_point("published")
             manifest.update(extras)
-            release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), manifest)
+            release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), manifest)
     return manifest
 
 
@@ -320,9 +431,9 @@ def fingerprint(path: str) -> str:
     """SHA-256 of the input's absolute path and bytes: recognises a re-run of a step (the
     same file again).  Identical contents at another path are another period's file;
     ``--period`` settles any doubt."""
-    digest = hashlib.sha256(os.path.abspath(path).encode())
+    digest = hashlib.sha256(storage.absolute(path).encode())
     for file_path in list_data_files(path):
-        with open(file_path, "rb") as handle:
+        with storage.open_read(file_path) as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()
@@ -383,7 +494,7 @@ def _already_released(period: int) -> Dict:
 
 def _seen_period(state: Dict, input_path: str) -> Optional[int]:
     """The period an identical input file (same path and bytes) was ingested as, if any."""
-    if not os.path.exists(input_path) or not state["fingerprints"]:
+    if not storage.exists(input_path) or not state["fingerprints"]:
         return None
     return state["fingerprints"].get(fingerprint(input_path))
 
@@ -400,7 +511,7 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         version, state = store.read(job.kind)
         if state["output_dir"] is None:
             check_fresh_output(output_dir)
-        elif os.path.abspath(output_dir) != state["output_dir"]:
+        elif storage.absolute(output_dir) != state["output_dir"]:
             raise StateError(f"this state releases into {state['output_dir']}, "
                              f"not {output_dir}")
         pending = state["pending"]
@@ -419,18 +530,18 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         run_dir = store.run_dir(token)
         store.collect_garbage(state)
         try:
-            os.makedirs(run_dir)
+            storage.makedirs(run_dir)
             new_state = job.compute(state, input_path, in_format, target, store, run_dir,
                                     beam_args)
             new_state["fingerprints"] = {**state["fingerprints"], digest: target}
-            new_state["output_dir"] = os.path.abspath(output_dir)
+            new_state["output_dir"] = storage.absolute(output_dir)
             crash_point("computed")
             version = store.commit(version, new_state)  # commit point: ledger charged
         except BaseException:
-            shutil.rmtree(run_dir, ignore_errors=True)
+            storage.remove_tree(run_dir)
             raise
         if token not in store.named_runs(new_state):  # scratch only
-            shutil.rmtree(run_dir, ignore_errors=True)
+            storage.remove_tree(run_dir)
         crash_point("committed")
         return _publish(job, store, version, new_state, output_dir, beam_args, resumed=False)
 
@@ -462,23 +573,24 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
     run_dir = store.run_dir(token)
     state_id = state["state_id"]
     try:
-        os.makedirs(run_dir)
-        for stale in glob.glob(os.path.join(output_dir, f".staging-{state_id}-*")):
-            shutil.rmtree(stale, ignore_errors=True)  # a crashed step of this state's
+        storage.makedirs(run_dir)
+        for stale in storage.children(output_dir):
+            if stale.startswith(f".staging-{state_id}-"):  # a crashed step of this state's
+                storage.remove_tree(storage.join(output_dir, stale))
         with staging(output_dir, prefix=f"{state_id}-") as staged:
             replaces, files = job.emit(state, staged, store, run_dir, beam_args)
             crash_point("staged")
             if replaces is not None:
                 release_dir.publish_staged_files(staged, output_dir, replace_glob=replaces)
             else:
-                shutil.rmtree(staged)
+                storage.remove_tree(staged)
         crash_point("published")
-        release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), job.manifest(state))
+        release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), job.manifest(state))
         crash_point("manifested")
         done = {**state, "pending": None, "files": files}
         store.commit(version, done)
     except BaseException:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        storage.remove_tree(run_dir)
         raise
     store.collect_garbage(done)
     store.retire_old_versions()

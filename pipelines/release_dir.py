@@ -1,22 +1,25 @@
 """Atomic files and release directories.
 
-The file primitives of :mod:`continual_synth.pipelines.lifecycle`: JSON documents
-(manifest, state) are replaced atomically (temporary file, fsync, rename), so a crash
-leaves either the old document or the new one, never a mix; staged data files are
-moved into a release directory only once they are complete.
+The file primitives of :mod:`continual_synth.pipelines.lifecycle`, on any filesystem
+(:mod:`continual_synth.transforms.storage`): JSON documents (manifest, state) are
+replaced atomically — locally a temporary file, fsync and rename; on an object store
+one ``PUT``, which makes the object appear whole or not at all — so a crash leaves
+either the old document or the new one, never a mix; staged data files are moved into
+a release directory only once they are complete.  Moving several files is never
+atomic on an object store (each is a copy and a delete): a release is complete when
+its ``manifest.json`` exists, which is why the manifest is always written last.
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
-import shutil
 import uuid
 from typing import Dict, List, Optional
 
 import numpy as np
 
 from continual_synth.mechanisms.errors import StateError
+from continual_synth.transforms import storage
 
 
 def _default(value):
@@ -29,14 +32,21 @@ def _default(value):
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
+def json_bytes(document: Dict) -> bytes:
+    """A JSON document as the bytes every writer of this module saves."""
+    return (json.dumps(document, indent=2, default=_default) + "\n").encode("utf-8")
+
+
 def write_json_atomic(path: str, document: Dict) -> None:
     """Replace ``path`` by ``document`` atomically."""
+    if not storage.is_local(path):
+        storage.write_bytes(path, json_bytes(document))  # one PUT: whole or nothing
+        return
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     temporary = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2, default=_default)
-        handle.write("\n")
+    with open(temporary, "wb") as handle:
+        handle.write(json_bytes(document))
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
@@ -44,17 +54,20 @@ def write_json_atomic(path: str, document: Dict) -> None:
 
 
 def read_json(path: str) -> Optional[Dict]:
-    if not os.path.exists(path):
+    if not storage.is_file(path):
         return None
-    with open(path, encoding="utf-8") as handle:
-        try:
-            return json.load(handle)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise StateError(f"{path} is not readable JSON ({error}); it was damaged outside "
-                             f"continual-synth: restore it from a backup") from None
+    data = storage.read_bytes(path)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise StateError(f"{path} is not readable JSON ({error}); it was damaged outside "
+                         f"continual-synth: restore it from a backup") from None
 
 
 def fsync_directory(directory: str) -> None:
+    """Make a local directory's entries durable (nothing to do on an object store)."""
+    if not storage.is_local(directory):
+        return
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -68,16 +81,16 @@ def publish_staged_files(staging_dir: str, output_dir: str, replace_glob: Option
     first removing the files of ``output_dir`` matching ``replace_glob`` (an earlier,
     interrupted publication of the same period), then remove the staging directory."""
     if replace_glob:
-        for stale in glob.glob(os.path.join(output_dir, replace_glob)):
-            os.remove(stale)
-    staged = sorted(p for p in glob.glob(os.path.join(staging_dir, "*"))
-                    if os.path.isfile(p) and not os.path.basename(p).startswith("."))
+        for stale in storage.list_files(output_dir, replace_glob):
+            storage.remove(stale)
+    staged = [path for path in storage.list_files(staging_dir, "*")
+              if not storage.basename(path).startswith(".")]
     moved = []
     for path in staged:
-        target = os.path.join(output_dir, os.path.basename(path))
-        os.replace(path, target)
+        target = storage.join(output_dir, storage.basename(path))
+        storage.rename(path, target)
         moved.append(target)
     fsync_directory(output_dir)
-    shutil.rmtree(staging_dir, ignore_errors=True)
+    storage.remove_tree(staging_dir)
     return moved
 

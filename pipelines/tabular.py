@@ -19,7 +19,6 @@ the step, is the one private file a version names, until it is published (append
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, Optional, Sequence
 
 import apache_beam as beam
@@ -34,6 +33,7 @@ from continual_synth.pipelines import lifecycle
 from continual_synth.pipelines.jobs import save_manifest_after
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import pipeline_options
+from continual_synth.transforms import storage
 from continual_synth.transforms.files import check_format, read_dataset
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.tabular import (EmitSyntheticTables, PeriodWorkloadHistograms,
@@ -93,7 +93,7 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
             written = (plan
                        | "Tasks" >> beam.FlatMap(lambda p: emission_tasks(p["releases"]))
                        | "Emit" >> EmitSyntheticTables(domain, increments, period_col)
-                       | "Write" >> WriteRecordBatches(os.path.join(staging, "synthetic"),
+                       | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),
                                                        out_format, schema))
             save_manifest_after(written, plan, plan_path)
 
@@ -137,8 +137,8 @@ class TabularJob(IncrementalJob):
         files = dict(state["files"])
         rows = release.size
         if release.increment:  # sampled now: kept (private) until it is published
-            path = os.path.join(run_dir, "increment.npy")
-            np.save(path, release.codes)
+            path = storage.join(run_dir, "increment.npy")
+            storage.save_array(path, release.codes)
             files["increment"] = store.relative(path)
             rows = int(release.codes.shape[0])
         pending = {"period": period, "increment": release.increment, "rows": rows,
@@ -155,7 +155,7 @@ class TabularJob(IncrementalJob):
         domain = synthesizer.domain
         files = {name: path for name, path in state["files"].items() if name != "increment"}
         if pending["increment"]:  # appended: the period's rows are its increment
-            table = np.load(store.path(state["files"]["increment"]))
+            table = storage.load_array(store.path(state["files"]["increment"]))
             tasks = table_tasks(period, table.shape[0])
         else:
             table = np.zeros((0, len(domain.names)), dtype=np.int32)
@@ -168,7 +168,7 @@ class TabularJob(IncrementalJob):
             (pipeline
              | "Tasks" >> beam.Create(tasks)
              | "Emit" >> EmitSyntheticTables(domain, codes, state["period_col"])
-             | "Write" >> WriteRecordBatches(os.path.join(staging_dir, "synthetic"),
+             | "Write" >> WriteRecordBatches(storage.join(staging_dir, "synthetic"),
                                              state["format"], schema))
         return f"synthetic-t{period:04d}-*", files
 
@@ -202,16 +202,16 @@ def _period_histograms(synthesizer: TabularSynthesizer, input_path: str,
                        run_dir: str, beam_args: Sequence[str]) -> np.ndarray:
     """``[n, workload histograms…]`` of one period's records (a Beam pipeline)."""
     reader = ReadRecordBatches(input_path, in_format)
-    result_path = os.path.join(run_dir, "histograms.npy")
+    result_path = storage.join(run_dir, "histograms.npy")
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
         _ = (pipeline
              | "Read" >> reader
              | "Histograms" >> PeriodWorkloadHistograms(
                  synthesizer.domain, synthesizer.workloads, period_col, period=period,
                  where=input_path)
-             | "Save" >> beam.MapTuple(lambda _, counts: np.save(result_path, counts)))
-    if not os.path.exists(result_path):
+             | "Save" >> beam.MapTuple(lambda _, counts: storage.save_array(result_path, counts)))
+    if not storage.is_file(result_path):
         raise InputError(f"{input_path}: no records for period {period}")
-    counts = np.load(result_path)
-    os.remove(result_path)
+    counts = storage.load_array(result_path)
+    storage.remove(result_path)
     return counts

@@ -2,7 +2,10 @@
 
 Used by the Beam read/write stages (one file or one batch at a time) and by the
 driver-side jobs that read small things (a truth panel for evaluation, a period
-file).  Formats: Parquet (pyarrow), CSV (pyarrow.csv) and Avro (fastavro).
+file).  Formats: Parquet (pyarrow), CSV (pyarrow.csv) and Avro (fastavro).  Paths
+are local or URLs of any filesystem Beam knows: files are listed, opened and created
+through :mod:`continual_synth.transforms.storage` (Beam's ``FileSystems``), and the
+readers decode the file objects it opens.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms.errors import InputError  # noqa: F401  (re-exported)
+from continual_synth.transforms import storage
 
 FORMATS = ("parquet", "csv", "avro")
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".avro": "avro"}
@@ -34,7 +38,7 @@ def detect_format(path: str, fmt: Optional[str] = None) -> str:
     ext = os.path.splitext(path.rstrip("/"))[1].lower()
     if ext in _EXTENSIONS:
         return _EXTENSIONS[ext]
-    if os.path.isdir(path):
+    if storage.is_dir(path):
         found = {detect_format(p) for p in list_data_files(path)}
         if len(found) == 1:
             return found.pop()
@@ -52,18 +56,17 @@ def list_data_files(path: str) -> List[str]:
     Hidden and underscore-prefixed entries (staging areas, Beam temp dirs) and
     ``manifest.json`` are skipped.
     """
-    if not os.path.exists(path):
-        raise InputError(f"{path}: no such file or directory")
-    if os.path.isfile(path):
+    if storage.is_file(path):
         return [path]
+    if not storage.is_dir(path):
+        raise InputError(f"{path}: no such file or directory")
     out = []
-    for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-        for name in sorted(files):
-            if name.startswith((".", "_")):
-                continue
-            if os.path.splitext(name)[1].lower() in _EXTENSIONS:
-                out.append(os.path.join(root, name))
+    for file_path in storage.list_files(path):
+        parts = storage.relative_parts(path, file_path)
+        if any(part.startswith((".", "_")) for part in parts):
+            continue
+        if os.path.splitext(parts[-1])[1].lower() in _EXTENSIONS:
+            out.append(file_path)
     return out
 
 
@@ -71,12 +74,12 @@ def read_file(path: str, fmt: Optional[str] = None) -> pa.Table:
     """One data file as an Arrow table."""
     fmt = detect_format(path, fmt)
     try:
-        if fmt == "parquet":
-            return pq.read_table(path)
-        if fmt == "csv":  # an empty field is a missing value, as pyarrow writes nulls
-            return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
-                strings_can_be_null=True))
-        with open(path, "rb") as handle:
+        with storage.open_read(path) as handle:
+            if fmt == "parquet":
+                return pq.read_table(handle)
+            if fmt == "csv":  # an empty field is a missing value, as pyarrow writes nulls
+                return pacsv.read_csv(handle, convert_options=pacsv.ConvertOptions(
+                    strings_can_be_null=True))
             return avro_bytes_to_table(handle)
     except InputError:
         raise
@@ -88,14 +91,14 @@ def has_records(path: str, fmt: str) -> bool:
     """Whether one data file holds at least one record, from its Parquet footer or its
     first CSV block / Avro record; an :class:`InputError` naming the file if it cannot be
     read (an empty or truncated file, a CSV row with the wrong number of fields …)."""
-    if os.path.getsize(path) == 0:
+    if storage.size(path) == 0:
         raise InputError(f"{path}: the file is empty (0 bytes), not a {fmt} file")
     try:
-        if fmt == "parquet":
-            return pq.ParquetFile(path).metadata.num_rows > 0
-        if fmt == "csv":
-            return any(batch.num_rows for batch in pacsv.open_csv(path))
-        with open(path, "rb") as handle:
+        with storage.open_read(path) as handle:
+            if fmt == "parquet":
+                return pq.ParquetFile(handle).metadata.num_rows > 0
+            if fmt == "csv":
+                return any(batch.num_rows for batch in pacsv.open_csv(handle))
             return next(iter(fastavro.reader(handle)), None) is not None
     except Exception as exc:  # pyarrow / fastavro errors name no file
         raise InputError(f"{path}: cannot read as {fmt}: {exc}") from exc
@@ -104,7 +107,8 @@ def has_records(path: str, fmt: str) -> bool:
 def parquet_row_groups(path: str) -> int:
     """The number of row groups of a Parquet file (from its footer)."""
     try:
-        return pq.ParquetFile(path).num_row_groups
+        with storage.open_read(path) as handle:
+            return pq.ParquetFile(handle).num_row_groups
     except Exception as exc:  # pyarrow errors name no file
         raise InputError(f"{path}: cannot read as parquet: {exc}") from exc
 
@@ -112,7 +116,8 @@ def parquet_row_groups(path: str) -> int:
 def read_row_group(path: str, group: int) -> pa.Table:
     """Row group ``group`` of a Parquet file as an Arrow table."""
     try:
-        return pq.ParquetFile(path).read_row_group(group)
+        with storage.open_read(path) as handle:
+            return pq.ParquetFile(handle).read_row_group(group)
     except Exception as exc:  # a corrupt page behind a valid footer
         raise InputError(f"{path}: cannot read row group {group} as parquet: {exc}") from exc
 
@@ -174,13 +179,12 @@ def avro_schema(table_schema: pa.Schema) -> dict:
 def write_file(table: pa.Table, path: str, fmt: str) -> None:
     """Write one table to one file (directories created as needed)."""
     fmt = detect_format(path, fmt)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    if fmt == "parquet":
-        pq.write_table(table, path)
-    elif fmt == "csv":
-        pacsv.write_csv(table, path)
-    else:
-        with open(path, "wb") as handle:
+    with storage.create(path) as handle:
+        if fmt == "parquet":
+            pq.write_table(table, handle)
+        elif fmt == "csv":
+            pacsv.write_csv(table, handle)
+        else:
             fastavro.writer(handle, avro_schema(table.schema), records(table))
 
 

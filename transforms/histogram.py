@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.panel import pivot, shown
+from continual_synth.transforms import storage
 
 
 class SumArrays(beam.CombineFn):
@@ -89,7 +90,8 @@ def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], 
     if period == 1:
         people, history = unique_ids, np.zeros(unique_ids.size, dtype=np.int64)
     else:
-        old = pq.read_table(history_before)
+        with storage.open_read(history_before) as handle:
+            old = pq.read_table(handle)
         people = old.column("id").to_numpy(zero_copy_only=False)
         history = old.column("code").to_numpy()
         position = np.clip(np.searchsorted(people, unique_ids), 0, max(people.size - 1, 0))
@@ -109,5 +111,6 @@ def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], 
             full[full < 0] = missing_code
         codes = full.astype(np.int8)
     new_history, statistics = model.advance(history, codes.astype(np.int64), period)
-    pq.write_table(pa.table({"id": people, "code": new_history}), history_after)
+    with storage.create(history_after) as handle:
+        pq.write_table(pa.table({"id": people, "code": new_history}), handle)
     return int(people.size), statistics

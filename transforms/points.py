@@ -32,6 +32,7 @@ from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import PrivHPState, PrivHPSynthesizer
 from continual_synth.mechanisms.synthesizer import PointsRelease, period_sampler
+from continual_synth.transforms import storage
 from continual_synth.transforms.files import check_dataset, detect_format, read_file
 
 DEFAULT_BATCH_ROWS = 1 << 18
@@ -64,7 +65,7 @@ def file_batches(path: str, fmt: str, columns: Sequence[str],
     """(row offset, table) batches of one data file, ``batch_rows`` rows at a time."""
     if fmt == "parquet":
         try:
-            parquet = pq.ParquetFile(path)
+            parquet = pq.ParquetFile(storage.open_read(path))
         except Exception as exc:
             raise InputError(f"{path}: cannot read as parquet: {exc}") from exc
         names = parquet.schema_arrow.names

@@ -15,25 +15,13 @@ from __future__ import annotations
 
 import apache_beam as beam
 import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
-import fastavro
-
-from continual_synth.transforms.files import avro_schema, records
+from continual_synth.transforms.files import write_file
 
 
 def write_batch(table: pa.Table, path: str, fmt: str, schema: pa.Schema) -> str:
     """Write one batch to ``path`` through Beam's FileSystems; return the path."""
-    table = table.cast(schema)
-    with FileSystems.create(path) as handle:
-        if fmt == "parquet":
-            pq.write_table(table, handle)
-        elif fmt == "csv":
-            pacsv.write_csv(table, handle)
-        else:
-            fastavro.writer(handle, avro_schema(schema), records(table))
+    write_file(table.cast(schema), path, fmt)
     return path
 
 

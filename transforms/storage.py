@@ -1,0 +1,181 @@
+"""Paths on any filesystem, through Beam's ``FileSystems``.
+
+Every read, listing, write, move and removal of the jobs goes through these few
+helpers, so a path may be local or a URL of any filesystem Beam knows (``gs://``,
+``s3://``, ``hdfs://`` …); nothing here creates a local folder for a URL.  Object
+stores have no directories: a "directory" is a prefix (``s3://bucket/out/``), which
+exists while it holds an object.
+
+Beam's S3 and GCS filesystems take their settings (``--s3_endpoint_url``, credentials,
+``--project`` …) from pipeline options: :func:`configure` hands a job's Beam arguments
+to ``FileSystems`` once, so the driver-side reads and writes outside pipelines use the
+same store as the pipelines.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional, Sequence
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+_RAW = CompressionTypes.UNCOMPRESSED  # never guess a compression from the file name
+_options: Dict = {"options": PipelineOptions([])}
+
+
+def configure(beam_args: Sequence[str] = ()) -> PipelineOptions:
+    """Give ``FileSystems`` (and :func:`pipeline_options`) the options in ``beam_args``."""
+    options = PipelineOptions(list(beam_args))
+    FileSystems.set_options(options)
+    _options["options"] = options
+    return options
+
+
+def configured_options() -> PipelineOptions:
+    """The options last passed to :func:`configure`."""
+    return _options["options"]
+
+
+def scheme(path: str) -> Optional[str]:
+    """``"s3"``, ``"gs"``, ``"hdfs"`` … of a URL; None for a local path."""
+    found = FileSystems.get_scheme(path)
+    return None if found in (None, "file") else found
+
+
+def is_local(path: str) -> bool:
+    return scheme(path) is None
+
+
+def absolute(path: str) -> str:
+    """A local path made absolute; a URL without its trailing slash."""
+    return os.path.abspath(path) if is_local(path) else path.rstrip("/")
+
+
+def join(directory: str, *names: str) -> str:
+    return FileSystems.join(directory, *names)
+
+
+def basename(path: str) -> str:
+    return FileSystems.split(path.rstrip("/"))[1]
+
+
+def _prefix(directory: str) -> str:
+    return directory.rstrip("/") + "/"
+
+
+def is_file(path: str) -> bool:
+    if is_local(path):
+        return os.path.isfile(path)
+    return not path.endswith("/") and FileSystems.exists(path)
+
+
+def is_dir(path: str) -> bool:
+    """A local directory, or a prefix holding at least one object."""
+    if is_local(path):
+        return os.path.isdir(path)
+    return not is_file(path) and bool(_match(_prefix(path)))
+
+
+def exists(path: str) -> bool:
+    return is_file(path) or is_dir(path)
+
+
+def _match(pattern: str) -> list:
+    """The metadata of the files matching ``pattern`` (none if there are none)."""
+    return FileSystems.match([pattern])[0].metadata_list
+
+
+def list_files(directory: str, pattern: str = "**") -> List[str]:
+    """The files under ``directory`` (recursively with ``**``; ``*`` stays in one
+    folder, ``synthetic-*`` names a glob of file names), sorted."""
+    if not is_dir(directory):
+        return []
+    return sorted(m.path for m in _match(join(directory, pattern)))
+
+
+def relative_parts(directory: str, path: str) -> List[str]:
+    """The folder names and file name of ``path`` below ``directory``."""
+    return path[len(_prefix(directory)):].split("/")
+
+
+def size(path: str) -> int:
+    if is_local(path):
+        return os.path.getsize(path)
+    return _match(path)[0].size_in_bytes
+
+
+def open_read(path: str):
+    """A binary file object to read ``path`` (seekable: pyarrow's readers take it)."""
+    return FileSystems.open(path, compression_type=_RAW)
+
+
+def create(path: str):
+    """A binary file object writing ``path`` (its folders created if local); on an
+    object store the object appears whole when the file is closed, or not at all."""
+    if is_local(path):
+        makedirs(os.path.dirname(os.path.abspath(path)))
+    return FileSystems.create(path, compression_type=_RAW)
+
+
+def read_bytes(path: str) -> bytes:
+    with open_read(path) as handle:
+        return handle.read()
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    with create(path) as handle:
+        handle.write(data)
+
+
+def makedirs(path: str) -> None:
+    """A local directory and its parents; nothing on an object store (no directories)."""
+    if is_local(path) and not os.path.isdir(path):
+        try:
+            FileSystems.mkdirs(path)
+        except IOError:
+            if not os.path.isdir(path):  # created meanwhile by another writer: fine
+                raise
+
+
+def rename(source: str, target: str) -> None:
+    """Move one file (replacing ``target``): atomic locally, copy + delete on object
+    stores (the reason a release's manifest is written last)."""
+    FileSystems.rename([source], [target])
+
+
+def remove(path: str) -> None:
+    """Remove one file if it exists."""
+    if is_file(path):
+        FileSystems.delete([path])
+
+
+def remove_tree(path: str) -> None:
+    """Remove a directory (a prefix's objects) and everything under it, if it exists."""
+    if is_local(path):
+        if os.path.isdir(path):
+            FileSystems.delete([path])
+    elif is_dir(path):
+        FileSystems.delete([_prefix(path)])
+
+
+def children(directory: str) -> List[str]:
+    """The names of the files and folders directly in ``directory``, sorted; on an
+    object store, the folders are those holding objects."""
+    if is_local(directory):
+        return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    return sorted({relative_parts(directory, path)[0] for path in list_files(directory)})
+
+
+def save_array(path: str, array) -> None:
+    """A numpy array as a ``.npy`` file."""
+    import numpy as np
+    with create(path) as handle:
+        np.save(handle, array)
+
+
+def load_array(path: str):
+    """A ``.npy`` file as a numpy array."""
+    import numpy as np
+    with open_read(path) as handle:
+        return np.load(handle)
