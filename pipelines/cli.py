@@ -254,6 +254,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         check_beam_args(beam_args, f"{args.command} {getattr(args, 'action', '')}".strip(),
                         _command_options(parser, args))
+        from continual_synth.transforms.storage import configure
+        configure(beam_args)  # --s3_endpoint_url … reach the driver's reads and writes too
         check_directory_options(args)
         result = dispatch(args, beam_args)
     except ParameterError as exc:  # a config's check: name the option that set the value

@@ -1,7 +1,10 @@
 """Conditional create: "write this file only if no file has its name", per store kind.
 
 The one operation the lifecycle's fencing and leases need beyond Beam's
-``FileSystems`` (which has no conditional write):
+``FileSystems`` (which has no conditional write), and, with the same client, the plain
+one-request write of a small document (:meth:`ConditionalCreate.put`; Beam's S3
+filesystem writes every file as a multipart upload, three requests, and cannot write
+an empty object):
 
 =========  ==========================================================================
 store      how
@@ -39,6 +42,10 @@ class ConditionalCreate:
         """Create ``path`` holding ``data`` if no file has that name: True; else False
         (and nothing is written)."""
         raise NotImplementedError
+
+    def put(self, path: str, data: bytes) -> None:
+        """Write (or replace) the small document ``path`` in one request."""
+        storage.write_bytes(path, data)
 
     def check_honoured(self, directory: str) -> None:
         """Refuse a store that ignores the condition (a probe created twice)."""
@@ -106,6 +113,10 @@ class S3Create(ConditionalCreate):
             raise
         return True
 
+    def put(self, path: str, data: bytes) -> None:
+        bucket, key = _bucket_key(path)
+        self._client.put_object(Bucket=bucket, Key=key, Body=data)
+
 
 class GcsCreate(ConditionalCreate):
     """An upload with ``ifGenerationMatch=0`` (google-cloud-storage)."""
@@ -128,6 +139,10 @@ class GcsCreate(ConditionalCreate):
         except PreconditionFailed:
             return False
         return True
+
+    def put(self, path: str, data: bytes) -> None:  # pragma: no cover - needs GCS
+        bucket, key = _bucket_key(path)
+        self._client.bucket(bucket).blob(key).upload_from_string(data)
 
 
 _KINDS = {None: LocalCreate, "s3": S3Create, "gs": GcsCreate}

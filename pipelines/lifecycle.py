@@ -147,7 +147,10 @@ class StateDir:
             raise StateError(f"{self.root}: no state here; run 'continual-synth "
                              f"{kind or 'window'} init' first")
         version = numbers[-1]
-        if storage.size(self.version_path(version)) == 0:  # retired while listed
+        if storage.size(self.version_path(version)) == 0:  # retired while listed?
+            if self._version_numbers()[-1] == version:  # no: emptied by hand
+                raise StateError(f"{self.version_path(version)} is empty: the state was "
+                                 f"damaged outside continual-synth; restore it from a backup")
             return self.read(kind)
         state = release_dir.read_json(self.version_path(version))
         if kind is not None and state.get("kind") != kind:
@@ -181,7 +184,7 @@ class StateDir:
         for number in self._version_numbers()[:-2]:
             path = self.version_path(number)
             if storage.size(path):
-                storage.write_bytes(path, b"")
+                self.conditional_create().put(path, b"")
 
     def collect_garbage(self, state: Dict) -> None:
         """Remove the run folders the current state does not name (left by runs that
@@ -265,12 +268,12 @@ class Lease:
 
     def _renew(self) -> None:
         while not self._stop.wait(self.seconds / 3):
-            storage.write_bytes(self._path(self.number), self._document())
+            self._create.put(self._path(self.number), self._document())
 
     def release(self) -> None:
         self._stop.set()
         self._renewer.join()
-        storage.write_bytes(self._path(self.number, "released"), b"")
+        self._create.put(self._path(self.number, "released"), b"")
 
 
 class Ownership:

@@ -89,7 +89,7 @@ def _match(pattern: str) -> list:
 def list_files(directory: str, pattern: str = "**") -> List[str]:
     """The files under ``directory`` (recursively with ``**``; ``*`` stays in one
     folder, ``synthetic-*`` names a glob of file names), sorted."""
-    if not is_dir(directory):
+    if is_local(directory) and not os.path.isdir(directory):
         return []
     return sorted(m.path for m in _match(join(directory, pattern)))
 
@@ -155,8 +155,10 @@ def remove_tree(path: str) -> None:
     if is_local(path):
         if os.path.isdir(path):
             FileSystems.delete([path])
-    elif is_dir(path):
-        FileSystems.delete([_prefix(path)])
+    else:  # Beam deletes only a prefix's direct children: name every object
+        files = list_files(path)
+        if files:
+            FileSystems.delete(files)
 
 
 def children(directory: str) -> List[str]:

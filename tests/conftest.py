@@ -1,0 +1,56 @@
+"""Session fixtures shared by test modules.
+
+``s3_server``: a real S3-compatible server (moto's server mode) on 127.0.0.1, started
+once per test session, with one bucket; the tests reach it through Beam's S3
+filesystem (``--s3_endpoint_url``) and boto3, as a job on AWS would.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+BUCKET = "continual-synth-tests"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """``.beam_args`` (the options a job needs), ``.client`` (boto3), ``.bucket`` and
+    ``.prefix()`` (a fresh ``s3://bucket/<random>`` folder per call)."""
+    server_module = pytest.importorskip("moto.server", reason="needs the [s3] extra")
+    pytest.importorskip("apache_beam.io.aws.s3filesystem", reason="needs apache-beam[aws]")
+    import boto3
+
+    saved = {name: os.environ.get(name) for name in CREDENTIALS}
+    os.environ.update(CREDENTIALS)  # never a real account's keys
+    # Beam's S3 filesystem builds a boto3 client per call, each in a new boto3 session
+    # that parses botocore's service models again (0.4 s on a loaded 2-core machine):
+    # one shared session makes that 20 ms.  The requests are unchanged.
+    from apache_beam.io.aws.clients.s3 import boto3_client
+    shared = boto3.session.Session()
+    saved_boto3 = boto3_client.boto3
+    boto3_client.boto3 = SimpleNamespace(session=SimpleNamespace(Session=lambda: shared))
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        beam_args = [f"--s3_endpoint_url={endpoint}", "--s3_access_key_id=testing",
+                     "--s3_secret_access_key=testing", "--s3_region_name=us-east-1"]
+        yield SimpleNamespace(
+            endpoint=endpoint, client=client, bucket=BUCKET, beam_args=beam_args,
+            prefix=lambda: f"s3://{BUCKET}/{uuid.uuid4().hex[:10]}")
+    finally:
+        server.stop()
+        boto3_client.boto3 = saved_boto3
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

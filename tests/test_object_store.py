@@ -1,0 +1,217 @@
+"""The jobs on an object store: a real S3-compatible server (moto, ``conftest.s3_server``)
+reached through Beam's S3 filesystem, as on AWS.
+
+Each job runs twice through the command line, once on local paths and once on
+``s3://`` paths, with the same seed: the releases must be the same bytes.  The state's
+fencing and ownership are exercised on the server: a conditional create of an existing
+name is refused (HTTP 412), a stale step cannot commit, a held lease refuses a second
+step without touching anything, and a lease whose owner died expires.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from continual_synth.mechanisms.errors import StateError
+from continual_synth.pipelines import conditional_create
+from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.lifecycle import Lease, Ownership, StateDir
+from continual_synth.transforms import storage
+from continual_synth.transforms.files import write_file
+
+from helpers_panels import long_table, markov_codes, period_table, snapshot
+
+PRIVACY = ["--window", "2", "--horizon", "3", "--rho", "5", "--neighbor", "add-remove",
+           "--seed", "9", "--shards", "2"]
+PEOPLE, PERIODS = 150, 3
+
+
+def cli(*argv):
+    """(exit code, printed JSON or the error line)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, (json.loads(out.getvalue()) if code == 0 else err.getvalue().strip())
+
+
+def objects(s3, prefix: str) -> dict:
+    """Every object under ``s3://bucket/prefix`` (relative key → bytes)."""
+    key_prefix = prefix.split(f"s3://{s3.bucket}/", 1)[1].rstrip("/") + "/"
+    pages = s3.client.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket,
+                                                                Prefix=key_prefix)
+    return {item["Key"][len(key_prefix):]:
+            s3.client.get_object(Bucket=s3.bucket, Key=item["Key"])["Body"].read()
+            for page in pages for item in page.get("Contents", [])}
+
+
+def release(files: dict) -> dict:
+    """The published files of a release (hidden staging and lease files excluded)."""
+    return {name: data for name, data in files.items() if not name.startswith(".")}
+
+
+@pytest.fixture(scope="module")
+def panel(tmp_path_factory):
+    """A panel split into two Parquet parts (a dataset folder) and per-period files."""
+    root = tmp_path_factory.mktemp("object-store")
+    table = long_table(markov_codes(PEOPLE, PERIODS, seed=5))
+    half = table.num_rows // 2
+    for part, rows in enumerate((table.slice(0, half), table.slice(half))):
+        write_file(rows, str(root / "panel" / f"part-{part}.parquet"), "parquet")
+    for period in range(1, PERIODS + 1):
+        write_file(period_table(table, period), str(root / "periods" / f"p{period}.parquet"),
+                   "parquet")
+    return root
+
+
+def upload(local_dir, url: str) -> None:
+    for name in sorted(os.listdir(local_dir)):
+        with open(os.path.join(local_dir, name), "rb") as handle:
+            storage.write_bytes(storage.join(url, name), handle.read())
+
+
+def test_the_server_honours_conditional_create(s3_server):
+    storage.configure(s3_server.beam_args)
+    path = storage.join(s3_server.prefix(), "once")
+    create = conditional_create.for_path(path)  # runs the probe too
+    assert create.create(path, b"first") is True
+    assert create.create(path, b"second") is False  # HTTP 412: nothing written
+    assert storage.read_bytes(path) == b"first"
+
+    class IgnoresCondition(conditional_create.S3Create):
+        def create(self, path, data):
+            storage.write_bytes(path, data)
+            return True
+
+    with pytest.raises(StateError, match="does not honour conditional create"):
+        IgnoresCondition().check_honoured(s3_server.prefix())
+    with pytest.raises(StateError, match="cannot live on hdfs://"):
+        conditional_create.for_path("hdfs://namenode/state")
+
+
+def test_window_run_on_s3_releases_what_the_local_run_releases(s3_server, panel, tmp_path,
+                                                               monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a URL must never become a local folder here
+    root = s3_server.prefix()
+    upload(panel / "panel", f"{root}/panel")
+    local_out = str(tmp_path / "local")
+    code, local = cli("window", "run", "--input", str(panel / "panel"), "--output",
+                      local_out, *PRIVACY)
+    assert code == 0, local
+    code, remote = cli("window", "run", "--input", f"{root}/panel", "--output",
+                       f"{root}/out", *PRIVACY, *s3_server.beam_args)
+    assert code == 0, remote
+    assert remote == local
+    published = release(objects(s3_server, f"{root}/out"))
+    assert len(published) > 2 and published == snapshot(local_out)
+    assert not [name for name in objects(s3_server, f"{root}/out") if name.startswith(".")]
+    assert os.listdir(tmp_path) == ["local"]  # no ./s3: folder
+
+    code, message = cli("window", "run", "--input", f"{root}/panel", "--output",
+                        f"{root}/out", *PRIVACY, *s3_server.beam_args)
+    assert code == 2 and "already holds a release" in message
+    code, message = cli("window", "run", "--input", f"{root}/missing", "--output",
+                        f"{root}/out2", *PRIVACY, *s3_server.beam_args)
+    assert code == 2 and f"{root}/missing: no such file or directory" in message
+
+
+def test_window_steps_with_s3_state_release_what_local_steps_release(s3_server, panel,
+                                                                     tmp_path):
+    root = s3_server.prefix()
+    upload(panel / "periods", f"{root}/periods")
+    runs = {"local": (str(tmp_path / "state"), str(tmp_path / "out"),
+                      [str(panel / "periods" / f"p{t}.parquet") for t in (1, 2, 3)], []),
+            "s3": (f"{root}/state", f"{root}/out",
+                   [f"{root}/periods/p{t}.parquet" for t in (1, 2, 3)], s3_server.beam_args)}
+    printed = {}
+    for where, (state, out, inputs, beam_args) in runs.items():
+        code, _ = cli("window", "init", "--state", state, *PRIVACY, *beam_args)
+        assert code == 0
+        printed[where] = []
+        for path in inputs:
+            code, summary = cli("window", "step", "--state", state, "--input", path,
+                                "--output", out, *beam_args)
+            assert code == 0, summary
+            printed[where].append(summary)
+    assert printed["s3"] == printed["local"]
+    assert [s["status"] for s in printed["s3"]] == ["ingested", "released", "released"]
+    assert release(objects(s3_server, f"{root}/out")) == snapshot(str(tmp_path / "out"))
+
+    # the state: same documents (paths aside), old versions retired, no orphan runs
+    state_objects = objects(s3_server, f"{root}/state")
+    versions = sorted(name for name in state_objects if name.startswith("versions/"))
+    assert versions == [f"versions/v{v:06d}.json" for v in range(7)]
+    assert [len(state_objects[name]) == 0 for name in versions] == [True] * 5 + [False] * 2
+    local_version, local_state = StateDir(str(tmp_path / "state")).read("window")
+    s3_version, s3_state = StateDir(f"{root}/state").read("window")
+    assert s3_version == local_version == 6
+    for key in ("synthesizer_state", "shard_sizes", "shard_code_counts", "pending"):
+        assert s3_state[key] == local_state[key]
+    used = StateDir.named_runs(s3_state)
+    assert {name.split("/")[1] for name in state_objects if name.startswith("runs/")} == used
+    assert [name for name in state_objects if name.startswith("leases/")] == [
+        "leases/000003.json", "leases/000003.released"]  # the older leases tidied away
+
+    # a re-run of an ingested period reads nothing, spends nothing, changes nothing
+    before = (objects(s3_server, f"{root}/state"), objects(s3_server, f"{root}/out"))
+    code, summary = cli("window", "step", "--state", f"{root}/state", "--input",
+                        f"{root}/periods/p3.parquet", "--output", f"{root}/out",
+                        *s3_server.beam_args)
+    assert code == 0 and summary["status"] == "already-released"
+    after = (objects(s3_server, f"{root}/state"), objects(s3_server, f"{root}/out"))
+    assert {k: v for k, v in after[0].items() if not k.startswith("leases/")} == \
+        {k: v for k, v in before[0].items() if not k.startswith("leases/")}
+    assert after[1] == before[1]
+
+
+def test_colliding_steps_on_s3_state_are_refused(s3_server, panel):
+    root = s3_server.prefix()
+    storage.configure(s3_server.beam_args)
+    upload(panel / "periods", f"{root}/periods")
+    code, _ = cli("window", "init", "--state", f"{root}/state", *PRIVACY, *s3_server.beam_args)
+    assert code == 0
+    store = StateDir(f"{root}/state")
+    version, state = store.read("window")
+
+    # ownership: while one step owns the state a second is refused, touching nothing
+    before = objects(s3_server, f"{root}/state")
+    with Ownership(store):
+        code, message = cli("window", "step", "--state", f"{root}/state", "--input",
+                            f"{root}/periods/p1.parquet", "--output", f"{root}/out",
+                            *s3_server.beam_args)
+        assert code == 2 and "another step owns this state (pid" in message
+        held = objects(s3_server, f"{root}/state")
+    assert {k: v for k, v in held.items() if not k.startswith("leases/")} == before
+    assert not objects(s3_server, f"{root}/out")
+
+    # --wait: a second owner waits for the first to release
+    first = Ownership(store).__enter__()
+    started = time.monotonic()
+    threading.Timer(0.5, first.__exit__).start()
+    with Ownership(store, wait=10):
+        assert time.monotonic() - started >= 0.4
+
+    # fencing: of two runs that read version 0, only the first commits version 1
+    assert store.commit(version, {**state, "note": "first"}) == 1
+    with pytest.raises(StateError, match="another step committed state version 1 first"):
+        store.commit(version, {**state, "note": "second"})
+    assert store.read("window")[1]["note"] == "first"
+
+
+def test_a_dead_owners_lease_expires(s3_server):
+    storage.configure(s3_server.beam_args)
+    leases = storage.join(s3_server.prefix(), "leases")
+    create = conditional_create.for_path(leases)
+    dead = Lease(leases, create, seconds=0.6).acquire("state")
+    dead._stop.set()  # killed: it renews no more and never releases
+    with pytest.raises(StateError, match="another step owns this state"):
+        Lease(leases, create).acquire("state")
+    started = time.monotonic()
+    alive = Lease(leases, create, wait=5).acquire("state")
+    assert 0.2 < time.monotonic() - started < 5 and alive.number == dead.number + 1
+    alive.release()
