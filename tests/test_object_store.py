@@ -215,3 +215,34 @@ def test_a_dead_owners_lease_expires(s3_server):
     alive = Lease(leases, create, wait=5).acquire("state")
     assert 0.2 < time.monotonic() - started < 5 and alive.number == dead.number + 1
     alive.release()
+
+
+def test_tabular_steps_with_s3_state_release_what_local_steps_release(s3_server, tmp_path):
+    """The baseline keeps its sampled increment in the state (an array file) until it
+    is published: the state's array files go through S3 too."""
+    from continual_synth.mechanisms.marginals import Domain, all_workloads
+    from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
+    from continual_synth.pipelines import tabular
+    import numpy as np
+    import pyarrow as pa
+
+    domain = Domain({"a": [0, 1, 2], "c": [0, 1]})
+    rng = np.random.default_rng(3)
+    root = s3_server.prefix()
+    storage.configure(s3_server.beam_args)
+    places = {"local": (str(tmp_path / "state"), str(tmp_path / "out"), str(tmp_path)),
+              "s3": (f"{root}/state", f"{root}/out", root)}
+    for period in (1, 2):
+        batch = pa.table({"a": rng.integers(0, 3, 60), "c": rng.integers(0, 2, 60)})
+        for _, _, inputs in places.values():
+            write_file(batch, storage.join(inputs, f"p{period}.csv"), "csv")
+    summaries = {}
+    for where, (state, out, inputs) in places.items():
+        tabular.init(TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
+                                               epsilon=2.0, method="baseline", fit="mw"),
+                     state, seed=5)
+        summaries[where] = [tabular.step(state, storage.join(inputs, f"p{p}.csv"), out,
+                                         beam_args=s3_server.beam_args) for p in (1, 2)]
+    assert summaries["s3"] == summaries["local"]
+    assert release(objects(s3_server, f"{root}/out")) == snapshot(str(tmp_path / "out"))
+    assert not [name for name in objects(s3_server, f"{root}/state") if name.startswith("runs/")]
