@@ -25,7 +25,7 @@ from continual_synth.pipelines.lifecycle import Lease, Ownership, StateDir
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import write_file
 
-from helpers_panels import long_table, markov_codes, period_table, snapshot
+from helpers_panels import long_table, markov_codes, period_table, snapshot, sorted_records
 
 PRIVACY = ["--window", "2", "--horizon", "3", "--rho", "5", "--neighbor", "add-remove",
            "--seed", "9", "--shards", "2"]
@@ -69,7 +69,8 @@ def panel(tmp_path_factory):
     return root
 
 
-def upload(local_dir, url: str) -> None:
+def upload(s3, local_dir, url: str) -> None:
+    storage.configure(s3.beam_args)  # a local job before may have configured no S3 options
     for name in sorted(os.listdir(local_dir)):
         with open(os.path.join(local_dir, name), "rb") as handle:
             storage.write_bytes(storage.join(url, name), handle.read())
@@ -94,15 +95,21 @@ def test_the_server_honours_conditional_create(s3_server):
         conditional_create.for_path("hdfs://namenode/state")
 
 
-def test_window_run_on_s3_releases_what_the_local_run_releases(s3_server, panel, tmp_path,
-                                                               monkeypatch):
+@pytest.fixture(scope="module")
+def local_run(panel):
+    """The reference: ``window run`` on local paths (printed manifest, release folder)."""
+    code, printed = cli("window", "run", "--input", str(panel / "panel"), "--output",
+                        str(panel / "local-run"), *PRIVACY)
+    assert code == 0, printed
+    return printed, str(panel / "local-run")
+
+
+def test_window_run_on_s3_releases_what_the_local_run_releases(s3_server, panel, local_run,
+                                                               tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a URL must never become a local folder here
     root = s3_server.prefix()
-    upload(panel / "panel", f"{root}/panel")
-    local_out = str(tmp_path / "local")
-    code, local = cli("window", "run", "--input", str(panel / "panel"), "--output",
-                      local_out, *PRIVACY)
-    assert code == 0, local
+    upload(s3_server, panel / "panel", f"{root}/panel")
+    local, local_out = local_run
     code, remote = cli("window", "run", "--input", f"{root}/panel", "--output",
                        f"{root}/out", *PRIVACY, *s3_server.beam_args)
     assert code == 0, remote
@@ -110,7 +117,7 @@ def test_window_run_on_s3_releases_what_the_local_run_releases(s3_server, panel,
     published = release(objects(s3_server, f"{root}/out"))
     assert len(published) > 2 and published == snapshot(local_out)
     assert not [name for name in objects(s3_server, f"{root}/out") if name.startswith(".")]
-    assert os.listdir(tmp_path) == ["local"]  # no ./s3: folder
+    assert os.listdir(tmp_path) == []  # no ./s3: folder
 
     code, message = cli("window", "run", "--input", f"{root}/panel", "--output",
                         f"{root}/out", *PRIVACY, *s3_server.beam_args)
@@ -120,38 +127,34 @@ def test_window_run_on_s3_releases_what_the_local_run_releases(s3_server, panel,
     assert code == 2 and f"{root}/missing: no such file or directory" in message
 
 
-def test_window_steps_with_s3_state_release_what_local_steps_release(s3_server, panel,
-                                                                     tmp_path):
+def test_window_steps_with_s3_state_release_what_the_local_run_releases(s3_server, panel,
+                                                                        local_run):
+    """``run`` and ``init`` + T × ``step`` are the same algorithm (tests/test_window_jobs.py
+    checks it locally): the steps on S3 release the local run's records."""
     root = s3_server.prefix()
-    upload(panel / "periods", f"{root}/periods")
-    runs = {"local": (str(tmp_path / "state"), str(tmp_path / "out"),
-                      [str(panel / "periods" / f"p{t}.parquet") for t in (1, 2, 3)], []),
-            "s3": (f"{root}/state", f"{root}/out",
-                   [f"{root}/periods/p{t}.parquet" for t in (1, 2, 3)], s3_server.beam_args)}
-    printed = {}
-    for where, (state, out, inputs, beam_args) in runs.items():
-        code, _ = cli("window", "init", "--state", state, *PRIVACY, *beam_args)
-        assert code == 0
-        printed[where] = []
-        for path in inputs:
-            code, summary = cli("window", "step", "--state", state, "--input", path,
-                                "--output", out, *beam_args)
-            assert code == 0, summary
-            printed[where].append(summary)
-    assert printed["s3"] == printed["local"]
-    assert [s["status"] for s in printed["s3"]] == ["ingested", "released", "released"]
-    assert release(objects(s3_server, f"{root}/out")) == snapshot(str(tmp_path / "out"))
+    upload(s3_server, panel / "periods", f"{root}/periods")
+    code, _ = cli("window", "init", "--state", f"{root}/state", *PRIVACY, *s3_server.beam_args)
+    assert code == 0
+    statuses = []
+    for period in (1, 2, 3):
+        code, summary = cli("window", "step", "--state", f"{root}/state", "--input",
+                            f"{root}/periods/p{period}.parquet", "--output", f"{root}/out",
+                            *s3_server.beam_args)
+        assert code == 0, summary
+        statuses.append(summary["status"])
+    assert statuses == ["ingested", "released", "released"]
+    assert sorted_records(f"{root}/out").equals(sorted_records(local_run[1]))
+    manifest = json.loads(objects(s3_server, f"{root}/out")["manifest.json"])
+    for key in ("periods_released", "rho_spent", "n_pad", "num_synthetic", "error_bound"):
+        assert manifest[key] == local_run[0][key]
 
-    # the state: same documents (paths aside), old versions retired, no orphan runs
+    # the state: old versions retired (names kept), no orphan run folders, leases tidied
     state_objects = objects(s3_server, f"{root}/state")
     versions = sorted(name for name in state_objects if name.startswith("versions/"))
     assert versions == [f"versions/v{v:06d}.json" for v in range(7)]
     assert [len(state_objects[name]) == 0 for name in versions] == [True] * 5 + [False] * 2
-    local_version, local_state = StateDir(str(tmp_path / "state")).read("window")
     s3_version, s3_state = StateDir(f"{root}/state").read("window")
-    assert s3_version == local_version == 6
-    for key in ("synthesizer_state", "shard_sizes", "shard_code_counts", "pending"):
-        assert s3_state[key] == local_state[key]
+    assert s3_version == 6 and s3_state["pending"] is None
     used = StateDir.named_runs(s3_state)
     assert {name.split("/")[1] for name in state_objects if name.startswith("runs/")} == used
     assert [name for name in state_objects if name.startswith("leases/")] == [
@@ -172,7 +175,7 @@ def test_window_steps_with_s3_state_release_what_local_steps_release(s3_server, 
 def test_colliding_steps_on_s3_state_are_refused(s3_server, panel):
     root = s3_server.prefix()
     storage.configure(s3_server.beam_args)
-    upload(panel / "periods", f"{root}/periods")
+    upload(s3_server, panel / "periods", f"{root}/periods")
     code, _ = cli("window", "init", "--state", f"{root}/state", *PRIVACY, *s3_server.beam_args)
     assert code == 0
     store = StateDir(f"{root}/state")
@@ -232,17 +235,16 @@ def test_tabular_steps_with_s3_state_release_what_local_steps_release(s3_server,
     storage.configure(s3_server.beam_args)
     places = {"local": (str(tmp_path / "state"), str(tmp_path / "out"), str(tmp_path)),
               "s3": (f"{root}/state", f"{root}/out", root)}
-    for period in (1, 2):
-        batch = pa.table({"a": rng.integers(0, 3, 60), "c": rng.integers(0, 2, 60)})
-        for _, _, inputs in places.values():
-            write_file(batch, storage.join(inputs, f"p{period}.csv"), "csv")
+    batch = pa.table({"a": rng.integers(0, 3, 60), "c": rng.integers(0, 2, 60)})
+    for _, _, inputs in places.values():
+        write_file(batch, storage.join(inputs, "p1.csv"), "csv")
     summaries = {}
     for where, (state, out, inputs) in places.items():
         tabular.init(TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
                                                epsilon=2.0, method="baseline", fit="mw"),
                      state, seed=5)
-        summaries[where] = [tabular.step(state, storage.join(inputs, f"p{p}.csv"), out,
-                                         beam_args=s3_server.beam_args) for p in (1, 2)]
-    assert summaries["s3"] == summaries["local"]
+        summaries[where] = tabular.step(state, storage.join(inputs, "p1.csv"), out,
+                                        beam_args=s3_server.beam_args)
+    assert summaries["s3"] == summaries["local"] and summaries["s3"]["rows"] > 0
     assert release(objects(s3_server, f"{root}/out")) == snapshot(str(tmp_path / "out"))
     assert not [name for name in objects(s3_server, f"{root}/state") if name.startswith("runs/")]
