@@ -64,19 +64,20 @@ def file_batches(path: str, fmt: str, columns: Sequence[str],
                  batch_rows: int) -> Iterator[Tuple[int, pa.Table]]:
     """(row offset, table) batches of one data file, ``batch_rows`` rows at a time."""
     if fmt == "parquet":
-        try:
-            parquet = pq.ParquetFile(storage.open_read(path))
-        except Exception as exc:
-            raise InputError(f"{path}: cannot read as parquet: {exc}") from exc
-        names = parquet.schema_arrow.names
-        missing = [c for c in columns if c not in names]
-        if missing:
-            raise InputError(f"{path}: missing column(s) {missing}; found {names} "
-                             f"(choose them with --columns)")
-        offset = 0
-        for batch in parquet.iter_batches(batch_size=batch_rows, columns=list(columns)):
-            yield offset, pa.Table.from_batches([batch])
-            offset += batch.num_rows
+        with storage.open_read(path) as handle:
+            try:
+                parquet = pq.ParquetFile(handle)
+            except Exception as exc:
+                raise InputError(f"{path}: cannot read as parquet: {exc}") from exc
+            names = parquet.schema_arrow.names
+            missing = [c for c in columns if c not in names]
+            if missing:
+                raise InputError(f"{path}: missing column(s) {missing}; found {names} "
+                                 f"(choose them with --columns)")
+            offset = 0
+            for batch in parquet.iter_batches(batch_size=batch_rows, columns=list(columns)):
+                yield offset, pa.Table.from_batches([batch])
+                offset += batch.num_rows
         return
     table = read_file(path, fmt)
     for offset in range(0, max(table.num_rows, 1), batch_rows):
