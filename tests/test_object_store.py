@@ -128,21 +128,40 @@ def test_window_run_on_s3_releases_what_the_local_run_releases(s3_server, panel,
 
 
 def test_window_steps_with_s3_state_release_what_the_local_run_releases(s3_server, panel,
-                                                                        local_run):
+                                                                        local_run,
+                                                                        monkeypatch):
     """``run`` and ``init`` + T × ``step`` are the same algorithm (tests/test_window_jobs.py
     checks it locally): the steps on S3 release the local run's records."""
     root = s3_server.prefix()
     upload(s3_server, panel / "periods", f"{root}/periods")
     code, _ = cli("window", "init", "--state", f"{root}/state", *PRIVACY, *s3_server.beam_args)
     assert code == 0
-    statuses = []
-    for period in (1, 2, 3):
-        code, summary = cli("window", "step", "--state", f"{root}/state", "--input",
-                            f"{root}/periods/p{period}.parquet", "--output", f"{root}/out",
-                            *s3_server.beam_args)
-        assert code == 0, summary
-        statuses.append(summary["status"])
-    assert statuses == ["ingested", "released", "released"]
+    step = ["window", "step", "--state", f"{root}/state", "--output", f"{root}/out",
+            *s3_server.beam_args]
+    code, summary = cli(*step, "--input", f"{root}/periods/p1.parquet")
+    assert code == 0 and summary["status"] == "ingested"
+
+    # killed (SIGKILL) after period 2's files were moved into place, before its manifest:
+    # readers still see period 1's manifest; a re-run publishes the committed plan
+    manifest_before = objects(s3_server, f"{root}/out")["manifest.json"]
+    monkeypatch.setattr(Lease, "SECONDS", 3.0)  # the dead step's lease expires in 3 s
+    pid = os.fork()
+    if pid == 0:  # the child dies inside the step
+        os.environ["CONTINUAL_SYNTH_CRASH_AT"] = "published"
+        try:
+            cli(*step, "--input", f"{root}/periods/p2.parquet")
+        finally:
+            os._exit(3)
+    assert os.waitpid(pid, 0)[1] == 9  # killed by SIGKILL at the phase
+    crashed = objects(s3_server, f"{root}/out")
+    assert crashed["manifest.json"] == manifest_before
+    assert any(name.startswith("synthetic-t0002-") for name in crashed)
+    code, message = cli(*step, "--input", f"{root}/periods/p2.parquet")
+    assert code == 2 and "another step owns this state" in message  # until the lease expires
+    code, summary = cli(*step, "--input", f"{root}/periods/p2.parquet", "--wait", "20")
+    assert code == 0 and summary["status"] == "released" and summary["resumed"] is True
+    code, summary = cli(*step, "--input", f"{root}/periods/p3.parquet")
+    assert code == 0 and summary["status"] == "released" and summary["resumed"] is False
     assert sorted_records(f"{root}/out").equals(sorted_records(local_run[1]))
     manifest = json.loads(objects(s3_server, f"{root}/out")["manifest.json"])
     for key in ("periods_released", "rho_spent", "n_pad", "num_synthetic", "error_bound"):
@@ -158,7 +177,7 @@ def test_window_steps_with_s3_state_release_what_the_local_run_releases(s3_serve
     used = StateDir.named_runs(s3_state)
     assert {name.split("/")[1] for name in state_objects if name.startswith("runs/")} == used
     assert [name for name in state_objects if name.startswith("leases/")] == [
-        "leases/000003.json", "leases/000003.released"]  # the older leases tidied away
+        "leases/000004.json", "leases/000004.released"]  # 4 steps ran; older leases tidied
 
     # a re-run of an ingested period reads nothing, spends nothing, changes nothing
     before = (objects(s3_server, f"{root}/state"), objects(s3_server, f"{root}/out"))
