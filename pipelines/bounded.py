@@ -105,7 +105,7 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
 
     return lifecycle.release_whole_run(output_dir, write, {"mode": "bounded run"},
                                        f"{input_path}: the pipeline finished without a "
-                                       f"manifest")
+                                       f"manifest", input_path)
 
 
 def read_unit_points(input_path: str, columns: Sequence[str], bounds: Bounds,

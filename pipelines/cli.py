@@ -262,7 +262,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (InputError, StateError, BudgetExceededError, ValueError) as exc:
         print(f"continual-synth: error: {_clean_message(exc)}", file=sys.stderr)
         return 2
-    print(json.dumps(result, indent=2, default=str))
+    from continual_synth.pipelines.provenance import tidy_floats
+    print(json.dumps(tidy_floats(result), indent=2, default=str))
     return 0
 
 

@@ -86,7 +86,7 @@ def run(model, input_path: str, output_dir: str, *,
             save_manifest_after(written, plan, plan_path)
 
     return lifecycle.release_whole_run(output_dir, write, {"format": out_format, "mode": "run"},
-                                       f"{input_path}: the panel holds no records")
+                                       f"{input_path}: the panel holds no records", input_path)
 
 
 # --------------------------------------------------------------------- incremental

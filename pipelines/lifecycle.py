@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
 from continual_synth.mechanisms.errors import InputError, StateError
-from continual_synth.pipelines import release_dir
+from continual_synth.pipelines import provenance, release_dir
 from continual_synth.transforms.files import list_data_files
 
 MANIFEST = "manifest.json"
@@ -284,14 +284,17 @@ def _output_claim(output_dir: str) -> Iterator[None]:
 
 
 def release_whole_run(output_dir: str, write: Callable[[str, str], None],
-                      extras: Dict, empty_message: str) -> Dict:
+                      extras: Dict, empty_message: str, input_path: Optional[str] = None
+                      ) -> Dict:
     """The staged whole-run release of a batch job.
 
     ``write(staging_dir, plan_path)`` runs the job's pipeline: it writes the data files
     into ``staging_dir`` and the manifest as a JSON document at ``plan_path`` (hidden,
     inside the staging directory), or no manifest if the input held no records
     (``empty_message``).  The files are published only if it succeeded, then
-    ``manifest.json`` (its document updated by ``extras``), last.  Of two runs into
+    ``manifest.json`` (its document updated by ``extras`` and finished by
+    :func:`continual_synth.pipelines.provenance.finish_manifest` with ``input_path``'s
+    fingerprint), last.  Of two runs into
     one output directory, the second to publish is refused and publishes nothing.
     """
     check_fresh_output(output_dir)
@@ -308,7 +311,7 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
             # files without a manifest are a crashed publication's: never a release
             release_dir.publish_staged_files(staged, output_dir, replace_glob="synthetic-*")
             crash_point("published")
-            manifest.update(extras)
+            manifest = provenance.finish_manifest({**manifest, **extras}, input_path)
             release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), manifest)
     return manifest
 
@@ -409,7 +412,8 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
             if period not in (None, pending["period"]) or seen not in (None, pending["period"]):
                 raise StateError(f"period {pending['period']} was computed but not published "
                                  f"(interrupted run); re-run the step with that period's file")
-            return _publish(job, store, version, state, output_dir, beam_args, resumed=True)
+            return _publish(job, store, version, state, output_dir, beam_args, resumed=True,
+                            input_path=input_path)
         target = _check_order(job, state, input_path, period)
         if isinstance(target, dict):
             return target
@@ -432,7 +436,8 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         if token not in store.named_runs(new_state):  # scratch only
             shutil.rmtree(run_dir, ignore_errors=True)
         crash_point("committed")
-        return _publish(job, store, version, new_state, output_dir, beam_args, resumed=False)
+        return _publish(job, store, version, new_state, output_dir, beam_args, resumed=False,
+                        input_path=input_path)
 
 
 def _check_order(job: IncrementalJob, state: Dict, input_path: str, period: Optional[int]):
@@ -456,7 +461,7 @@ def _check_order(job: IncrementalJob, state: Dict, input_path: str, period: Opti
 
 
 def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
-             output_dir: str, beam_args, resumed: bool) -> Dict:
+             output_dir: str, beam_args, resumed: bool, input_path: str) -> Dict:
     """Emit the pending release, publish it and the manifest, commit nothing pending."""
     token = new_token()
     run_dir = store.run_dir(token)
@@ -473,7 +478,9 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
             else:
                 shutil.rmtree(staged)
         crash_point("published")
-        release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), job.manifest(state))
+        manifest = provenance.finish_manifest(job.manifest(state), input_path,
+                                              state["pending"]["period"])
+        release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), manifest)
         crash_point("manifested")
         done = {**state, "pending": None, "files": files}
         store.commit(version, done)

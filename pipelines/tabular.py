@@ -101,7 +101,7 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
               "for_publication": seed is None, "format": out_format, "mode": "run",
               "period_col": period_col}
     return lifecycle.release_whole_run(output_dir, write, extras,
-                                       f"{input_path}: the stream holds no records")
+                                       f"{input_path}: the stream holds no records", input_path)
 
 
 # --------------------------------------------------------------------- incremental
