@@ -30,6 +30,7 @@ Two forms, both all-or-nothing:
 from __future__ import annotations
 
 import errno
+import logging
 import fcntl
 import glob
 import hashlib
@@ -47,6 +48,7 @@ from continual_synth.pipelines import provenance, release_dir
 from continual_synth.transforms.files import list_data_files
 
 MANIFEST = "manifest.json"
+LOGGER = logging.getLogger("continual_synth")
 CRASH_VARIABLE = "CONTINUAL_SYNTH_CRASH_AT"
 #: phase boundaries of a step, in order (see the module docstring)
 PHASES = ("owned", "computed", "committed", "staged", "published", "manifested", "done")
@@ -313,7 +315,19 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
             crash_point("published")
             manifest = provenance.finish_manifest({**manifest, **extras}, input_path)
             release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), manifest)
+    LOGGER.info("released %s → %s", _periods_text(manifest), output_dir)
     return manifest
+
+
+def _periods_text(manifest: Dict) -> str:
+    """``periods 1..12`` of a whole-run manifest (``periods_released``: a list of periods
+    or their number), or ``the release``."""
+    periods = manifest.get("periods_released")
+    if isinstance(periods, int) and periods > 0:
+        periods = [1, periods]
+    if periods:
+        return f"periods {periods[0]}..{periods[-1]}"
+    return "the release"
 
 
 # ------------------------------------------------------------------- the step
@@ -418,6 +432,8 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         if isinstance(target, dict):
             return target
         job.check_step(state, target)  # budget, before reading any data
+        LOGGER.info("reading %s as period %d of %s", input_path, target,
+                    job.horizon(state) or "an open horizon")
         digest = fingerprint(input_path)
         token = new_token()
         run_dir = store.run_dir(token)
@@ -482,6 +498,9 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
                                               state["pending"]["period"])
         release_dir.write_json_atomic(os.path.join(output_dir, MANIFEST), manifest)
         crash_point("manifested")
+        LOGGER.info("%s period %d of %s → %s", "released" if replaces is not None else
+                    "ingested (nothing released yet)", state["pending"]["period"],
+                    job.horizon(state) or "an open horizon", output_dir)
         done = {**state, "pending": None, "files": files}
         store.commit(version, done)
     except BaseException:
