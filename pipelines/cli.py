@@ -255,7 +255,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         check_beam_args(beam_args, f"{args.command} {getattr(args, 'action', '')}".strip(),
                         _command_options(parser, args))
         check_directory_options(args)
+        if args.command == "evaluate":
+            logs.LOGGER.info("reading the truth %s and the release %s", args.truth,
+                             args.synthetic)
         result = dispatch(args, logs.beam_log_args(beam_args, verbose))
+        if getattr(args, "report", None):
+            logs.LOGGER.info("report written → %s", args.report)
     except ParameterError as exc:  # a config's check: name the option that set the value
         print(f"continual-synth: error: {exc.for_command_line()}", file=sys.stderr)
         return 2
