@@ -24,7 +24,7 @@ from continual_synth.mechanisms.hierarchy import Bounds
 from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.synthesizer import PointsRelease
-from continual_synth.pipelines import lifecycle, release_dir
+from continual_synth.pipelines import lifecycle, logs, release_dir
 from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import check_format, detect_format, list_data_files
@@ -32,6 +32,8 @@ from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
                                                ReadPointBatches, ReleasePrivHP,
                                                SampleSyntheticPoints, point_schema,
                                                read_point_batches)
+from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
+                                                   CountPeriodsReleased, CountRecords)
 from continual_synth.transforms.write import WriteRecordBatches
 
 DEFAULT_SHARDS = 8
@@ -95,17 +97,22 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
             released = (pipeline
                         | "ReadPoints" >> reader
+                        | "CountRead" >> CountRecords(RECORDS_READ, progress="points read")
                         | "PrivHP" >> BuildPrivHP(config)
-                        | "Release" >> ReleasePrivHP(synthesizer, seed))
+                        | "Release" >> ReleasePrivHP(synthesizer, seed)
+                        | "CountPeriods" >> CountPeriodsReleased(lambda _: 1))
             _ = (released
                  | "SamplePoints" >> SampleSyntheticPoints(num_shards, bounds, columns,
                                                            on_release=save_manifest)
+                 | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
                  | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),
                                                  out_format, point_schema(columns)))
+        logs.record_metrics(pipeline)
 
+    logs.LOGGER.info("reading %s", input_path)
     return lifecycle.release_whole_run(output_dir, write, {"mode": "bounded run"},
                                        f"{input_path}: the pipeline finished without a "
-                                       f"manifest")
+                                       f"manifest", input_path)
 
 
 def read_unit_points(input_path: str, columns: Sequence[str], bounds: Bounds,

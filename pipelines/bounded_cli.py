@@ -68,8 +68,8 @@ def add_commands(commands, evaluate) -> None:
     run.add_argument("--format", dest="out_format", default="parquet",
                      choices=["parquet", "csv", "avro"], help="output format")
     run.add_argument("--clip", action="store_true",
-                     help="move points outside --bounds onto them (counted in the manifest) "
-                          "instead of failing")
+                     help="move points outside --bounds onto them instead of failing (the "
+                          "manifest says clipping was on, not how many: that is not private)")
     run.add_argument("--shards", type=POSITIVE_INT, default=8, help="shards of synthetic points")
     run.add_argument("--hash-seed", type=NON_NEGATIVE_INT, default=0,
                      help="public seed of the sketches' hash functions")
@@ -138,7 +138,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                                num_shards=args.shards, batch_rows=args.batch_rows,
                                beam_args=beam_args, depth_from=depth_from)
         keys = ("epsilon", "neighbor", "budget_split", "memory_counters", "samples",
-                "sampler", "for_publication", "clipped_points")
+                "sampler", "for_publication", "clip")
         return {"status": "released", "output": args.output,
                 **{k: manifest[k] for k in keys if k in manifest},
                 "depth": config.depth, "prune_k": config.prune_k}

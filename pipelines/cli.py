@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="continual-synth",
         description="Continual differentially private synthetic data (Apache Beam pipelines).")
-    parser.add_argument("--verbose", action="store_true", help="show Beam's logs")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="show Beam's logs (accepted anywhere on the line)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     _add_job_commands(commands, "window", "fixed-time-window synthesizer (Bun et al. 2024, "
@@ -240,12 +241,11 @@ def _command_options(parser: argparse.ArgumentParser, args) -> List[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    from continual_synth.pipelines import logs
+    argv, verbose = logs.strip_verbose(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
-    if args.verbose:
-        logging.getLogger().setLevel(logging.INFO)
-    else:  # Beam logs each failing DoFn's traceback at ERROR; the error is reported below
-        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+    logs.configure(f"{args.command} {getattr(args, 'action', '') or ''}".strip(), verbose)
     if beam_args and not beam_args[0].startswith("--"):
         parser.error(f"unrecognised arguments: {' '.join(beam_args)}")
     from continual_synth.mechanisms.accounting import BudgetExceededError
@@ -257,14 +257,23 @@ def main(argv: Optional[List[str]] = None) -> int:
         from continual_synth.transforms.storage import configure
         configure(beam_args)  # --s3_endpoint_url … reach the driver's reads and writes too
         check_directory_options(args)
-        result = dispatch(args, beam_args)
+        if args.command == "evaluate":
+            logs.LOGGER.info("reading the truth %s and the release %s", args.truth,
+                             args.synthetic)
+        result = dispatch(args, logs.beam_log_args(beam_args, verbose))
+        if getattr(args, "report", None):
+            logs.LOGGER.info("report written → %s", args.report)
     except ParameterError as exc:  # a config's check: name the option that set the value
         print(f"continual-synth: error: {exc.for_command_line()}", file=sys.stderr)
         return 2
     except (InputError, StateError, BudgetExceededError, ValueError) as exc:
         print(f"continual-synth: error: {_clean_message(exc)}", file=sys.stderr)
         return 2
-    print(json.dumps(result, indent=2, default=str))
+    from continual_synth.pipelines.provenance import tidy_floats
+    summary = logs.summary_line()
+    if summary:
+        logs.LOGGER.info(summary)
+    print(json.dumps(tidy_floats(result), indent=2, default=str))
     return 0
 
 

@@ -13,6 +13,12 @@ units).
   of the projected points, up to 200 000 points a side; :func:`w1_sliced`), a
   lower-variance distance that is at most W1.  Exact per-column 1-D W1 of the marginals is reported in every case.
 
+Every W1 is read against its **noise floor** (:func:`_floor`): the same W1 between two
+disjoint samples of the real points of the same size m (d = 1: m = min(n/2, synthetic
+points); d > 1: the OT subsample size).  ``w1_verdict`` says whether the release's W1 at
+that size is within the floor ("indistinguishable from a fresh real sample at this
+size") or how many times the floor it is.
+
 A report directory receives ``summary.json`` and PNG plots (histograms of real against
 synthetic per column; in d ≥ 2, 2-D histograms of the first two columns).
 """
@@ -28,6 +34,7 @@ from scipy import stats
 
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.pipelines import release_dir
+from continual_synth.pipelines.plots import privacy_subtitle
 from continual_synth.transforms.files import read_dataset
 from continual_synth.transforms.points import table_points
 
@@ -96,12 +103,19 @@ def wasserstein_summary(truth: np.ndarray, synthetic: np.ndarray, *, ot_points: 
     if dims == 1:
         out.update(w1=out["w1_marginals"][0], w1_method="exact (scipy.stats."
                    "wasserstein_distance, all points)")
+        m = int(min(truth.shape[0] // 2, synthetic.shape[0]))
+        if m >= 1:  # the floor: two disjoint real halves; the release against one of them
+            split = truth[rng.choice(truth.shape[0], 2 * m, replace=False)]
+            out.update(_floor(w1_exact_1d(split[:m], _subsample(synthetic, m, rng)),
+                              w1_exact_1d(split[:m], split[m:]), m, "exact 1-D W1"))
         return out
     m = int(min(ot_points, truth.shape[0], synthetic.shape[0]))
     out["w1_emd_subsample"] = w1_emd(_subsample(truth, m, rng), _subsample(synthetic, m, rng))
     if truth.shape[0] >= 2 * m:
         split = truth[rng.choice(truth.shape[0], 2 * m, replace=False)]
         out["w1_emd_truth_floor"] = w1_emd(split[:m], split[m:])
+        out.update(_floor(out["w1_emd_subsample"], out["w1_emd_truth_floor"], m,
+                          "exact optimal transport"))
     s_truth = _subsample(truth, SLICED_MAX_POINTS, rng)
     s_synth = _subsample(synthetic, SLICED_MAX_POINTS, rng)
     out["w1_sliced"] = w1_sliced(s_truth, s_synth, projections, seed)
@@ -113,6 +127,23 @@ def wasserstein_summary(truth: np.ndarray, synthetic: np.ndarray, *, ot_points: 
                           f"directions), up to {SLICED_MAX_POINTS} points per side"),
                ot_points=m, projections=projections)
     return out
+
+
+def _floor(w1: float, floor: float, m: int, method: str) -> Dict:
+    """W1 of the release next to its noise floor: the same W1 between two disjoint real
+    samples of the same size ``m``, and whether the release is within it."""
+    if w1 <= floor:
+        verdict = (f"W1 {w1:.5g} is within the sampling floor {floor:.5g}: "
+                   f"indistinguishable from a fresh real sample at this size")
+    else:
+        verdict = (f"W1 {w1:.5g} is {w1 / floor:.3g}× the sampling floor {floor:.5g} "
+                   f"(real against real at the same size)" if floor > 0 else
+                   f"W1 {w1:.5g} against a sampling floor of 0")
+    return {"w1_same_size": w1, "w1_floor": floor, "w1_within_floor": bool(w1 <= floor),
+            "w1_floor_method": (f"{method} between two disjoint uniform samples of {m} real "
+                                f"points (the floor), and between {m} real and {m} "
+                                f"synthetic points (w1_same_size)"),
+            "w1_verdict": verdict}
 
 
 def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str],
@@ -143,19 +174,25 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
         summary["depth"] = manifest.get("parameters", {}).get("depth")
     if report_dir:
         os.makedirs(report_dir, exist_ok=True)
-        summary["plots"] = plot_points(truth, synthetic, columns, report_dir)
+        subtitle = privacy_subtitle(manifest, unit="point")
+        if "w1_verdict" in summary:
+            subtitle += "\n" + summary["w1_verdict"]
+        summary["plots"] = plot_points(truth, synthetic, columns, report_dir, subtitle)
         release_dir.write_json_atomic(os.path.join(report_dir, "summary.json"), summary)
     return summary
 
 
 def plot_points(truth: np.ndarray, synthetic: np.ndarray, columns: Sequence[str],
-                report_dir: str) -> list:
+                report_dir: str, subtitle: str = "") -> list:
     """Histograms per column (real against synthetic) and, in d ≥ 2, side-by-side 2-D
-    histograms of the first two columns.  Returns the files written."""
+    histograms of the first two columns, each titled with ``subtitle`` (the release's
+    privacy and its W1 against the floor).  Returns the files written."""
     written = []
     dims = truth.shape[1]
-    fig = Figure(figsize=(4.5 * dims, 3.5))
+    fig = Figure(figsize=(max(4.5 * dims, 8.0), 4.2))
     FigureCanvasAgg(fig)
+    fig.suptitle(f"Real and synthetic points, per column\n{subtitle}".strip(),
+                 fontsize="medium")
     for j in range(dims):
         ax = fig.add_subplot(1, dims, j + 1)
         lo = min(truth[:, j].min(), synthetic[:, j].min())
@@ -171,8 +208,10 @@ def plot_points(truth: np.ndarray, synthetic: np.ndarray, columns: Sequence[str]
     fig.savefig(path, dpi=100)
     written.append(path)
     if dims >= 2:
-        fig = Figure(figsize=(10, 4.5))
+        fig = Figure(figsize=(10, 5.2))
         FigureCanvasAgg(fig)
+        fig.suptitle(f"Real and synthetic points, {columns[0]} × {columns[1]}\n"
+                     f"{subtitle}".strip(), fontsize="medium")
         ranges = [[min(truth[:, j].min(), synthetic[:, j].min()),
                    max(truth[:, j].max(), synthetic[:, j].max())] for j in (0, 1)]
         for i, (name, pts) in enumerate((("real", truth), ("synthetic", synthetic))):

@@ -15,7 +15,8 @@ from typing import Optional
 import numpy as np
 
 from continual_synth.pipelines.evaluate_window import SYNTHETIC_COLUMNS, panel_indices
-from continual_synth.pipelines.plots import plot_error_over_time, plot_query_panels
+from continual_synth.pipelines.plots import (plot_error_over_time, plot_query_panels,
+                                             privacy_subtitle)
 from continual_synth.pipelines.release_dir import read_json
 from continual_synth.transforms.files import InputError, read_dataset
 
@@ -93,16 +94,22 @@ def write_report(summary: dict, shares_true: np.ndarray, shares_synthetic: np.nd
     with open(os.path.join(report_dir, "summary.json"), "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, allow_nan=False)
     periods = [row["period"] for row in summary["periods"]]
+    subtitle = privacy_subtitle(summary["manifest"])
+    beta = summary["error_bound"]["beta"]
     plot_error_over_time(
-        periods, {"max_b |synthetic − true| / n": [row["max_abs_error_proportion"]
-                                                   for row in summary["periods"]]},
+        periods, {"count error, max over thresholds b: |synthetic − true| / n":
+                  [row["max_abs_error_proportion"] for row in summary["periods"]]},
         summary["error_bound"]["proportion"], os.path.join(report_dir, "cumulative_error.png"),
         "Cumulative counts: worst error over thresholds b, per period",
-        bound_label="error bound (counters' tails, Lemma 4.2)")
+        bound_label=f"error bound / n (Lemma 4.2, counters' tails; probability ≥ {1 - beta:g}, "
+                    f"all b and t)",
+        subtitle=subtitle,
+        notes="synthetic, true: people with at least b ones in periods 1..t, in the release "
+              "and in the real panel; n: real people.")
     thresholds = range(1, min(SHARE_THRESHOLDS, len(periods)) + 1)
     panels = {f"at least {b} one{'s' if b > 1 else ''} so far":
               {"truth": shares_true[:, b], "synthetic": shares_synthetic[:, b]}
               for b in thresholds}
     plot_query_panels(periods, panels, os.path.join(report_dir, "cumulative_shares.png"),
                       "Share of people with at least b ones by period (Figure 8 style)",
-                      xlabel="period t")
+                      xlabel="period t", subtitle=subtitle)

@@ -28,7 +28,8 @@ import pyarrow as pa
 from numpy.lib.stride_tricks import sliding_window_view
 
 from continual_synth.mechanisms.panel import decode_windows, encode_values, pivot, window_histograms
-from continual_synth.pipelines.plots import plot_error_over_time, plot_query_panels
+from continual_synth.pipelines.plots import (plot_error_over_time, plot_query_panels,
+                                             privacy_subtitle)
 from continual_synth.transforms.files import InputError, read_dataset
 
 MANIFEST_NAME = "manifest.json"
@@ -344,16 +345,26 @@ def write_report(summary: dict, report_dir: str) -> None:
     with open(os.path.join(report_dir, "summary.json"), "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, allow_nan=False)
     rows = summary["periods"]
+    k, beta = summary["window"], summary["error_bound"]["beta"]
+    subtitle = privacy_subtitle(summary["manifest"])
     plot_error_over_time(
         [row["period"] for row in rows],
-        {"debiased: max_s |p − n_pad − C| / n":
-             [row["max_abs_error_proportion"] for row in rows],
-         "raw: max_s |p / n* − C / n|":
-             [row["raw_max_abs_error_proportion"] for row in rows]},
+        {"debiased count error, max over patterns: |p − n_pad − C| / n":
+             [row["max_abs_error_proportion"] for row in rows]},
         bound=summary["error_bound"]["proportion"],
+        bound_label=f"Theorem 3.2 bound λ/n (holds with probability ≥ {1 - beta:g} "
+                    f"for debiased counts)",
+        uncovered={"raw share error, max over patterns: |p / n* − C / n|":
+                   [row["raw_max_abs_error_proportion"] for row in rows]},
         path=os.path.join(report_dir, "window_error.png"),
-        title=f"Window histogram error per period (k = {summary['window']},"
-              f" n = {summary['num_people']}, n_pad = {summary['n_pad']})")
+        title=f"Window histogram error per period (k = {k},"
+              f" n = {summary['num_people']}, n_pad = {summary['n_pad']})",
+        subtitle=subtitle,
+        notes=(f"p: synthetic people whose {k}-period window ending at t shows a pattern; "
+               f"C: real people with that pattern; n: real people;\n"
+               f"n*: synthetic people ({summary['num_synthetic']}, padding included); "
+               f"n_pad: padding people per pattern (subtract it to debias); "
+               f"λ: Theorem 3.2's error bound on every debiased count."))
 
     queries = summary["queries"]
     panels = {}
@@ -369,7 +380,9 @@ def write_report(summary: dict, report_dir: str) -> None:
         plot_query_panels(query_periods, panels,
                           path=os.path.join(report_dir, "quarterly_queries.png"),
                           title=f"Proportion with value {queries['positive_value']!r} in the"
-                                f" {QUERY_WINDOW} periods ending at t (quarter ends marked)",
+                                f" {QUERY_WINDOW} periods ending at t (quarter ends marked;"
+                                f" no error bound is claimed for these queries)",
+                          subtitle=subtitle,
                           marked_periods=[t for t in query_periods if t % QUERY_WINDOW == 0])
 
 

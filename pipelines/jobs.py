@@ -21,13 +21,16 @@ import numpy as np
 from continual_synth.mechanisms import emission
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.panel_synthesizers import synthesizer_from_dict
-from continual_synth.pipelines import lifecycle, release_dir
+from continual_synth.pipelines import lifecycle, logs, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import (PanelColumns, missing_code, pipeline_options,
                                                record_schema)
 from continual_synth.transforms import storage
 from continual_synth.transforms.emit import EmitSyntheticPanel, emit_shard_period
 from continual_synth.transforms.files import check_format
+from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
+                                                   CountPeriodsReleased, CountRecords,
+                                                   counting_rejections)
 from continual_synth.transforms.histogram import (PanelStatistics, SumArrays,
                                                   step_shard_statistics)
 from continual_synth.transforms.read import ReadRecordBatches
@@ -73,20 +76,27 @@ def run(model, input_path: str, output_dir: str, *,
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
             statistics = (pipeline
                           | "Read" >> reader
+                          | "CountRead" >> CountRecords(RECORDS_READ)
                           | "Validate" >> ValidatePanelBatches(
                               columns.id_col, columns.period_col, columns.value_col,
                               model.alphabet, (1, model.horizon), where=input_path)
                           | "Shard" >> GroupByShard(num_shards)
                           | "Statistics" >> PanelStatistics(model, fill, where=input_path))
-            plan = statistics | "Synthesize" >> SynthesizePanel(model, num_shards, seed)
+            plan = (statistics
+                    | "Synthesize" >> SynthesizePanel(model, num_shards, seed)
+                    | "CountPeriods" >> CountPeriodsReleased(
+                        lambda p: len(p["manifest"]["periods_released"])))
             written = (plan
                        | "Emit" >> EmitSyntheticPanel(num_shards, model)
+                       | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
                        | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),
                                                        out_format, record_schema(model.alphabet)))
             save_manifest_after(written, plan, plan_path)
+        logs.record_metrics(pipeline)
 
+    logs.LOGGER.info("reading %s (periods 1..%d)", input_path, model.horizon)
     return lifecycle.release_whole_run(output_dir, write, {"format": out_format, "mode": "run"},
-                                       f"{input_path}: the panel holds no records")
+                                       f"{input_path}: the panel holds no records", input_path)
 
 
 # --------------------------------------------------------------------- incremental
@@ -158,11 +168,14 @@ class PanelJob(IncrementalJob):
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
             (pipeline
              | "Shards" >> beam.Create(range(state["num_shards"]))
+             | "CountPeriod" >> CountPeriodsReleased(lambda shard: int(shard == 0))
              | "Reshuffle" >> beam.Reshuffle()
              | "EmitShard" >> beam.FlatMap(lambda shard: _emit_step_shard(
                  model, shard, period, plan, before, after))
+             | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
              | "Write" >> WriteRecordBatches(storage.join(staging_dir, "synthetic"),
                                              state["format"], record_schema(model.alphabet)))
+        logs.record_metrics(pipeline)
         replaces = "synthetic-t*" if creates else f"synthetic-t{period:04d}-*"
         return replaces, {**state["files"], "synthetic": store.relative(after)}
 
@@ -215,6 +228,7 @@ def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
         batches = (pipeline
                    | "Read" >> reader
+                   | "CountRead" >> CountRecords(RECORDS_READ)
                    | "Validate" >> _ValidatePeriod(columns, model.alphabet, period, input_path))
         grouped = batches | "Shard" >> GroupByShard(num_shards)
         every_shard = pipeline | "AllShards" >> beam.Create([(j, None) for j in range(num_shards)])
@@ -224,6 +238,7 @@ def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[
              | "Counts" >> beam.MapTuple(lambda people, counts: np.concatenate([[people], counts]))
              | "Sum" >> beam.CombineGlobally(SumArrays())
              | "Save" >> beam.Map(lambda total: storage.save_array(result_path, total)))
+    logs.record_metrics(pipeline)
     total = storage.load_array(result_path)
     storage.remove(result_path)
     if total[0] == 0:
@@ -245,8 +260,7 @@ class _ValidatePeriod(beam.PTransform):
             batches | beam.Map(lambda t: columns.period_col in t.column_names)
             | beam.CombineGlobally(all))
         return batches | "EncodePeriod" >> beam.Map(
-            lambda table, with_period: _encode_step_batch(table, columns, alphabet, period,
-                                                          where, with_period),
+            counting_rejections(_encode_step_batch), columns, alphabet, period, where,
             with_period=has_period)
 
 

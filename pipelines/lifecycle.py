@@ -30,6 +30,7 @@ Two forms, both all-or-nothing:
 from __future__ import annotations
 
 import errno
+import logging
 import fcntl
 import hashlib
 import os
@@ -42,11 +43,12 @@ from contextlib import contextmanager
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
 from continual_synth.mechanisms.errors import InputError, StateError
-from continual_synth.pipelines import conditional_create, release_dir
+from continual_synth.pipelines import conditional_create, provenance, release_dir
 from continual_synth.transforms import storage
-from continual_synth.transforms.files import list_data_files
+from continual_synth.transforms.files import digest_data_files
 
 MANIFEST = "manifest.json"
+LOGGER = logging.getLogger("continual_synth")
 CRASH_VARIABLE = "CONTINUAL_SYNTH_CRASH_AT"
 #: phase boundaries of a step, in order (see the module docstring)
 PHASES = ("owned", "computed", "committed", "staged", "published", "manifested", "done")
@@ -398,14 +400,17 @@ def _output_claim(output_dir: str) -> Iterator[None]:
 
 
 def release_whole_run(output_dir: str, write: Callable[[str, str], None],
-                      extras: Dict, empty_message: str) -> Dict:
+                      extras: Dict, empty_message: str, input_path: Optional[str] = None
+                      ) -> Dict:
     """The staged whole-run release of a batch job.
 
     ``write(staging_dir, plan_path)`` runs the job's pipeline: it writes the data files
     into ``staging_dir`` and the manifest as a JSON document at ``plan_path`` (hidden,
     inside the staging directory), or no manifest if the input held no records
     (``empty_message``).  The files are published only if it succeeded, then
-    ``manifest.json`` (its document updated by ``extras``), last.  Of two runs into
+    ``manifest.json`` (its document updated by ``extras`` and finished by
+    :func:`continual_synth.pipelines.provenance.finish_manifest` with ``input_path``'s
+    fingerprint), last.  Of two runs into
     one output directory, the second to publish is refused and publishes nothing.
     """
     check_fresh_output(output_dir)
@@ -422,9 +427,21 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
             # files without a manifest are a crashed publication's: never a release
             release_dir.publish_staged_files(staged, output_dir, replace_glob="synthetic-*")
             crash_point("published")
-            manifest.update(extras)
+            manifest = provenance.finish_manifest({**manifest, **extras}, input_path)
             release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), manifest)
+    LOGGER.info("released %s → %s", _periods_text(manifest), output_dir)
     return manifest
+
+
+def _periods_text(manifest: Dict) -> str:
+    """``periods 1..12`` of a whole-run manifest (``periods_released``: a list of periods
+    or their number), or ``the release``."""
+    periods = manifest.get("periods_released")
+    if isinstance(periods, int) and periods > 0:
+        periods = [1, periods]
+    if periods:
+        return f"periods {periods[0]}..{periods[-1]}"
+    return "the release"
 
 
 # ------------------------------------------------------------------- the step
@@ -434,12 +451,8 @@ def fingerprint(path: str) -> str:
     """SHA-256 of the input's absolute path and bytes: recognises a re-run of a step (the
     same file again).  Identical contents at another path are another period's file;
     ``--period`` settles any doubt."""
-    digest = hashlib.sha256(storage.absolute(path).encode())
-    for file_path in list_data_files(path):
-        with storage.open_read(file_path) as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
+    return digest_data_files(hashlib.sha256(storage.absolute(path).encode()),
+                             path).hexdigest()
 
 
 class IncrementalJob:
@@ -523,11 +536,14 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
             if period not in (None, pending["period"]) or seen not in (None, pending["period"]):
                 raise StateError(f"period {pending['period']} was computed but not published "
                                  f"(interrupted run); re-run the step with that period's file")
-            return _publish(job, store, version, state, output_dir, beam_args, resumed=True)
+            return _publish(job, store, version, state, output_dir, beam_args, resumed=True,
+                            input_path=input_path)
         target = _check_order(job, state, input_path, period)
         if isinstance(target, dict):
             return target
         job.check_step(state, target)  # budget, before reading any data
+        LOGGER.info("reading %s as period %d of %s", input_path, target,
+                    job.horizon(state) or "an open horizon")
         digest = fingerprint(input_path)
         token = new_token()
         run_dir = store.run_dir(token)
@@ -546,7 +562,8 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         if token not in store.named_runs(new_state):  # scratch only
             storage.remove_tree(run_dir)
         crash_point("committed")
-        return _publish(job, store, version, new_state, output_dir, beam_args, resumed=False)
+        return _publish(job, store, version, new_state, output_dir, beam_args, resumed=False,
+                        input_path=input_path)
 
 
 def _check_order(job: IncrementalJob, state: Dict, input_path: str, period: Optional[int]):
@@ -570,7 +587,7 @@ def _check_order(job: IncrementalJob, state: Dict, input_path: str, period: Opti
 
 
 def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
-             output_dir: str, beam_args, resumed: bool) -> Dict:
+             output_dir: str, beam_args, resumed: bool, input_path: str) -> Dict:
     """Emit the pending release, publish it and the manifest, commit nothing pending."""
     token = new_token()
     run_dir = store.run_dir(token)
@@ -588,8 +605,13 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
             else:
                 storage.remove_tree(staged)
         crash_point("published")
-        release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), job.manifest(state))
+        manifest = provenance.finish_manifest(job.manifest(state), input_path,
+                                              state["pending"]["period"])
+        release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), manifest)
         crash_point("manifested")
+        LOGGER.info("%s period %d of %s → %s", "released" if replaces is not None else
+                    "ingested (nothing released yet)", state["pending"]["period"],
+                    job.horizon(state) or "an open horizon", output_dir)
         done = {**state, "pending": None, "files": files}
         store.commit(version, done)
     except BaseException:

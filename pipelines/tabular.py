@@ -29,12 +29,14 @@ from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.marginals import Domain
 from continual_synth.mechanisms.synthesizer import TableRelease, period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-from continual_synth.pipelines import lifecycle
+from continual_synth.pipelines import lifecycle, logs
 from continual_synth.pipelines.jobs import save_manifest_after
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import check_format, read_dataset
+from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
+                                                   CountPeriodsReleased, CountRecords)
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.tabular import (EmitSyntheticTables, PeriodWorkloadHistograms,
                                                 emission_tasks, fold_tabular_stream,
@@ -81,27 +83,32 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
             plan = (pipeline
                     | "Read" >> reader
+                    | "CountRead" >> CountRecords(RECORDS_READ)
                     | "Histograms" >> PeriodWorkloadHistograms(
                         domain, synthesizer.workloads, period_col,
                         horizon=synthesizer.horizon, where=input_path)
                     | "AllPeriods" >> beam.combiners.ToList()
                     | "Synthesize" >> beam.Map(
                         lambda counts: fold_tabular_stream(counts, synthesizer, seed,
-                                                           synthesizer.horizon)))
+                                                           synthesizer.horizon))
+                    | "CountPeriods" >> CountPeriodsReleased(lambda p: len(p["releases"])))
             increments = plan | "Increments" >> beam.Map(
                 lambda p: increment_codes(p["releases"], len(domain.names)))
             written = (plan
                        | "Tasks" >> beam.FlatMap(lambda p: emission_tasks(p["releases"]))
                        | "Emit" >> EmitSyntheticTables(domain, increments, period_col)
+                       | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
                        | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),
                                                        out_format, schema))
             save_manifest_after(written, plan, plan_path)
+        logs.record_metrics(pipeline)
 
     extras = {"sampler": "opendp" if seed is None else "seeded",
               "for_publication": seed is None, "format": out_format, "mode": "run",
               "period_col": period_col}
+    logs.LOGGER.info("reading %s", input_path)
     return lifecycle.release_whole_run(output_dir, write, extras,
-                                       f"{input_path}: the stream holds no records")
+                                       f"{input_path}: the stream holds no records", input_path)
 
 
 # --------------------------------------------------------------------- incremental
@@ -165,11 +172,15 @@ class TabularJob(IncrementalJob):
         schema = synthetic_schema(domain, state["period_col"])
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
             codes = pipeline | "Table" >> beam.Create([table])
+            _ = (pipeline | "Period" >> beam.Create([period])
+                 | "CountPeriod" >> CountPeriodsReleased(lambda _: 1))
             (pipeline
              | "Tasks" >> beam.Create(tasks)
              | "Emit" >> EmitSyntheticTables(domain, codes, state["period_col"])
+             | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
              | "Write" >> WriteRecordBatches(storage.join(staging_dir, "synthetic"),
                                              state["format"], schema))
+        logs.record_metrics(pipeline)
         return f"synthetic-t{period:04d}-*", files
 
     def manifest(self, state: Dict) -> Dict:
@@ -206,10 +217,12 @@ def _period_histograms(synthesizer: TabularSynthesizer, input_path: str,
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
         _ = (pipeline
              | "Read" >> reader
+             | "CountRead" >> CountRecords(RECORDS_READ)
              | "Histograms" >> PeriodWorkloadHistograms(
                  synthesizer.domain, synthesizer.workloads, period_col, period=period,
                  where=input_path)
              | "Save" >> beam.MapTuple(lambda _, counts: storage.save_array(result_path, counts)))
+    logs.record_metrics(pipeline)
     if not storage.is_file(result_path):
         raise InputError(f"{input_path}: no records for period {period}")
     counts = storage.load_array(result_path)

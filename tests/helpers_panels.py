@@ -105,6 +105,22 @@ def snapshot(directory: str) -> Dict[str, bytes]:
     return out
 
 
+def without_provenance(manifest: Dict) -> Dict:
+    """A manifest without its ``provenance`` block (creation time, input digest): what two
+    runs releasing the same thing must agree on."""
+    return {key: value for key, value in manifest.items() if key != "provenance"}
+
+
+def release_snapshot(directory: str, hidden: bool = False) -> Dict[str, object]:
+    """The files of a release (relative path → bytes; hidden ones only if ``hidden``),
+    the manifest parsed and without its provenance: compare two runs' releases."""
+    out = {name: data for name, data in snapshot(directory).items()
+           if hidden or not name.startswith(".")}
+    if "manifest.json" in out:
+        out["manifest.json"] = without_provenance(json.loads(out["manifest.json"]))
+    return out
+
+
 def sorted_records(release_dir: str) -> pa.Table:
     """All released records, types normalised (CSV/Avro read back as int64; every field
     nullable, as CSV readers make them), sorted."""

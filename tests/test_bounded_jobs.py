@@ -193,7 +193,7 @@ def test_cli_errors_exit_2_with_a_clear_message(data, tmp_path, extra, message):
     # later options override earlier ones (argparse keeps the last)
     code, _, err = run_cli(args + extra)
     assert code == 2
-    assert message in err and err.startswith("continual-synth: error:")
+    assert message in err and err.splitlines()[-1].startswith("continual-synth: error:")
     assert no_release(str(tmp_path / "o"))
 
 

@@ -41,7 +41,8 @@ from continual_synth.pipelines.lifecycle import PHASES, StateDir, load_state
 from continual_synth.transforms.files import read_dataset, write_file
 
 from helpers_panels import (clone_incremental, long_table, markov_codes,
-                            snapshot, staging_leftovers, write_period_files)
+                            release_snapshot, snapshot, staging_leftovers,
+                            write_period_files)
 
 SEED, SHARDS = 3, 2
 T = 4
@@ -147,8 +148,9 @@ SYNTHESIZERS = {"window": _window, "cumulative": _cumulative, "tabular": _tabula
 
 
 def _outcome(state, out):
-    """What must not depend on crashes: the release's bytes and the ledger."""
-    return snapshot(out), load_state(state)["synthesizer_state"]["ledger"]
+    """What must not depend on crashes: the release's bytes (the manifest's provenance
+    aside: its creation time) and the ledger."""
+    return release_snapshot(out, hidden=True), load_state(state)["synthesizer_state"]["ledger"]
 
 
 def _orphans(state, named_by=None):
@@ -376,8 +378,7 @@ def test_a_killed_run_publishes_no_release_and_a_rerun_completes_it(phase, tmp_p
     assert code == -signal.SIGKILL, stderr
     assert not os.path.exists(os.path.join(out, "manifest.json"))
     window_jobs.run(panel, out, config, **options)
-    visible = {name: data for name, data in snapshot(out).items() if not name.startswith(".")}
-    assert visible == snapshot(reference)
+    assert release_snapshot(out) == release_snapshot(reference)  # provenance aside
 
 
 def test_colliding_runs_publish_one_release(tmp_path):
@@ -400,5 +401,4 @@ def test_colliding_runs_publish_one_release(tmp_path):
     assert cli.main(["window", "run", "--input", panel, "--output", reference, "--window",
                      "2", "--horizon", "3", "--rho", "4", "--seed", str(winner),
                      "--shards", "2"]) == 0
-    visible = {name: data for name, data in snapshot(out).items() if not name.startswith(".")}
-    assert visible == snapshot(reference)
+    assert release_snapshot(out) == release_snapshot(reference)  # provenance aside

@@ -70,6 +70,16 @@ def list_data_files(path: str) -> List[str]:
     return out
 
 
+def digest_data_files(digest, path: str):
+    """Feed the bytes of ``path``'s data files, in listing order, into the hashlib
+    ``digest`` and return it (the one rule for an input's content digest)."""
+    for file_path in list_data_files(path):
+        with storage.open_read(file_path) as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest
+
+
 def read_file(path: str, fmt: Optional[str] = None) -> pa.Table:
     """One data file as an Arrow table."""
     fmt = detect_format(path, fmt)

@@ -26,6 +26,7 @@ from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
                                                   workload_histograms)
+from continual_synth.transforms.monitoring import Progress
 
 ROWS_PER_SHARD = 500_000
 
@@ -162,6 +163,7 @@ def fold_tabular_stream(period_counts: Sequence[Tuple[int, np.ndarray]], synthes
     width = synthesizer.histogram_width
     state = synthesizer.initial_state()
     releases, empty = [], []
+    progress = Progress(last, "periods done")
     for period in range(1, last + 1):
         counts = by_period.get(period)
         if counts is None:
@@ -169,6 +171,7 @@ def fold_tabular_stream(period_counts: Sequence[Tuple[int, np.ndarray]], synthes
             empty.append(period)
         state, release = synthesizer.step(state, counts[1:], period_sampler(seed, period))
         releases.append(release)
+        progress.advance()
     manifest = synthesizer.manifest(state)
     manifest["empty_periods"] = empty
     return {"releases": releases, "manifest": manifest}

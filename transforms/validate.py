@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.panel import encode_values
+from continual_synth.transforms.monitoring import counting_rejections
 
 
 def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
@@ -64,4 +65,4 @@ class ValidatePanelBatches(beam.PTransform):
         args = self._args
         return (batches
                 | "DropEmpty" >> beam.Filter(lambda table: table.num_rows > 0)
-                | "Encode" >> beam.Map(lambda table: encode_panel_batch(table, *args)))
+                | "Encode" >> beam.Map(counting_rejections(encode_panel_batch), *args))

@@ -1,0 +1,123 @@
+"""Visible work (issue 10, item 5): one log line per stage, Beam quiet unless --verbose
+(anywhere on the line), Beam Metrics counters in the job's summary, progress lines."""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+
+from continual_synth.pipelines import logs
+from continual_synth.pipelines.cli import main
+from continual_synth.transforms import monitoring
+from continual_synth.transforms.files import read_dataset, write_file
+
+from helpers_panels import long_table, markov_codes
+
+CONSOLE_SCRIPT = os.path.join(os.path.dirname(sys.executable), "continual-synth")
+PEOPLE, T = 120, 4
+SUMMARY = re.compile(r"done in [\d.]+ s: records read (\d+), rejected (\d+), periods released "
+                     r"(\d+), synthetic records written (\d+)$")
+
+
+@pytest.fixture(scope="module")
+def panel(tmp_path_factory):
+    root = tmp_path_factory.mktemp("monitoring")
+    path = str(root / "panel.parquet")
+    write_file(long_table(markov_codes(PEOPLE, T, seed=8)), path, "parquet")
+    return root, path
+
+
+def _window_run(path, out, *extra):
+    return ["window", "run", "--input", path, "--output", out, "--window", "2",
+            "--horizon", str(T), "--rho", "2", "--seed", "3", "--shards", "2", *extra]
+
+
+def test_strip_verbose_anywhere():
+    assert logs.strip_verbose(["window", "-v", "run", "--rho", "1", "--verbose"]) == \
+        (["window", "run", "--rho", "1"], True)
+    assert logs.strip_verbose(["window", "run"]) == (["window", "run"], False)
+    assert logs.beam_log_args(["--runner", "x"], False) == \
+        ["--runner", "x", "--default_sdk_harness_log_level=ERROR"]
+    assert logs.beam_log_args(["--default_sdk_harness_log_level=INFO"], False) == \
+        ["--default_sdk_harness_log_level=INFO"]
+    assert logs.beam_log_args([], True) == []
+
+
+def _lines(err: str, job: str):
+    lines = err.strip().splitlines()
+    assert lines and all(line.startswith(f"continual-synth {job}: ") for line in lines), lines
+    return [line[len(f"continual-synth {job}: "):] for line in lines]
+
+
+def test_stage_lines_and_counters_match_the_release(panel, tmp_path, capsys):
+    _, path = panel
+    out = str(tmp_path / "out")
+    assert main(_window_run(path, out)) == 0
+    lines = _lines(capsys.readouterr().err, "window run")
+    assert lines[0] == f"reading {path} (periods 1..{T})"
+    assert lines[1] == f"released periods 1..{T} → {out}"
+    read, rejected, periods, written = map(int, SUMMARY.match(lines[-1]).groups())
+    assert len(lines) == 3
+    assert read == PEOPLE * T and rejected == 0 and periods == T
+    assert written == read_dataset(out).num_rows > 0
+
+
+def test_verbose_after_the_subcommand_shows_beam_logging(panel, tmp_path, caplog):
+    _, path = panel
+    for flag, shown in (("--verbose", True), ("-v", True), (None, False)):
+        caplog.clear()
+        extra = [flag] if flag else []
+        assert main(_window_run(path, str(tmp_path / f"out{flag}"), *extra)) == 0
+        beam_info = [r for r in caplog.records
+                     if r.name.startswith("apache_beam") and r.levelno == logging.INFO]
+        assert bool(beam_info) == shown, flag
+
+
+@pytest.mark.skipif(not os.path.exists(CONSOLE_SCRIPT), reason="console script not installed")
+def test_multi_processing_run_prints_no_worker_logging(panel, tmp_path):
+    """Before: 42 lines of SDK-harness logging on stderr; now the job's own lines and at
+    most the 4 lines each worker logs while importing Beam, before Beam applies
+    --default_sdk_harness_log_level (2 workers × 2)."""
+    _, path = panel
+    ran = subprocess.run([CONSOLE_SCRIPT, *_window_run(path, str(tmp_path / "out")),
+                          "--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    ours = [line for line in lines if line.startswith("continual-synth window run: ")]
+    assert len(ours) == 3 and len(lines) - len(ours) <= 4, lines
+    assert not any("sdk_worker" in line or "Pipeline_options" in line for line in lines)
+    read, _, periods, _ = map(int, SUMMARY.search(ours[-1]).groups())
+    assert read == PEOPLE * T and periods == T
+
+
+def test_progress_lines_are_rate_limited(caplog):
+    progress = monitoring.Progress(40, "periods done", seconds=3600)
+    with caplog.at_level(logging.INFO, logger="continual_synth"):
+        for _ in range(40):
+            progress.advance()
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 10  # one per tenth, not one per period
+    assert messages[0].startswith("periods done 4 of 40") and \
+        messages[-1].startswith("periods done 40 of 40")
+
+
+def test_tabular_run_reports_periods_done(tmp_path, capsys):
+    path = str(tmp_path / "stream.csv")
+    write_file(pa.table({"period": [1, 1, 2, 2, 3, 3], "a": [0, 1, 1, 0, 1, 1],
+                         "b": [1, 1, 0, 0, 1, 0]}), path, "csv")
+    domain = tmp_path / "domain.json"
+    domain.write_text('{"a": [0, 1], "b": [0, 1]}')
+    assert main(["tabular", "run", "--input", path, "--output", str(tmp_path / "out"),
+                 "--domain", str(domain), "--epsilon", "1", "--seed", "1"]) == 0
+    lines = _lines(capsys.readouterr().err, "tabular run")
+    assert [line.split(" (")[0] for line in lines if line.startswith("periods done")] == \
+        ["periods done 1 of 3", "periods done 2 of 3", "periods done 3 of 3"]
+    read, rejected, periods, written = map(int, SUMMARY.match(lines[-1]).groups())
+    assert (read, rejected, periods) == (6, 0, 3)
+    assert written == read_dataset(str(tmp_path / "out")).num_rows

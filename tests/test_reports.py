@@ -1,0 +1,67 @@
+"""Reports a statistician reads (issue 10, item 6): plots say what each line is, show the
+privacy and the neighbouring relation, share y-axes where panels are compared, keep
+what a bound does not cover off its axis; `evaluate bounded` reads W1 against its floor."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from continual_synth.pipelines import plots
+from continual_synth.pipelines.evaluate_bounded import wasserstein_summary
+
+WINDOW_MANIFEST = {"rho": 0.05, "epsilon": 1.4715947562, "delta": 1e-6, "neighbor": "replace"}
+
+
+def test_privacy_subtitle_names_the_budget_and_the_relation():
+    assert plots.privacy_subtitle(WINDOW_MANIFEST) == \
+        "ρ = 0.05 zCDP (ε = 1.47 at δ = 1e-06) · neighbours: replace one person's data"
+    assert plots.privacy_subtitle({"epsilon": 1.0, "neighbor": "add-remove"}, unit="point") == \
+        "ε = 1 (pure ε-DP) · neighbours: add or remove one point"
+    assert "unknown" in plots.privacy_subtitle({})
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig) or path)
+    return drawn
+
+
+def test_error_plot_keeps_uncovered_series_off_the_bound_axis(figures):
+    plots.plot_error_over_time([3, 4], {"debiased": [0.01, 0.02]}, 0.05, "x.png", "title",
+                               subtitle=plots.privacy_subtitle(WINDOW_MANIFEST),
+                               uncovered={"raw": [0.2, 0.3]}, notes="p: synthetic people")
+    fig = figures[0]
+    covered, uncovered, notes = fig.axes
+    assert [line.get_label() for line in covered.get_lines()] == \
+        ["debiased", "Theorem 3.2 bound λ/n"]
+    assert [line.get_label() for line in uncovered.get_lines()] == ["raw"]
+    assert "NOT covered" in uncovered.get_title()
+    assert covered.get_ylim()[1] >= 0.05  # the bound is in view
+    assert "ρ = 0.05" in fig._suptitle.get_text() and "replace" in fig._suptitle.get_text()
+    assert notes.texts[0].get_text() == "p: synthetic people"
+
+
+def test_query_panels_share_one_y_axis(figures):
+    panels = {name: {"truth": [0.1, 0.2], "synthetic": [0.15, 0.9 if name == "b" else 0.2]}
+              for name in ("a", "b", "c")}
+    plots.plot_query_panels([1, 2], panels, "x.png", "title", subtitle="ε = 1")
+    axes = [ax for ax in figures[0].axes if ax.get_visible()]
+    assert len(axes) == 3
+    assert len({ax.get_ylim() for ax in axes}) == 1 and axes[0].get_ylim()[1] >= 0.9
+
+
+@pytest.mark.parametrize("dims", [1, 2])
+def test_w1_is_read_against_its_floor(dims):
+    """A fresh sample of the real distribution sits near the floor (the two are W1s of
+    independent same-size samples: their ratio is near 1); a shifted one is far above."""
+    rng = np.random.default_rng(5)
+    truth = rng.normal(size=(6000, dims))
+    fresh = wasserstein_summary(truth, rng.normal(size=(3000, dims)), ot_points=600,
+                                projections=16)
+    assert 0.6 < fresh["w1_same_size"] / fresh["w1_floor"] < 1.7, fresh
+    assert ("within the sampling floor" in fresh["w1_verdict"]) == fresh["w1_within_floor"]
+    shifted = wasserstein_summary(truth, rng.normal(size=(3000, dims)) + 1.0, ot_points=600,
+                                  projections=16)
+    assert not shifted["w1_within_floor"] and shifted["w1_same_size"] > 3 * shifted["w1_floor"]
+    assert "× the sampling floor" in shifted["w1_verdict"]
