@@ -30,7 +30,7 @@ def _columns(text: str) -> List[str]:
     return [c.strip() for c in str(text).split(",") if c.strip()]
 
 
-class BoundedRunOptions(InputOptions, OutputOptions):
+class BoundedRunOptions(OutputOptions, InputOptions):
     description = "bounded-memory synthesizer (PrivHP): one pass over the points, then N " \
                   "synthetic points"
 

@@ -100,19 +100,19 @@ class CumulativeOptions(ReleaseOptions):
                             help="share of ρ for the noisy n under add-remove")
 
 
-class WindowRunOptions(InputOptions, OutputOptions, WindowOptions):
+class WindowRunOptions(WindowOptions, OutputOptions, InputOptions):
     description = "window synthesizer: synthesize a whole panel in one job"
 
 
-class WindowInitOptions(StateOptions, WindowOptions):
+class WindowInitOptions(WindowOptions, StateOptions):
     description = "window synthesizer: create the state of an incremental release"
 
 
-class CumulativeRunOptions(InputOptions, OutputOptions, CumulativeOptions):
+class CumulativeRunOptions(CumulativeOptions, OutputOptions, InputOptions):
     description = "cumulative synthesizer: synthesize a whole panel in one job"
 
 
-class CumulativeInitOptions(StateOptions, CumulativeOptions):
+class CumulativeInitOptions(CumulativeOptions, StateOptions):
     description = "cumulative synthesizer: create the state of an incremental release"
 
 

@@ -130,7 +130,7 @@ class StateOptions(JobOptions):
                             help="state directory of the incremental release (private)")
 
 
-class StepOptions(StateOptions, InputOptions, OutputOptions):
+class StepOptions(OutputOptions, InputOptions, StateOptions):
     """Options of every synthesizer's ``step`` (the rest is in the state)."""
 
     description = "ingest the next period and release it"
@@ -160,7 +160,9 @@ def add_job_commands(commands, family: str, help_text: str, jobs: Dict[str, type
 
 def add_job_options(parser: argparse.ArgumentParser, options_class: type) -> None:
     """Declare ``options_class``'s options on ``parser``, as Beam does (each class of its
-    MRO below ``PipelineOptions`` that defines ``_add_argparse_args``, base classes first)."""
+    MRO below ``PipelineOptions`` that defines ``_add_argparse_args``), last class of the
+    MRO first: a job class lists its bases model-first, so ``--help`` starts with where
+    the job reads and writes."""
     for klass in reversed(options_class.__mro__):
         if issubclass(klass, JobOptions) and "_add_argparse_args" in vars(klass):
             klass._add_argparse_args(parser)

@@ -72,7 +72,7 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
     parser.add_argument("--period-col", default="period", help="column of the period")
 
 
-class TabularRunOptions(InputOptions, OutputOptions):
+class TabularRunOptions(OutputOptions, InputOptions):
     description = "tabular synthesizer: synthesize a whole stream (records with a period " \
                   "column) in one job"
 
