@@ -31,9 +31,9 @@ logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(messa
 
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT,  # noqa: E402
                                                POSITIVE_INT, POSITIVE_REAL, PROBABILITY,
-                                               ArgumentParser, InputOptions, JobOptions,
-                                               OutputOptions,
-                                               StateOptions, StepOptions, add_job_commands)
+                                               ArgumentParser, InitOptions, InputOptions,
+                                               JobOptions, OutputOptions, StepOptions,
+                                               add_job_commands)
 
 
 class ReleaseOptions(JobOptions):
@@ -104,7 +104,7 @@ class WindowRunOptions(WindowOptions, OutputOptions, InputOptions):
     description = "window synthesizer: synthesize a whole panel in one job"
 
 
-class WindowInitOptions(WindowOptions, StateOptions):
+class WindowInitOptions(WindowOptions, InitOptions):
     description = "window synthesizer: create the state of an incremental release"
 
 
@@ -112,7 +112,7 @@ class CumulativeRunOptions(CumulativeOptions, OutputOptions, InputOptions):
     description = "cumulative synthesizer: synthesize a whole panel in one job"
 
 
-class CumulativeInitOptions(CumulativeOptions, StateOptions):
+class CumulativeInitOptions(CumulativeOptions, InitOptions):
     description = "cumulative synthesizer: create the state of an incremental release"
 
 
@@ -231,7 +231,11 @@ def _dispatch(args, beam_args: List[str]) -> dict:
         if args.action == "run":
             return jobs.run(model, args.input, args.output, in_format=args.input_format,
                             beam_args=beam_args, **_common(args, model.alphabet))
-        jobs.init(model, args.state, **_common(args, model.alphabet))
+        common = _common(args, model.alphabet)
+        if args.exists_ok and _holds_same_state(args.state, model, common):
+            return {"status": "kept", "state": args.state,
+                    "message": "the state exists with these options; kept as it is"}
+        jobs.init(model, args.state, **common)
         return {"status": "initialised", "state": args.state,
                 **{key: value for key, value in model.manifest(model.initial_state()).items()
                    if key in ("n_pad", "error_bound", "counter_rhos")}}
@@ -246,6 +250,28 @@ def _dispatch(args, beam_args: List[str]) -> dict:
         return _headline(summary)
     from continual_synth.pipelines.demo import demo
     return demo(args.output, seed=args.seed, beam_args=beam_args)
+
+
+def _holds_same_state(state_dir: str, model, common: dict) -> bool:
+    """Whether ``state_dir`` holds a state (False: none yet) made by ``init`` with these
+    options; a state made with other options is a :class:`StateError` naming them."""
+    from continual_synth.mechanisms.errors import StateError
+    from continual_synth.pipelines.lifecycle import StateDir
+    store = StateDir(state_dir)
+    if not store.exists():
+        return False
+    _, state = store.read()
+    wanted = json.loads(json.dumps({
+        "kind": model.kind, "seed": common["seed"], "format": common["out_format"],
+        "columns": vars(common["columns"]), "missing_value": common["missing_value"],
+        "num_shards": common["num_shards"], **model.config.to_dict()}, default=str))
+    held = {**{k: state.get(k) for k in wanted}, **state.get("config", {})}
+    differ = [f"{key} {held.get(key)!r} (state) != {value!r}" for key, value in wanted.items()
+              if held.get(key) != value]
+    if differ:
+        raise StateError(f"{state_dir} holds a state made with other options: "
+                         f"{'; '.join(differ)}; give the same options or another --state")
+    return True
 
 
 def _headline(summary: dict) -> dict:

@@ -130,6 +130,17 @@ class StateOptions(JobOptions):
                             help="state directory of the incremental release (private)")
 
 
+class InitOptions(StateOptions):
+    """Options of a synthesizer's ``init`` besides the synthesizer's own."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--exists-ok", action="store_true",
+                            help="if --state already holds a state of these same options, "
+                                 "keep it and succeed (a scheduler's idempotent first task); "
+                                 "a state of other options is still an error")
+
+
 class StepOptions(OutputOptions, InputOptions, StateOptions):
     """Options of every synthesizer's ``step`` (the rest is in the state)."""
 

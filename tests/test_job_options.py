@@ -183,3 +183,21 @@ def test_flex_template_metadata_is_up_to_date(job):
     required = {p["name"] for p in metadata["parameters"] if not p["isOptional"]}
     assert required == {a.option_strings[0][2:].replace("-", "_") for a in parser._actions
                         if a.required}
+
+
+def test_init_exists_ok_keeps_the_same_state_and_refuses_other_options(tmp_path, capsys):
+    """``--exists-ok`` (a scheduler's idempotent first task): the same options keep the
+    state byte for byte; other options fail naming them; without it, a second init fails."""
+    state = str(tmp_path / "state")
+    argv = ["window", "init", "--state", state, "--window", "2", "--horizon", "3", "--rho", "1",
+            "--seed", "1"]
+    assert main(argv + ["--exists-ok"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "initialised"
+    before = snapshot(state)
+    assert main(argv + ["--exists-ok"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "kept"
+    assert main(argv[:-1] + ["2", "--exists-ok"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a state made with other options: seed 1 (state) != 2" in err
+    assert main(argv) == 2 and "already holds a state" in capsys.readouterr().err
+    assert snapshot(state) == before
