@@ -125,10 +125,11 @@ JOBS = {"window_run": WindowRunOptions, "window_init": WindowInitOptions,
 
 
 def job_options() -> Dict[str, type]:
-    """Every Beam job of the command line, this module's and its extensions' (``JOBS``)."""
+    """Every Beam job of the command line, this module's and its extensions' (``JOBS``:
+    a family that declares its jobs there gets job modules and Flex Template metadata)."""
     table = dict(JOBS)
     for extension in _extensions():
-        table.update(extension.JOBS)
+        table.update(getattr(extension, "JOBS", {}))
     return table
 
 
