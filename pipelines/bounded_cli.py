@@ -14,11 +14,13 @@ command belongs to another family).
 """
 from __future__ import annotations
 
-import argparse
 from typing import List, Optional
 
 from continual_synth.mechanisms.errors import (InputError, ParameterError, format_bytes,
                                                positive_real)
+from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
+                                               POSITIVE_REAL, InputOptions, OutputOptions,
+                                               add_job_commands)
 
 MAX_SHARD_VALUES = 2 ** 25  # float64 coordinates sampled in one shard (256 MiB)
 
@@ -27,55 +29,68 @@ def _columns(text: str) -> List[str]:
     return [c.strip() for c in str(text).split(",") if c.strip()]
 
 
+class BoundedRunOptions(OutputOptions, InputOptions):
+    description = "bounded-memory synthesizer (PrivHP): one pass over the points, then N " \
+                  "synthetic points"
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--columns", required=True,
+                            help="comma-separated numeric columns, e.g. x,y")
+        parser.add_argument("--bounds", required=True,
+                            help="public bounding box, one low:high per column (e.g. "
+                                 "0:1,-5:5); a single pair applies to every column")
+        parser.add_argument("--epsilon", type=POSITIVE_REAL, required=True,
+                            help="total ε (pure DP)")
+        parser.add_argument("--samples", type=NON_NEGATIVE_INT, required=True,
+                            help="synthetic points to draw")
+        parser.add_argument("--prune-k", type=POSITIVE_INT, default=64,
+                            help="hot nodes kept per level; L* = floor(log2 k) levels are "
+                                 "complete")
+        parser.add_argument("--depth", type=POSITIVE_INT, default=None,
+                            help="hierarchy depth r (required unless --expected-n is given)")
+        parser.add_argument("--expected-n", type=POSITIVE_REAL, default=None,
+                            help="a PUBLIC guess of the number of points; sets r = "
+                                 "round(log2(ε·n)) when --depth is not given (the true n is "
+                                 "private and never used)")
+        parser.add_argument("--sketch-width", type=POSITIVE_INT, default=1024,
+                            help="count-min columns w")
+        parser.add_argument("--sketch-depth", type=POSITIVE_INT, default=3,
+                            help="count-min rows j")
+        parser.add_argument("--neighbor", choices=["add-remove", "replace"],
+                            default="add-remove",
+                            help="neighbouring relation: add/remove one point (the paper's) "
+                                 "or replace one point (sensitivities doubled)")
+        parser.add_argument("--budget-split", choices=["sqrt", "sqrt-sensitivity", "uniform"],
+                            default="sqrt", help="per-level split of ε: ε_ℓ ∝ √(N_ℓ·diam_ℓ) "
+                            "(sqrt), ∝ √(N_ℓ·Δ_ℓ·diam_ℓ) (sqrt-sensitivity) or equal (uniform)")
+        parser.add_argument("--level-epsilons", default=None,
+                            help="explicit ε_0,…,ε_r (r + 1 values summing to --epsilon); "
+                                 "overrides --budget-split")
+        parser.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
+                            help="reproducible simulation sampler (NOT for publication)")
+        parser.add_argument("--format", dest="out_format", default="parquet", choices=FORMATS,
+                            help="output format")
+        parser.add_argument("--clip", action="store_true",
+                            help="move points outside --bounds onto them instead of failing "
+                                 "(the manifest says clipping was on, not how many: that "
+                                 "is not private)")
+        parser.add_argument("--shards", type=POSITIVE_INT, default=8,
+                            help="shards of synthetic points")
+        parser.add_argument("--hash-seed", type=NON_NEGATIVE_INT, default=0,
+                            help="public seed of the sketches' hash functions")
+        parser.add_argument("--batch-rows", type=POSITIVE_INT, default=1 << 18,
+                            help="rows per Arrow batch when reading")
+
+
+# This family's Beam jobs (see :data:`continual_synth.pipelines.cli.JOBS`).
+JOBS = {"bounded_run": BoundedRunOptions}
+
+
 def add_commands(commands, evaluate) -> None:
     """Add this family's sub-commands to ``commands`` and ``evaluate``'s sub-parsers."""
-    from continual_synth.pipelines.options import NON_NEGATIVE_INT, POSITIVE_INT, POSITIVE_REAL
-    bounded = commands.add_parser(
-        "bounded", help="bounded-memory one-pass synthetic points (PrivHP, Holland et al. "
-        "2025)").add_subparsers(dest="action", required=True)
-    run = bounded.add_parser("run", help="one pass over the points, then N synthetic points",
-                             formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    run.add_argument("--input", required=True, help="points: a file or a directory of files")
-    run.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
-    run.add_argument("--output", required=True, help="release directory (must hold no release)")
-    run.add_argument("--columns", required=True, help="comma-separated numeric columns, e.g. x,y")
-    run.add_argument("--bounds", required=True,
-                     help="public bounding box, one low:high per column (e.g. 0:1,-5:5); "
-                          "a single pair applies to every column")
-    run.add_argument("--epsilon", type=float, required=True, help="total ε (pure DP)")
-    run.add_argument("--samples", type=NON_NEGATIVE_INT, required=True,
-                     help="synthetic points to draw")
-    run.add_argument("--prune-k", type=int, default=64,
-                     help="hot nodes kept per level; L* = floor(log2 k) levels are complete")
-    run.add_argument("--depth", type=int, default=None,
-                     help="hierarchy depth r (required unless --expected-n is given)")
-    run.add_argument("--expected-n", type=POSITIVE_REAL, default=None,
-                     help="a PUBLIC guess of the number of points; sets r = round(log2(ε·n)) "
-                          "when --depth is not given (the true n is private and never used)")
-    run.add_argument("--sketch-width", type=int, default=1024, help="count-min columns w")
-    run.add_argument("--sketch-depth", type=int, default=3, help="count-min rows j")
-    run.add_argument("--neighbor", choices=["add-remove", "replace"], default="add-remove",
-                     help="neighbouring relation: add/remove one point (the paper's) or "
-                          "replace one point (sensitivities doubled)")
-    run.add_argument("--budget-split", choices=["sqrt", "sqrt-sensitivity", "uniform"],
-                     default="sqrt", help="per-level split of ε: ε_ℓ ∝ √(N_ℓ·diam_ℓ) (sqrt), "
-                     "∝ √(N_ℓ·Δ_ℓ·diam_ℓ) (sqrt-sensitivity) or equal (uniform)")
-    run.add_argument("--level-epsilons", default=None,
-                     help="explicit ε_0,…,ε_r (r + 1 values summing to --epsilon); "
-                          "overrides --budget-split")
-    run.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
-                     help="reproducible simulation sampler (NOT for publication)")
-    run.add_argument("--format", dest="out_format", default="parquet",
-                     choices=["parquet", "csv", "avro"], help="output format")
-    run.add_argument("--clip", action="store_true",
-                     help="move points outside --bounds onto them instead of failing (the "
-                          "manifest says clipping was on, not how many: that is not private)")
-    run.add_argument("--shards", type=POSITIVE_INT, default=8, help="shards of synthetic points")
-    run.add_argument("--hash-seed", type=NON_NEGATIVE_INT, default=0,
-                     help="public seed of the sketches' hash functions")
-    run.add_argument("--batch-rows", type=POSITIVE_INT, default=1 << 18,
-                     help="rows per Arrow batch when reading")
-
+    add_job_commands(commands, "bounded", "bounded-memory one-pass synthetic points (PrivHP, "
+                     "Holland et al. 2025)", JOBS)
     ev = evaluate.add_parser("bounded", help="1-Wasserstein distance between synthetic and "
                              "real points, with plots")
     ev.add_argument("--truth", required=True, help="the real points (file or directory)")

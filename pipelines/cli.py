@@ -8,9 +8,13 @@
     continual-synth evaluate cumulative --truth PANEL --synthetic DIR [--report REPORT_DIR]
     continual-synth demo --output DIR
 
-Arguments the command does not know (``--runner``, ``--direct_num_workers`` …) are
-passed to Apache Beam as pipeline options; ``--runner dask-local`` runs on a local
-dask.distributed cluster (see :mod:`continual_synth.runners.presets`).
+Each Beam job's options are a ``PipelineOptions`` class (:data:`JOBS`, and each
+extension's ``JOBS``), the one declaration the sub-commands, the job modules
+(:mod:`continual_synth.jobs`) and the Flex Template metadata are built from.  Apache
+Beam's own options (``--runner``, ``--direct_num_workers`` …) pass through to the
+pipeline; an option neither the job nor Beam knows is an error naming the closest
+valid one.  ``--runner dask-local`` runs on a local dask.distributed cluster (see
+:mod:`continual_synth.runners.presets`).
 """
 from __future__ import annotations
 
@@ -19,99 +23,128 @@ import json
 import logging
 import re
 import sys
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 # Beam logs import-time warnings and each failing DoFn's traceback; the command
 # reports errors itself, so keep Beam quiet unless --verbose is given.
 logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
 
-
-def _add_release_options(parser: argparse.ArgumentParser) -> None:
-    """Options both synthesizers share."""
-    from continual_synth.pipelines.options import NON_NEGATIVE_INT, POSITIVE_INT
-    parser.add_argument("--horizon", type=int, required=True, help="number of periods T")
-    parser.add_argument("--rho", type=float, required=True, help="total zCDP budget ρ")
-    parser.add_argument("--neighbor", choices=["replace", "add-remove"], default="replace",
-                        help="neighbouring relation (default: replace one person's sequence)")
-    parser.add_argument("--beta", type=float, default=0.05,
-                        help="failure probability of the error bound (default 0.05)")
-    parser.add_argument("--delta", type=float, default=1e-6,
-                        help="δ of the (ε, δ) reading in the manifest (default 1e-6)")
-    parser.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
-                        help="use the reproducible simulation sampler (NOT for publication)")
-    parser.add_argument("--format", dest="out_format", default="parquet",
-                        choices=["parquet", "csv", "avro"], help="output format")
-    parser.add_argument("--id-col", default="id")
-    parser.add_argument("--period-col", default="period")
-    parser.add_argument("--value-col", default="value")
-    parser.add_argument("--missing-value", default=None,
-                        help="fill a missing report with this value instead of failing")
-    parser.add_argument("--shards", type=POSITIVE_INT, default=16,
-                        help="shards of people for pivoting and emission (default 16)")
+from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT,  # noqa: E402
+                                               POSITIVE_INT, POSITIVE_REAL, PROBABILITY,
+                                               ArgumentParser, InitOptions, InputOptions,
+                                               JobOptions, OutputOptions, StepOptions,
+                                               add_job_commands)
 
 
-def _add_window_options(parser: argparse.ArgumentParser) -> None:
-    _add_release_options(parser)
-    parser.add_argument("--window", type=int, required=True, help="window length k (periods)")
-    parser.add_argument("--n-pad", type=int, default=None,
-                        help="padding records per bin (default: Theorem 3.2's bound at β)")
-    parser.add_argument("--alphabet", default="0,1", help="values a report can take (default 0,1)")
+class ReleaseOptions(JobOptions):
+    """Options both panel synthesizers share."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--horizon", type=POSITIVE_INT, required=True,
+                            help="number of periods T")
+        parser.add_argument("--rho", type=POSITIVE_REAL, required=True,
+                            help="total zCDP budget ρ")
+        parser.add_argument("--neighbor", choices=["replace", "add-remove"], default="replace",
+                            help="neighbouring relation: replace one person's sequence, or "
+                                 "add/remove one person")
+        parser.add_argument("--beta", type=PROBABILITY, default=0.05,
+                            help="failure probability β of the error bound")
+        parser.add_argument("--delta", type=PROBABILITY, default=1e-6,
+                            help="δ of the (ε, δ) reading in the manifest")
+        parser.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
+                            help="use the reproducible simulation sampler (NOT for "
+                                 "publication)")
+        parser.add_argument("--format", dest="out_format", default="parquet", choices=FORMATS,
+                            help="output format")
+        parser.add_argument("--id-col", default="id", help="column of the person's id")
+        parser.add_argument("--period-col", default="period", help="column of the period")
+        parser.add_argument("--value-col", default="value", help="column of the report")
+        parser.add_argument("--missing-value", default=None,
+                            help="fill a missing report with this value (default: a missing "
+                                 "report is an error)")
+        parser.add_argument("--shards", type=POSITIVE_INT, default=16,
+                            help="shards of people for pivoting and emission")
 
 
-def _add_cumulative_options(parser: argparse.ArgumentParser) -> None:
-    from continual_synth.mechanisms.counters import UNBOUNDED_KINDS, counter_kinds
-    _add_release_options(parser)
-    parser.add_argument("--counter", default="tree",
-                        choices=[k for k in counter_kinds() if k not in UNBOUNDED_KINDS],
-                        help="private stream counter per threshold (default: tree, the paper's; "
-                             "blt or sqrt-factorisation have the least error)")
-    parser.add_argument("--budget-split", default=None, choices=["paper", "equal-variance"],
-                        help="rho across the counters: App. B's (paper) or equal worst-case "
-                             "variance (default: the one with the lower error bound, named "
-                             "in the manifest)")
-    parser.add_argument("--public-population", action="store_true",
-                        help="under add-remove, treat the number of people n as public "
-                             "(otherwise n is released with noise from a share of ρ)")
-    parser.add_argument("--population-share", type=float, default=0.02,
-                        help="share of ρ for the noisy n under add-remove (default 0.02)")
+class WindowOptions(ReleaseOptions):
+    """The fixed-time-window synthesizer's options (Bun et al. 2024, Algorithm 1)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--window", type=POSITIVE_INT, required=True,
+                            help="window length k (periods)")
+        parser.add_argument("--n-pad", type=NON_NEGATIVE_INT, default=None,
+                            help="padding records per bin (default: Theorem 3.2's bound at β)")
+        parser.add_argument("--alphabet", default="0,1", help="values a report can take")
 
 
-def _add_job_commands(commands, name: str, help_text: str, add_options) -> None:
-    from continual_synth.pipelines.options import POSITIVE_INT
-    jobs = commands.add_parser(name, help=help_text).add_subparsers(dest="action", required=True)
-    run = jobs.add_parser("run", help="synthesize a whole panel in one job")
-    run.add_argument("--input", required=True, help="long panel: file or directory")
-    run.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
-    run.add_argument("--output", required=True, help="release directory")
-    add_options(run)
-    init = jobs.add_parser("init", help="create the state of an incremental release")
-    init.add_argument("--state", required=True, help="state directory (holds private data)")
-    add_options(init)
-    step = jobs.add_parser("step", help="ingest the next period and release it")
-    step.add_argument("--state", required=True)
-    step.add_argument("--input", required=True, help="one period's reports (id, value)")
-    step.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
-    step.add_argument("--output", required=True, help="release directory")
-    step.add_argument("--period", type=POSITIVE_INT, default=None,
-                      help="the period this file holds (checked; default: the next one)")
-    step.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                      help="if another step owns the state, wait up to this long for it "
-                           "(default 0: refuse at once)")
+class CumulativeOptions(ReleaseOptions):
+    """The cumulative synthesizer's options (Bun et al. 2024, Algorithm 2)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        from continual_synth.mechanisms.counters import UNBOUNDED_KINDS, counter_kinds
+        parser.add_argument("--counter", default="tree",
+                            choices=[k for k in counter_kinds() if k not in UNBOUNDED_KINDS],
+                            help="private stream counter per threshold (tree is the paper's; "
+                                 "blt or sqrt-factorisation have the least error)")
+        parser.add_argument("--budget-split", default=None, choices=["paper", "equal-variance"],
+                            help="rho across the counters: App. B's (paper) or equal worst-case "
+                                 "variance (default: the one with the lower error bound, named "
+                                 "in the manifest)")
+        parser.add_argument("--public-population", action="store_true",
+                            help="under add-remove, treat the number of people n as public "
+                                 "(otherwise n is released with noise from a share of ρ)")
+        parser.add_argument("--population-share", type=PROBABILITY, default=0.02,
+                            help="share of ρ for the noisy n under add-remove")
+
+
+class WindowRunOptions(WindowOptions, OutputOptions, InputOptions):
+    description = "window synthesizer: synthesize a whole panel in one job"
+
+
+class WindowInitOptions(WindowOptions, InitOptions):
+    description = "window synthesizer: create the state of an incremental release"
+
+
+class CumulativeRunOptions(CumulativeOptions, OutputOptions, InputOptions):
+    description = "cumulative synthesizer: synthesize a whole panel in one job"
+
+
+class CumulativeInitOptions(CumulativeOptions, InitOptions):
+    description = "cumulative synthesizer: create the state of an incremental release"
+
+
+# The Beam jobs of this module's commands: job name (``window_step`` is ``continual-synth
+# window step`` and ``python -m continual_synth.jobs.window_step``) → options class.
+JOBS = {"window_run": WindowRunOptions, "window_init": WindowInitOptions,
+        "window_step": StepOptions,
+        "cumulative_run": CumulativeRunOptions, "cumulative_init": CumulativeInitOptions,
+        "cumulative_step": StepOptions}
+
+
+def job_options() -> Dict[str, type]:
+    """Every Beam job of the command line, this module's and its extensions' (``JOBS``:
+    a family that declares its jobs there gets job modules and Flex Template metadata)."""
+    table = dict(JOBS)
+    for extension in _extensions():
+        table.update(getattr(extension, "JOBS", {}))
+    return table
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from continual_synth.pipelines.options import NON_NEGATIVE_INT
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="continual-synth",
         description="Continual differentially private synthetic data (Apache Beam pipelines).")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="show Beam's logs (accepted anywhere on the line)")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    _add_job_commands(commands, "window", "fixed-time-window synthesizer (Bun et al. 2024, "
-                      "Algorithm 1)", _add_window_options)
-    _add_job_commands(commands, "cumulative", "cumulative synthesizer (Bun et al. 2024, "
-                      "Algorithm 2)", _add_cumulative_options)
+    add_job_commands(commands, "window", "fixed-time-window synthesizer (Bun et al. 2024, "
+                     "Algorithm 1)", JOBS)
+    add_job_commands(commands, "cumulative", "cumulative synthesizer (Bun et al. 2024, "
+                     "Algorithm 2)", JOBS)
 
     evaluate = commands.add_parser("evaluate", help="evaluate a release against the truth"
                                    ).add_subparsers(dest="action", required=True)
@@ -200,7 +233,11 @@ def _dispatch(args, beam_args: List[str]) -> dict:
         if args.action == "run":
             return jobs.run(model, args.input, args.output, in_format=args.input_format,
                             beam_args=beam_args, **_common(args, model.alphabet))
-        jobs.init(model, args.state, **_common(args, model.alphabet))
+        common = _common(args, model.alphabet)
+        if args.exists_ok and _holds_same_state(args.state, model, common):
+            return {"status": "kept", "state": args.state,
+                    "message": "the state exists with these options; kept as it is"}
+        jobs.init(model, args.state, **common)
         return {"status": "initialised", "state": args.state,
                 **{key: value for key, value in model.manifest(model.initial_state()).items()
                    if key in ("n_pad", "error_bound", "counter_rhos")}}
@@ -215,6 +252,28 @@ def _dispatch(args, beam_args: List[str]) -> dict:
         return _headline(summary)
     from continual_synth.pipelines.demo import demo
     return demo(args.output, seed=args.seed, beam_args=beam_args)
+
+
+def _holds_same_state(state_dir: str, model, common: dict) -> bool:
+    """Whether ``state_dir`` holds a state (False: none yet) made by ``init`` with these
+    options; a state made with other options is a :class:`StateError` naming them."""
+    from continual_synth.mechanisms.errors import StateError
+    from continual_synth.pipelines.lifecycle import StateDir
+    store = StateDir(state_dir)
+    if not store.exists():
+        return False
+    _, state = store.read()
+    wanted = json.loads(json.dumps({
+        "kind": model.kind, "seed": common["seed"], "format": common["out_format"],
+        "columns": vars(common["columns"]), "missing_value": common["missing_value"],
+        "num_shards": common["num_shards"], **model.config.to_dict()}, default=str))
+    held = {**{k: state.get(k) for k in wanted}, **state.get("config", {})}
+    differ = [f"{key} {held.get(key)!r} (state) != {value!r}" for key, value in wanted.items()
+              if held.get(key) != value]
+    if differ:
+        raise StateError(f"{state_dir} holds a state made with other options: "
+                         f"{'; '.join(differ)}; give the same options or another --state")
+    return True
 
 
 def _headline(summary: dict) -> dict:
@@ -245,15 +304,26 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv, verbose = logs.strip_verbose(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
-    logs.configure(f"{args.command} {getattr(args, 'action', '') or ''}".strip(), verbose)
+    args.verbose = verbose or getattr(args, "verbose", False)
     if beam_args and not beam_args[0].startswith("--"):
         parser.error(f"unrecognised arguments: {' '.join(beam_args)}")
+    return execute(args, beam_args, f"{args.command} {getattr(args, 'action', '')}".strip(),
+                   _command_options(parser, args))
+
+
+def execute(args, beam_args: List[str], command: str, command_options: List[str]) -> int:
+    """Run parsed options (``args.command`` and ``args.action`` say which job) with the
+    rest of the arguments as Beam's options; print the result as JSON and return 0, or
+    print a one-line error and return 2.  ``command_options`` are the job's own options
+    (for "did you mean")."""
+    from continual_synth.pipelines import logs
+    verbose = getattr(args, "verbose", False)
+    logs.configure(command, verbose)
     from continual_synth.mechanisms.accounting import BudgetExceededError
     from continual_synth.mechanisms.errors import InputError, ParameterError, StateError
     from continual_synth.pipelines.options import check_beam_args, check_directory_options
     try:
-        check_beam_args(beam_args, f"{args.command} {getattr(args, 'action', '')}".strip(),
-                        _command_options(parser, args))
+        check_beam_args(beam_args, command, command_options)
         from continual_synth.transforms.storage import configure
         configure(beam_args)  # --s3_endpoint_url … reach the driver's reads and writes too
         check_directory_options(args)

@@ -1,18 +1,20 @@
 """Shared job options: column names, formats, alphabet parsing, argument types that
-refuse bad numbers and paths, Beam options."""
+refuse bad numbers and paths, the base class of the jobs' Beam options and the check
+that refuses options neither a job nor Beam knows."""
 from __future__ import annotations
 
 import argparse
 import difflib
 import os
+import re
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from continual_synth.mechanisms.errors import (InputError, ParameterError, positive_real,
-                                               whole_number)
+                                               probability, whole_number)
 from continual_synth.mechanisms.panel import encode_values
 
 
@@ -51,7 +53,170 @@ def argument_type(rule: Callable, parse: Callable = int, **limits) -> Callable[[
 
 POSITIVE_INT = argument_type(whole_number)  # shards, periods, samples per shard …
 NON_NEGATIVE_INT = argument_type(whole_number, minimum=0)  # seeds, counts that may be 0
-POSITIVE_REAL = argument_type(positive_real, parse=float)  # public guesses such as --expected-n
+POSITIVE_REAL = argument_type(positive_real, parse=float)  # ρ, ε, public guesses (--expected-n)
+PROBABILITY = argument_type(probability, parse=float)  # β, δ, a share of the budget
+
+
+class JobOptions(PipelineOptions):
+    """Base of every job's options (``WindowRunOptions``, ``TabularStepOptions`` …).
+
+    A job's class declares its options once, in ``_add_argparse_args``, the Beam way;
+    the subcommand command line (``continual-synth window step``), the job modules
+    (``python -m continual_synth.jobs.window_step``) and the Flex Template metadata are
+    all built from it.  Job classes derive from this class, not directly from
+    ``PipelineOptions``: Beam parses every *direct* subclass of ``PipelineOptions`` on
+    each pipeline it builds, so a job's required options would be demanded of every
+    pipeline and one job's options would be accepted for another.  ``PipelineOptions(
+    argv).view_as(WindowStepOptions)`` reads a job's options as any Beam options.
+
+    Options are declared with hyphens (``--id-col``), as the command line has always
+    spelt them; Beam's spelling with underscores (``--id_col``, what Airflow's Beam
+    operator and Flex Templates pass) is accepted too (:func:`hyphenated`).
+    """
+
+    description = ""  # one line: what the job does (help and Flex Template metadata)
+
+
+FORMATS = ("parquet", "csv", "avro")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the project's one-line errors: ``continual-synth: error: --rho must
+    be positive and finite, got 0.0`` (the words a config's check uses), exit status 2."""
+
+    def error(self, message):
+        message = re.sub(r"^argument ([^:]+): ", lambda m: m.group(1).split("/")[0] + " ",
+                         message)
+        self.exit(2, f"continual-synth: error: {message}\n")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows each option's default, unless it has none (None, False) or the
+    help text already says what happens by default."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False \
+                or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class InputOptions(JobOptions):
+    """Where a job reads its records."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--input", required=True,
+                            help="records: a file or a directory of files (a step: the "
+                                 "period's records)")
+        parser.add_argument("--input-format", default=None, choices=FORMATS,
+                            help="format of --input (default: from the file names)")
+
+
+class OutputOptions(JobOptions):
+    """Where a job publishes its release."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--output", required=True, help="release directory")
+
+
+class StateOptions(JobOptions):
+    """The state directory of an incremental release (private: it holds people's data)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--state", required=True,
+                            help="state directory of the incremental release (private)")
+
+
+class InitOptions(StateOptions):
+    """Options of a synthesizer's ``init`` besides the synthesizer's own."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--exists-ok", action="store_true",
+                            help="if --state already holds a state of these same options, "
+                                 "keep it and succeed (a scheduler's idempotent first task); "
+                                 "a state of other options is still an error")
+
+
+class StepOptions(OutputOptions, InputOptions, StateOptions):
+    """Options of every synthesizer's ``step`` (the rest is in the state)."""
+
+    description = "ingest the next period and release it"
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--period", type=POSITIVE_INT, default=None,
+                            help="the period this file holds (checked; default: the next one)")
+        parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                            help="if another step owns the state, wait up to this long for "
+                                 "it (0: refuse at once)")
+
+
+def add_job_commands(commands, family: str, help_text: str, jobs: Dict[str, type]):
+    """``continual-synth FAMILY ACTION`` for each ``FAMILY_ACTION`` job of ``jobs`` (job
+    name → options class); returns the family's sub-parsers (to add other commands)."""
+    actions = commands.add_parser(family, help=help_text).add_subparsers(dest="action",
+                                                                         required=True)
+    for name, options_class in jobs.items():
+        if name.startswith(family + "_"):
+            add_job_options(actions.add_parser(
+                name[len(family) + 1:], help=options_class.description,
+                description=options_class.description,
+                formatter_class=HelpFormatter), options_class)
+    return actions
+
+
+def add_job_options(parser: argparse.ArgumentParser, options_class: type) -> None:
+    """Declare ``options_class``'s options on ``parser``, as Beam does (each class of its
+    MRO below ``PipelineOptions`` that defines ``_add_argparse_args``), last class of the
+    MRO first: a job class lists its bases model-first, so ``--help`` starts with where
+    the job reads and writes."""
+    for klass in reversed(options_class.__mro__):
+        if issubclass(klass, JobOptions) and "_add_argparse_args" in vars(klass):
+            klass._add_argparse_args(parser)
+
+
+def job_parser(options_class: type, prog: str) -> argparse.ArgumentParser:
+    """The parser of one job module: its options, defaults shown in ``--help``."""
+    parser = ArgumentParser(prog=prog, description=options_class.description,
+                            allow_abbrev=False, formatter_class=HelpFormatter,
+                            epilog="Any other --key=value option goes to Apache Beam "
+                                   "(--runner, --direct_num_workers, …).")
+    add_job_options(parser, options_class)
+    parser.add_argument("--verbose", action="store_true", help="show Beam's logs")
+    return parser
+
+
+def option_strings(parser: argparse.ArgumentParser) -> List[str]:
+    """Every ``--option`` ``parser`` declares."""
+    return [name for action in parser._actions for name in action.option_strings
+            if name.startswith("--")]
+
+
+def beam_spelling(argv: Sequence[str], parser: argparse.ArgumentParser) -> List[str]:
+    """Read options as Beam, Airflow's Beam operator and Flex Templates write them:
+    ``--id_col=x`` is ``--id-col=x`` for the options declared with hyphens, and a flag
+    given a value (``--clip=true`` / ``--clip=false``) is the flag or nothing.  Anything
+    else, Beam's options included, is left as it is."""
+    flags = {name for action in parser._actions if isinstance(action, argparse._StoreTrueAction)
+             for name in action.option_strings}
+    declared = set(option_strings(parser))
+    out = []
+    for arg in argv:
+        name, sep, value = arg.partition("=")
+        if name.startswith("--") and name not in declared and name.replace("_", "-") in declared:
+            name = name.replace("_", "-")
+        if name in flags and sep:
+            if value.lower() not in ("true", "false"):
+                raise InputError(f"{name}={value}: a flag takes true or false")
+            if value.lower() == "true":
+                out.append(name)
+            continue
+        out.append(name + sep + value)
+    return out
 
 
 def check_directory_options(args: argparse.Namespace,
@@ -119,12 +284,17 @@ def record_schema(alphabet: Sequence) -> pa.Schema:
 
 def check_beam_args(beam_args: Sequence[str], command: str,
                     command_options: Sequence[str] = ()) -> None:
-    """Refuse arguments that neither the command nor Beam knows (``--rh0``, or an option
-    of another command such as ``--alphabet`` for ``cumulative``), which Beam would
-    otherwise discard with a warning while the job runs without them; name the closest
-    valid option (``--neighbour`` → ``--neighbor``)."""
+    """Refuse what is left of a job's arguments after its own options are parsed, unless
+    it is Apache Beam's (``--runner``, ``--direct_num_workers``, ``--s3_endpoint_url``):
+    an option that neither the job nor Beam knows (``--rh0``, or an option of another
+    job such as ``--alphabet`` for ``cumulative``), which Beam would otherwise discard
+    with a warning while the job runs without it, or a stray word.  The message names
+    the closest valid option (``--neighbour`` → ``--neighbor``)."""
     if not beam_args:
         return
+    if not beam_args[0].startswith("-"):
+        raise InputError(f"unrecognised argument {beam_args[0]!r} for '{command}': options "
+                         f"are given as --key=value (see --help)")
     if any("dask" in arg.lower() for arg in beam_args):  # registers Beam's DaskOptions
         try:
             import apache_beam.runners.dask.dask_runner  # noqa: F401

@@ -18,10 +18,13 @@ from __future__ import annotations
 import argparse
 from typing import List, Optional
 
+from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
+                                               POSITIVE_REAL, InputOptions, OutputOptions,
+                                               StateOptions, StepOptions, add_job_commands)
+
 
 def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) -> None:
     from continual_synth.mechanisms.counters import counter_kinds, counter_units
-    from continual_synth.pipelines.options import NON_NEGATIVE_INT
     domain = parser.add_mutually_exclusive_group(required=True)
     domain.add_argument("--domain", help="public domain: JSON object mapping each attribute "
                         "column to the list of its values (null allows a missing value)")
@@ -29,13 +32,13 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
         domain.add_argument("--infer-domain", action="store_true",
                             help="read the domain off the private data (NOT private; the "
                                  "manifest says so)")
-    parser.add_argument("--epsilon", type=float, required=True,
+    parser.add_argument("--epsilon", type=POSITIVE_REAL, required=True,
                         help="total ε of event-level ε-DP for the whole stream")
     parser.add_argument("--method", choices=["proposed", "baseline"], default="proposed",
                         help="proposed: select-measure-fit with counters (§6, Algorithm 3); "
                              "baseline: an independent synthesizer per period (§5, "
                              "Algorithm 2)")
-    parser.add_argument("--selections", type=int, default=None,
+    parser.add_argument("--selections", type=POSITIVE_INT, default=None,
                         help="workloads selected per period, the paper's k (default: the "
                              "synthesizer's default)")
     parser.add_argument("--marginals", default="2",
@@ -56,44 +59,45 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "imputed from the current model, g_t = last iterate) or paper "
                              "(Kumar et al. §7.2 utility, bias |W|, r(t, i) of lines 16-21, "
                              "g_t = average of the iterates); see docs/tabular.md")
-    parser.add_argument("--max-cells", type=int, default=None,
+    parser.add_argument("--max-cells", type=POSITIVE_INT, default=None,
                         help="largest fitted model (junction-tree cells); workloads that "
                              "would exceed it are not selected")
-    parser.add_argument("--horizon", type=int, default=None,
+    parser.add_argument("--horizon", type=POSITIVE_INT, default=None,
                         help="number of periods T (needed by bounded counters; default: the "
                              "stream's last period for run, unbounded counters for steps)")
     parser.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
                         help="use the reproducible simulation sampler (NOT for publication)")
     parser.add_argument("--format", dest="out_format", default="parquet",
-                        choices=["parquet", "csv", "avro"], help="output format")
-    parser.add_argument("--period-col", default="period")
+                        choices=FORMATS, help="output format")
+    parser.add_argument("--period-col", default="period", help="column of the period")
+
+
+class TabularRunOptions(OutputOptions, InputOptions):
+    description = "tabular synthesizer: synthesize a whole stream (records with a period " \
+                  "column) in one job"
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        _add_synthesizer_options(parser, with_infer=True)
+
+
+class TabularInitOptions(StateOptions):
+    description = "tabular synthesizer: create the state of an incremental release"
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        _add_synthesizer_options(parser, with_infer=False)
+
+
+# This family's Beam jobs (see :data:`continual_synth.pipelines.cli.JOBS`).
+JOBS = {"tabular_run": TabularRunOptions, "tabular_init": TabularInitOptions,
+        "tabular_step": StepOptions}
 
 
 def add_commands(commands, evaluate) -> None:
     """Add ``tabular run|init|step|example`` and ``evaluate tabular``."""
-    from continual_synth.pipelines.options import NON_NEGATIVE_INT, POSITIVE_INT
-    jobs = commands.add_parser(
-        "tabular", help="synthetic tabular streams (Kumar et al. 2024, Algorithms 2-3)"
-    ).add_subparsers(dest="action", required=True)
-    run = jobs.add_parser("run", help="synthesize a whole stream in one job")
-    run.add_argument("--input", required=True, help="records with a period column: file or "
-                     "directory (Parquet, CSV, Avro)")
-    run.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
-    run.add_argument("--output", required=True, help="release directory")
-    _add_synthesizer_options(run, with_infer=True)
-    init = jobs.add_parser("init", help="create the state of an incremental release")
-    init.add_argument("--state", required=True, help="state directory (private)")
-    _add_synthesizer_options(init, with_infer=False)
-    step = jobs.add_parser("step", help="ingest the next period and release the table")
-    step.add_argument("--state", required=True)
-    step.add_argument("--input", required=True, help="one period's new records")
-    step.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
-    step.add_argument("--output", required=True, help="release directory")
-    step.add_argument("--period", type=POSITIVE_INT, default=None,
-                      help="the period this file holds (checked; default: the next one)")
-    step.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                      help="if another step owns the state, wait up to this long for it "
-                           "(default 0: refuse at once)")
+    jobs = add_job_commands(commands, "tabular", "synthetic tabular streams (Kumar et al. "
+                            "2024, Algorithms 2-3)", JOBS)
     example = jobs.add_parser("example", help="write a stream built from a real public "
                               "table (CCES 2016) and its domain.json")
     example.add_argument("--output", required=True)

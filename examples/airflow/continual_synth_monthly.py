@@ -1,0 +1,87 @@
+"""Airflow DAG ``continual_synth_monthly``: one DAG run per period of a continual release.
+
+Each run (monthly; or by hand: ``airflow dags test continual_synth_monthly -c '{...}'``)
+
+1. ``init_state`` — creates the state of the window synthesizer (Bun et al. 2024,
+   Algorithm 1) if there is none: ``python -m continual_synth.jobs.window_init
+   --exists-ok``.  Idempotent: a state made with the same options is kept; a state made
+   with other options fails the task with a message naming them.
+2. ``step`` — ingests this period's file and publishes the release through Airflow's
+   ``BeamRunPythonPipelineOperator`` on the DirectRunner: ``python -m
+   continual_synth.jobs.window_step --state=… --input=… --output=…``.
+
+Retries are safe by construction: the step is the release lifecycle's
+(:mod:`continual_synth.pipelines.lifecycle`): a re-run of a period already released is
+recognised (``already-released``) and a run interrupted half-way resumes; one step owns
+the state at a time (``max_active_runs=1`` keeps the periods in order).
+
+Params (all overridable with ``-c``): ``input`` (this period's file), ``state``,
+``output``, ``window``, ``horizon``, ``rho``, ``seed`` (null: the OpenDP sampler, for
+publication).  The jobs run in the interpreter that has continual-synth installed:
+``$CONTINUAL_SYNTH_PYTHON`` if set, else the one running this DAG file (never a fresh
+virtualenv).  For Dataflow or Flink, set ``runner`` and the runner's options
+(``--setup_file``, ``--project`` …) on the operator; see ``docs/deploy.md``.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pendulum
+from airflow.providers.apache.beam.operators.beam import BeamRunPythonPipelineOperator
+from airflow.sdk import DAG, Param, task
+
+PYTHON = os.environ.get("CONTINUAL_SYNTH_PYTHON", sys.executable)
+
+with DAG(
+    dag_id="continual_synth_monthly",
+    description="continual DP synthetic panel: one period per run (window synthesizer)",
+    schedule="@monthly",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": pendulum.duration(minutes=1)},
+    params={
+        "input": Param("/data/panel/current.parquet", type="string",
+                       description="this period's records (id, value)"),
+        "state": Param("/data/continual-synth/state", type="string",
+                       description="state directory (private; one owner at a time)"),
+        "output": Param("/data/continual-synth/release", type="string",
+                        description="release directory"),
+        "window": Param(3, type="integer", minimum=1, description="window length k"),
+        "horizon": Param(12, type="integer", minimum=1, description="number of periods T"),
+        "rho": Param(0.05, type="number", exclusiveMinimum=0,
+                     description="total zCDP budget ρ"),
+        "seed": Param(None, type=["null", "integer"],
+                      description="null for publication; an integer for a reproducible "
+                                  "simulation (NOT for publication)"),
+    },
+    tags=["continual-synth"],
+) as dag:
+
+    @task
+    def init_state(params=None) -> str:
+        """Create the state once; keep it if it exists with the same options."""
+        argv = [PYTHON, "-m", "continual_synth.jobs.window_init", f"--state={params['state']}",
+                f"--window={params['window']}", f"--horizon={params['horizon']}",
+                f"--rho={params['rho']}", "--exists-ok"]
+        if params["seed"] is not None:
+            argv.append(f"--seed={params['seed']}")
+        ran = subprocess.run(argv, capture_output=True, text=True)
+        if ran.returncode != 0:
+            raise RuntimeError(ran.stderr.strip() or f"window_init exited {ran.returncode}")
+        print(ran.stdout)
+        return params["state"]
+
+    step = BeamRunPythonPipelineOperator(
+        task_id="step",
+        py_file="continual_synth.jobs.window_step",
+        py_options=["-m"],  # run the module: python -m continual_synth.jobs.window_step
+        py_interpreter=PYTHON,
+        runner="DirectRunner",
+        pipeline_options={"state": "{{ params.state }}", "input": "{{ params.input }}",
+                          "output": "{{ params.output }}"},
+    )
+
+    init_state() >> step

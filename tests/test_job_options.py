@@ -1,0 +1,204 @@
+"""Job options the Beam way (issue 10, items 1 and 3): one ``PipelineOptions`` class per
+job, the same declaration behind the subcommands, the ``continual_synth.jobs.*`` modules
+and the Flex Template metadata; unknown options refused with a suggestion; Beam's own
+options passed through."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from continual_synth import jobs
+from continual_synth.jobs import flex_template
+from continual_synth.pipelines.cli import build_parser, job_options, main
+from continual_synth.pipelines.options import (JobOptions, beam_spelling, job_parser,
+                                               option_strings)
+
+from helpers_panels import long_table, markov_codes, snapshot, sorted_records, \
+    write_period_files
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOB_NAMES = ["window_run", "window_init", "window_step", "cumulative_run", "cumulative_init",
+             "cumulative_step", "tabular_run", "tabular_init", "tabular_step", "bounded_run"]
+PRIVACY = {"window": "2", "horizon": "3", "rho": "5", "neighbor": "add-remove", "seed": "4",
+           "shards": "2"}
+
+
+def subcommand_parser(job: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    for word in job.split("_", 1):
+        [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        parser = sub.choices[word]
+    return parser
+
+
+def run_job(job: str, argv, timeout=300):
+    """``python -m continual_synth.jobs.JOB argv`` in a subprocess."""
+    return subprocess.run([sys.executable, "-m", f"continual_synth.jobs.{job}", *argv],
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def call_job(job: str, argv):
+    """(exit status, stdout, stderr) of ``continual_synth.jobs.main(job, argv)``."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = jobs.main(job, list(argv))
+        except SystemExit as exc:  # argparse refuses an option
+            code = exc.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_every_job_has_a_module_and_the_subcommands_options():
+    """One declaration: a job module's options are exactly its subcommand's."""
+    table = job_options()
+    assert set(JOB_NAMES) <= set(table)
+    for job, options_class in table.items():
+        assert issubclass(options_class, JobOptions) and issubclass(options_class,
+                                                                   PipelineOptions)
+        assert os.path.exists(os.path.join(REPO, "continual_synth", "jobs", f"{job}.py")), \
+            f"a job module continual_synth/jobs/{job}.py is missing"
+        module = set(option_strings(job_parser(options_class, job))) - {"--help", "--verbose"}
+        command = set(option_strings(subcommand_parser(job))) - {"--help"}
+        assert module == command, job
+        assert "--input" in module or "--state" in module
+
+
+def test_options_read_the_beam_way_and_stay_out_of_other_pipelines():
+    """``view_as`` reads a job's options (validated); Beam's global parse of a pipeline's
+    options does not see them, so one job's option is not accepted for another."""
+    from continual_synth.pipelines.cli import WindowRunOptions
+    argv = ["--input=p.parquet", "--output=out", "--window=2", "--horizon=3", "--rho=0.5",
+            "--runner=DirectRunner"]
+    options = PipelineOptions(argv).view_as(WindowRunOptions)
+    assert (options.window, options.horizon, options.rho, options.beta) == (2, 3, 0.5, 0.05)
+    assert "window" not in PipelineOptions(argv).get_all_options()
+    with pytest.raises(SystemExit):  # the argument type refuses rho = 0
+        PipelineOptions(argv[:4] + ["--rho=0"]).view_as(WindowRunOptions)
+    code, _, err = call_job("cumulative_run", ["--input=p", "--output=o", "--horizon=3",
+                                               "--rho=1", "--alphabet=0,1"])
+    assert code == 2 and "--alphabet" in err and "not an option of 'cumulative_run'" in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--neighbour=add-remove"], ["--neighbour: did you mean --neighbor?"]),
+    (["--rho0=1"], ["--rho0: did you mean --rho?"]),
+    (["--runer=DirectRunner"], ["--runer: did you mean --runner?"]),
+    (["--window=0"], ["--window must be an integer >= 1, got 0"]),
+    (["--rho=nan"], ["--rho must be positive and finite, got nan"]),
+    (["--beta=1"], ["--beta must be in (0, 1), got 1.0"]),
+    (["stray"], ["unrecognised argument 'stray'"]),
+])
+def test_bad_options_exit_2_with_one_line_and_nothing_written(tmp_path, argv, words):
+    base = {"input": "never-read.parquet", "output": str(tmp_path / "out"), **PRIVACY}
+    base.pop("neighbor") if "--neighbour=add-remove" in argv else None
+    code, out, err = call_job("window_run", [f"--{k}={v}" for k, v in base.items()] + argv)
+    assert code == 2 and out == ""
+    [line] = err.strip().splitlines()
+    assert line.startswith("continual-synth: error: ")
+    for word in words:
+        assert word in line
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_required_options_are_named():
+    code, _, err = call_job("window_init", ["--state=s", "--window=2"])
+    assert code == 2
+    assert err.strip() == ("continual-synth: error: the following arguments are required: "
+                           "--horizon, --rho")
+
+
+def test_beam_spelling_of_names_and_flags():
+    from continual_synth.pipelines.bounded_cli import BoundedRunOptions
+    parser = job_parser(BoundedRunOptions, "bounded_run")
+    assert beam_spelling(["--prune_k=8", "--clip=true", "--direct_num_workers=2",
+                          "--hash_seed", "3"], parser) == [
+        "--prune-k=8", "--clip", "--direct_num_workers=2", "--hash-seed", "3"]
+    assert beam_spelling(["--clip=False"], parser) == []
+    with pytest.raises(ValueError, match="--clip=yes: a flag takes true or false"):
+        beam_spelling(["--clip=yes"], parser)
+
+
+def test_job_modules_release_what_window_run_releases(tmp_path, capsys):
+    """``window_init`` + three ``window_step`` through ``python -m continual_synth.jobs.*``
+    (``--key=value`` only, Beam's spelling and Beam options mixed in) release exactly the
+    records of ``continual-synth window run`` for the same seed; a misspelt option exits 2
+    with a suggestion and leaves state and release byte-identical."""
+    codes = markov_codes(120, 3, seed=5)
+    table = long_table(codes, id_col="pid")
+    panel = str(tmp_path / "panel.parquet")
+    from continual_synth.transforms.files import write_file
+    write_file(table, panel, "parquet")
+    paths = write_period_files(table, str(tmp_path / "periods"))
+    batch = str(tmp_path / "batch")
+    assert main(["window", "run", "--input", panel, "--output", batch, "--id-col", "pid",
+                 *[a for k, v in PRIVACY.items() for a in (f"--{k}", v)]]) == 0
+    capsys.readouterr()
+
+    state, out = str(tmp_path / "state"), str(tmp_path / "release")
+    ran = run_job("window_init", [f"--state={state}", "--id_col=pid",
+                                  *[f"--{k}={v}" for k, v in PRIVACY.items()]])
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["status"] == "initialised"
+    statuses = []
+    for period, path in enumerate(paths, 1):
+        ran = run_job("window_step", [f"--state={state}", f"--input={path}", f"--output={out}",
+                                      f"--period={period}", "--runner=DirectRunner",
+                                      "--direct_num_workers=1"])
+        assert ran.returncode == 0, ran.stderr
+        statuses.append(json.loads(ran.stdout)["status"])
+    assert statuses == ["ingested", "released", "released"]
+    assert sorted_records(out).equals(sorted_records(batch))
+
+    before = snapshot(state), snapshot(out)
+    ran = run_job("window_step", [f"--state={state}", f"--input={paths[2]}",
+                                  f"--output={out}", "--perod=3"])
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr
+    assert ran.stderr.strip().splitlines() == [
+        "continual-synth: error: unrecognised option(s) --perod: not an option of "
+        "'window_step' (see --help) nor of Apache Beam (--perod: did you mean --period?)"]
+    assert (snapshot(state), snapshot(out)) == before
+
+
+@pytest.mark.parametrize("job", sorted(job_options()))
+def test_flex_template_metadata_is_up_to_date(job):
+    """The committed ``deploy/dataflow/JOB/metadata.json`` is what the generator writes
+    from the options class (run ``python -m continual_synth.jobs.flex_template``)."""
+    path = os.path.join(REPO, flex_template.DEFAULT_OUTPUT, job, "metadata.json")
+    options_class = job_options()[job]
+    with open(path, encoding="utf-8") as handle:
+        assert handle.read() == flex_template.render(job, options_class), \
+            "stale: run python -m continual_synth.jobs.flex_template"
+    metadata = json.loads(flex_template.render(job, options_class))
+    names = {p["name"] for p in metadata["parameters"]}
+    parser = job_parser(options_class, job)
+    declared = {o[2:].replace("-", "_") for o in option_strings(parser)} - {"help", "verbose"}
+    assert names == declared
+    required = {p["name"] for p in metadata["parameters"] if not p["isOptional"]}
+    assert required == {a.option_strings[0][2:].replace("-", "_") for a in parser._actions
+                        if a.required}
+
+
+def test_init_exists_ok_keeps_the_same_state_and_refuses_other_options(tmp_path, capsys):
+    """``--exists-ok`` (a scheduler's idempotent first task): the same options keep the
+    state byte for byte; other options fail naming them; without it, a second init fails."""
+    state = str(tmp_path / "state")
+    argv = ["window", "init", "--state", state, "--window", "2", "--horizon", "3", "--rho", "1",
+            "--seed", "1"]
+    assert main(argv + ["--exists-ok"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "initialised"
+    before = snapshot(state)
+    assert main(argv + ["--exists-ok"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "kept"
+    assert main(argv[:-1] + ["2", "--exists-ok"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a state made with other options: seed 1 (state) != 2" in err
+    assert main(argv) == 2 and "already holds a state" in capsys.readouterr().err
+    assert snapshot(state) == before
