@@ -126,10 +126,10 @@ class StateDir:
 
     def create(self, state: Dict) -> None:
         """Initialise: version 0 (exclusive: of two ``init`` runs one fails)."""
+        create = self.conditional_create()  # refuses a store without conditional create
         if storage.children(self.root) or storage.is_file(self.root):
             raise StateError(f"{self.root} already holds a state or other files; "
                              f"use a new directory")
-        create = self.conditional_create()  # refuses a store without conditional create
         if self.local:
             storage.makedirs(self.runs)
             storage.makedirs(self.versions)

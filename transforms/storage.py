@@ -16,9 +16,11 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional, Sequence
 
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
+
+from continual_synth.mechanisms.errors import InputError
 
 _RAW = CompressionTypes.UNCOMPRESSED  # never guess a compression from the file name
 _options: Dict = {"options": PipelineOptions([])}
@@ -47,13 +49,24 @@ def is_local(path: str) -> bool:
     return scheme(path) is None
 
 
+def _available(path: str) -> str:
+    """``path``, or a one-line :class:`InputError` if Beam has no filesystem for it here
+    (``hdfs://`` without Beam's hadoop extra …)."""
+    try:
+        FileSystems.get_filesystem(path)
+    except BeamIOError as error:
+        causes = "; ".join(str(cause) for cause in error.exception_details.values())
+        raise InputError(f"{path}: no {scheme(path)}:// filesystem here ({causes})") from None
+    return path
+
+
 def absolute(path: str) -> str:
     """A local path made absolute; a URL without its trailing slash."""
     return os.path.abspath(path) if is_local(path) else path.rstrip("/")
 
 
 def join(directory: str, *names: str) -> str:
-    return FileSystems.join(directory, *names)
+    return FileSystems.join(_available(directory), *names)
 
 
 def basename(path: str) -> str:
@@ -67,7 +80,7 @@ def _prefix(directory: str) -> str:
 def is_file(path: str) -> bool:
     if is_local(path):
         return os.path.isfile(path)
-    return not path.endswith("/") and FileSystems.exists(path)
+    return not path.endswith("/") and FileSystems.exists(_available(path))
 
 
 def is_dir(path: str) -> bool:
