@@ -133,6 +133,8 @@ def documented_command_lines() -> List[tuple]:
     for document in DOCUMENTS:
         text = open(os.path.join(ROOT, document), encoding="utf-8").read()
         for language, start, body, _ in _blocks(document):
+            if language == "python":  # code, not command lines
+                continue
             current = None
             for number, line in enumerate(body, start):
                 stripped = line.strip()
