@@ -483,7 +483,7 @@ def privhp_noisy_counters(accumulator, sampler: Sampler, n: int) -> np.ndarray:
     config = accumulator.config
     scales = config.noise_scales()
     blocks = []
-    for level in range(config.complete_depth + 1):
+    for level in range(config.exact_depth + 1):
         counts = accumulator.level_counts(level)
         blocks.append(counts + sampler.discrete_laplace(scales[level], n * counts.size
                                                         ).reshape(n, counts.size))

@@ -2,7 +2,7 @@
 
     continual-synth bounded run --input POINTS --output DIR --columns x,y --bounds 0:1,0:1
                                 --epsilon E --samples N [--prune-k K] [--depth R | --expected-n M]
-                                [--sketch-width W] [--sketch-depth J] [--neighbor add-remove|replace]
+                                [--memory COUNTERS | --sketch-width W] [--sketch-depth J] [--neighbor add-remove|replace]
                                 [--budget-split sqrt|sqrt-sensitivity|uniform | --level-epsilons e0,..,er]
                                 [--seed S] [--format parquet|csv|avro] [--input-format F] [--clip]
                                 [--shards 8] [--hash-seed 0] [Beam options]
@@ -52,7 +52,11 @@ def add_commands(commands, evaluate) -> None:
     run.add_argument("--expected-n", type=POSITIVE_REAL, default=None,
                      help="a PUBLIC guess of the number of points; sets r = round(log2(ε·n)) "
                           "when --depth is not given (the true n is private and never used)")
-    run.add_argument("--sketch-width", type=int, default=1024, help="count-min columns w")
+    run.add_argument("--sketch-width", type=int, default=None,
+                     help="count-min columns w (default 1024; not with --memory)")
+    run.add_argument("--memory", type=POSITIVE_INT, default=None, metavar="COUNTERS",
+                     help="memory budget in counters: sizes the sketch width and the exact "
+                          "levels (reported in the manifest); not with --sketch-width")
     run.add_argument("--sketch-depth", type=int, default=3, help="count-min rows j")
     run.add_argument("--neighbor", choices=["add-remove", "replace"], default="add-remove",
                      help="neighbouring relation: add/remove one point (the paper's) or "
@@ -119,9 +123,13 @@ def _config(args):
             f"{args.samples} over --shards {args.shards} puts {per_shard:.3g} points "
             f"({format_bytes(8 * per_shard * len(columns))}) in one shard; at most "
             f"{MAX_SHARD_VALUES // len(columns)} fit: raise --shards"))
+    if args.memory is not None and args.sketch_width is not None:
+        raise InputError("give --memory COUNTERS (the sketch width follows from it) or "
+                         "--sketch-width W, not both")
     config = privhp.PrivHPConfig(
         epsilon=args.epsilon, dims=len(columns), prune_k=args.prune_k, depth=depth,
-        sketch_width=args.sketch_width, sketch_depth=args.sketch_depth,
+        sketch_width=1024 if args.sketch_width is None else args.sketch_width, sketch_depth=args.sketch_depth,
+        memory=args.memory,
         neighbor=args.neighbor, budget_split=args.budget_split, level_epsilons=level_eps,
         hash_seed=args.hash_seed)
     return columns, bounds, config, depth_from
