@@ -2,10 +2,14 @@
 
     continual-synth bounded run --input POINTS --output DIR --columns x,y --bounds 0:1,0:1
                                 --epsilon E --samples N [--prune-k K] [--depth R | --expected-n M]
-                                [--memory COUNTERS | --sketch-width W] [--sketch-depth J] [--neighbor add-remove|replace]
+                                [--memory COUNTERS | --sketch-width W] [--sketch-depth J]
+                                [--neighbor add-remove|replace]
                                 [--budget-split sqrt|sqrt-sensitivity|uniform | --level-epsilons e0,..,er]
                                 [--seed S] [--format parquet|csv|avro] [--input-format F] [--clip]
                                 [--shards 8] [--hash-seed 0] [Beam options]
+    continual-synth bounded run  ... --horizon T [--period-col period] [--counter auto]
+    continual-synth bounded init --state STATE --horizon T [run's options, no --input/--output]
+    continual-synth bounded step --state STATE --input PERIOD_FILE --output DIR [--period P]
     continual-synth evaluate bounded --truth POINTS --synthetic DIR --columns x,y [--report DIR]
 
 Wired into :mod:`continual_synth.pipelines.cli` through :func:`add_commands`
@@ -33,52 +37,36 @@ def add_commands(commands, evaluate) -> None:
     bounded = commands.add_parser(
         "bounded", help="bounded-memory one-pass synthetic points (PrivHP, Holland et al. "
         "2025)").add_subparsers(dest="action", required=True)
-    run = bounded.add_parser("run", help="one pass over the points, then N synthetic points",
+    run = bounded.add_parser("run", help="one pass over the points, then N synthetic points "
+                             "(with --horizon: continual PrivHP over a period column)",
                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     run.add_argument("--input", required=True, help="points: a file or a directory of files")
     run.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
     run.add_argument("--output", required=True, help="release directory (must hold no release)")
-    run.add_argument("--columns", required=True, help="comma-separated numeric columns, e.g. x,y")
-    run.add_argument("--bounds", required=True,
-                     help="public bounding box, one low:high per column (e.g. 0:1,-5:5); "
-                          "a single pair applies to every column")
-    run.add_argument("--epsilon", type=float, required=True, help="total ε (pure DP)")
-    run.add_argument("--samples", type=NON_NEGATIVE_INT, required=True,
-                     help="synthetic points to draw")
-    run.add_argument("--prune-k", type=int, default=64,
-                     help="hot nodes kept per level; L* = floor(log2 k) levels are complete")
-    run.add_argument("--depth", type=int, default=None,
-                     help="hierarchy depth r (required unless --expected-n is given)")
-    run.add_argument("--expected-n", type=POSITIVE_REAL, default=None,
-                     help="a PUBLIC guess of the number of points; sets r = round(log2(ε·n)) "
-                          "when --depth is not given (the true n is private and never used)")
-    run.add_argument("--sketch-width", type=int, default=None,
-                     help="count-min columns w (default 1024; not with --memory)")
-    run.add_argument("--memory", type=POSITIVE_INT, default=None, metavar="COUNTERS",
-                     help="memory budget in counters: sizes the sketch width and the exact "
-                          "levels (reported in the manifest); not with --sketch-width")
-    run.add_argument("--sketch-depth", type=int, default=3, help="count-min rows j")
-    run.add_argument("--neighbor", choices=["add-remove", "replace"], default="add-remove",
-                     help="neighbouring relation: add/remove one point (the paper's) or "
-                          "replace one point (sensitivities doubled)")
-    run.add_argument("--budget-split", choices=["sqrt", "sqrt-sensitivity", "uniform"],
-                     default="sqrt", help="per-level split of ε: ε_ℓ ∝ √(N_ℓ·diam_ℓ) (sqrt), "
-                     "∝ √(N_ℓ·Δ_ℓ·diam_ℓ) (sqrt-sensitivity) or equal (uniform)")
-    run.add_argument("--level-epsilons", default=None,
-                     help="explicit ε_0,…,ε_r (r + 1 values summing to --epsilon); "
-                          "overrides --budget-split")
-    run.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
-                     help="reproducible simulation sampler (NOT for publication)")
-    run.add_argument("--format", dest="out_format", default="parquet",
-                     choices=["parquet", "csv", "avro"], help="output format")
-    run.add_argument("--clip", action="store_true",
-                     help="move points outside --bounds onto them (counted in the manifest) "
-                          "instead of failing")
-    run.add_argument("--shards", type=POSITIVE_INT, default=8, help="shards of synthetic points")
-    run.add_argument("--hash-seed", type=NON_NEGATIVE_INT, default=0,
-                     help="public seed of the sketches' hash functions")
+    run.add_argument("--horizon", type=POSITIVE_INT, default=None,
+                     help="continual PrivHP over periods 1..T of --period-col: a release "
+                          "of all points so far after every period (event-level ε)")
+    run.add_argument("--period-col", default="period",
+                     help="the period column (with --horizon)")
     run.add_argument("--batch-rows", type=POSITIVE_INT, default=1 << 18,
                      help="rows per Arrow batch when reading")
+    init = bounded.add_parser("init", help="create the state of a continual PrivHP release",
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    init.add_argument("--state", required=True, help="state directory (private)")
+    init.add_argument("--horizon", type=POSITIVE_INT, required=True,
+                      help="number of periods T")
+    step = bounded.add_parser("step", help="ingest the next period's points and release "
+                              "synthetic points of all the points so far")
+    step.add_argument("--state", required=True)
+    step.add_argument("--input", required=True, help="one period's points")
+    step.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
+    step.add_argument("--output", required=True, help="release directory")
+    step.add_argument("--period", type=POSITIVE_INT, default=None,
+                      help="the period this file holds (default: the next one)")
+    step.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                      help="if another step owns the state, wait up to this long for it")
+    for parser in (run, init):
+        _add_release_options(parser, NON_NEGATIVE_INT, POSITIVE_INT, POSITIVE_REAL)
 
     ev = evaluate.add_parser("bounded", help="1-Wasserstein distance between synthetic and "
                              "real points, with plots")
@@ -93,6 +81,56 @@ def add_commands(commands, evaluate) -> None:
                     help="random directions for the sliced W1 in d > 1")
     ev.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
                     help="seed of the evaluation's subsampling")
+
+
+def _add_release_options(parser, NON_NEGATIVE_INT, POSITIVE_INT, POSITIVE_REAL) -> None:
+    """The options of a PrivHP release (``run`` and ``init``)."""
+    parser.add_argument("--columns", required=True,
+                        help="comma-separated numeric columns, e.g. x,y")
+    parser.add_argument("--bounds", required=True,
+                        help="public bounding box, one low:high per column (e.g. 0:1,-5:5); "
+                             "a single pair applies to every column")
+    parser.add_argument("--epsilon", type=float, required=True, help="total ε (pure DP)")
+    parser.add_argument("--samples", type=NON_NEGATIVE_INT, required=True,
+                        help="synthetic points to draw")
+    parser.add_argument("--prune-k", type=int, default=64,
+                        help="hot nodes kept per level; L* = floor(log2 k) levels are complete")
+    parser.add_argument("--depth", type=int, default=None,
+                        help="hierarchy depth r (required unless --expected-n is given)")
+    parser.add_argument("--expected-n", type=POSITIVE_REAL, default=None,
+                        help="a PUBLIC guess of the number of points; sets r = round(log2(ε·n)) "
+                             "when --depth is not given (the true n is private and never used)")
+    parser.add_argument("--sketch-width", type=int, default=None,
+                        help="count-min columns w (default 1024; not with --memory)")
+    parser.add_argument("--memory", type=POSITIVE_INT, default=None, metavar="COUNTERS",
+                        help="memory budget in counters: sizes the sketch width and the exact "
+                             "levels (reported in the manifest); not with --sketch-width")
+    parser.add_argument("--sketch-depth", type=int, default=3, help="count-min rows j")
+    parser.add_argument("--neighbor", choices=["add-remove", "replace"], default="add-remove",
+                        help="neighbouring relation: add/remove one point (the paper's) or "
+                             "replace one point (sensitivities doubled)")
+    parser.add_argument("--budget-split", choices=["sqrt", "sqrt-sensitivity", "uniform"],
+                        default="sqrt", help="per-level split of ε: ε_ℓ ∝ √(N_ℓ·diam_ℓ) (sqrt), "
+                        "∝ √(N_ℓ·Δ_ℓ·diam_ℓ) (sqrt-sensitivity) or equal (uniform)")
+    parser.add_argument("--level-epsilons", default=None,
+                        help="explicit ε_0,…,ε_r (r + 1 values summing to --epsilon); "
+                             "overrides --budget-split")
+    parser.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
+                        help="reproducible simulation sampler (NOT for publication)")
+    parser.add_argument("--format", dest="out_format", default="parquet",
+                        choices=["parquet", "csv", "avro"], help="output format")
+    parser.add_argument("--clip", action="store_true",
+                        help="move points outside --bounds onto them (counted in the manifest) "
+                             "instead of failing")
+    parser.add_argument("--shards", type=POSITIVE_INT, default=8,
+                        help="shards of synthetic points")
+    parser.add_argument("--hash-seed", type=NON_NEGATIVE_INT, default=0,
+                        help="public seed of the sketches' hash functions")
+    parser.add_argument("--counter", default="auto",
+                        choices=["auto", "simple", "block", "tree", "honaker", "kary"],
+                        help="continual PrivHP (init, run --horizon): the continual counter "
+                             "of every cell; auto = the k-ary tree of least variance for T "
+                             "(Simple II for small T)")
 
 
 def _config(args):
@@ -126,17 +164,51 @@ def _config(args):
     if args.memory is not None and args.sketch_width is not None:
         raise InputError("give --memory COUNTERS (the sketch width follows from it) or "
                          "--sketch-width W, not both")
-    config = privhp.PrivHPConfig(
+    structure = dict(
         epsilon=args.epsilon, dims=len(columns), prune_k=args.prune_k, depth=depth,
-        sketch_width=1024 if args.sketch_width is None else args.sketch_width, sketch_depth=args.sketch_depth,
-        memory=args.memory,
-        neighbor=args.neighbor, budget_split=args.budget_split, level_epsilons=level_eps,
-        hash_seed=args.hash_seed)
+        sketch_width=1024 if args.sketch_width is None else args.sketch_width,
+        sketch_depth=args.sketch_depth, neighbor=args.neighbor,
+        budget_split=args.budget_split, level_epsilons=level_eps, hash_seed=args.hash_seed)
+    horizon = getattr(args, "horizon", None)
+    if horizon is None:
+        if args.counter != "auto":
+            raise InputError("--counter applies to continual PrivHP: give --horizon T")
+        return columns, bounds, privhp.PrivHPConfig(**structure, memory=args.memory), \
+            depth_from
+    from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
+    config = ContinualPrivHPConfig.create(horizon=horizon, counter=args.counter,
+                                          memory=args.memory, **structure)
     return columns, bounds, config, depth_from
+
+
+def _continual(args, beam_args: List[str]) -> dict:
+    """``bounded init|step`` and ``bounded run --horizon T`` (continual PrivHP)."""
+    from continual_synth.pipelines import bounded_continual
+    if args.action == "step":
+        return bounded_continual.step(args.state, args.input, args.output,
+                                      in_format=args.input_format, period=args.period,
+                                      beam_args=beam_args, wait=args.wait)
+    columns, bounds, config, _ = _config(args)
+    common = dict(seed=args.seed, out_format=args.out_format, clip=args.clip,
+                  num_shards=args.shards)
+    if args.action == "init":
+        bounded_continual.init(config, args.state, columns, bounds, args.samples, **common)
+        return {"status": "initialised", "state": args.state, "horizon": config.horizon,
+                "counter": config.counter, "memory_counters": config.memory_words}
+    manifest = bounded_continual.run(config, args.input, args.output, columns, bounds,
+                                     args.samples, period_col=args.period_col,
+                                     in_format=args.input_format, beam_args=beam_args,
+                                     **common)
+    return {"status": "released", "output": args.output, "periods": config.horizon,
+            **{k: manifest[k] for k in ("epsilon", "neighbor", "memory_counters", "sampler",
+                                        "for_publication")}}
 
 
 def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     """Run the parsed command if it is ours; otherwise return None."""
+    if args.command == "bounded" and args.action in ("init", "step") or (
+            args.command == "bounded" and args.action == "run" and args.horizon is not None):
+        return _continual(args, beam_args)
     if args.command == "bounded" and args.action == "run":
         from continual_synth.pipelines.bounded import run_bounded
         columns, bounds, config, depth_from = _config(args)
