@@ -2,7 +2,9 @@
 
 For a skewed data set (a mixture of tight clusters) and a uniform one, n = 1 000 000
 points, ε = 1, d = 1 and d = 2, depth r = 20 (≈ log2(ε n)), it runs PrivHP (pure-numpy
-path, :func:`continual_synth.mechanisms.privhp.synthesize`) for a range of prune_k and
+path, :func:`continual_synth.mechanisms.privhp.synthesize`) for a range of prune_k at
+one memory budget (``--memory`` M counters: the sketch width and the exact levels
+follow from it, :func:`continual_synth.mechanisms.privhp.sketch_width_for`) and
 compares, at the same ε and depth, with
 
 * the unpruned full tree (prune_k = 2^r: every level complete, 2^(r+1) − 1 counters,
@@ -62,10 +64,6 @@ def w1(truth, synthetic, seed):
     return w1_sliced(a, b, PROJECTIONS, seed)
 
 
-def sketch_width(prune_k):
-    return int(min(4096, max(1024, 8 * prune_k)))
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=1_000_000)
@@ -74,10 +72,13 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--prune-k", default="16,64,256,1024,4096")
     parser.add_argument("--sketch-depth", type=int, default=3)
+    parser.add_argument("--memory", default="16384,65536",
+                        help="memory budgets in counters, each for every prune_k")
     parser.add_argument("--dims", default="1,2")
     parser.add_argument("--out", default=os.path.join(RESULTS, "privhp_space_utility"))
     args = parser.parse_args()
     ks = [int(k) for k in args.prune_k.split(",")]
+    budgets = [int(m) for m in args.memory.split(",")]
     rows = []
     started = time.time()
     for dims in [int(d) for d in args.dims.split(",")]:
@@ -87,10 +88,10 @@ def main():
             if dims > 1:
                 half = args.n // 2
                 floor = w1(truth[:half], truth[half:], 0)
-            settings = [("privhp", k) for k in ks] + [("full tree", 2 ** args.depth),
-                                                      ("uniform generator", None)]
-            for method, k in settings:
-                values, memory, seconds = [], 0, []
+            settings = [("privhp", k, m) for m in budgets for k in ks] + [
+                ("full tree", 2 ** args.depth, None), ("uniform generator", None, None)]
+            for method, k, budget in settings:
+                values, memory, seconds, width = [], 0, [], None
                 for rep in range(args.reps):
                     t0 = time.time()
                     if k is None:
@@ -98,14 +99,17 @@ def main():
                     else:
                         config = privhp.PrivHPConfig(
                             epsilon=args.epsilon, dims=dims, prune_k=k, depth=args.depth,
-                            sketch_width=sketch_width(k), sketch_depth=args.sketch_depth)
-                        memory = config.memory_counters
+                            sketch_depth=args.sketch_depth,
+                            memory=budget)
+                        memory, width = config.memory_counters, config.sketch_width
                         _, synthetic = privhp.synthesize(truth, config, SeededSampler(rep),
                                                          args.n)
                     seconds.append(time.time() - t0)
                     values.append(w1(truth, synthetic, rep))
                 row = {"dims": dims, "data": name, "method": method, "prune_k": k,
-                       "sketch_width": sketch_width(k) if method == "privhp" else None,
+                       "memory_budget": budget,
+                       "sketch_width": width if method == "privhp" else None,
+                       "exact_depth": config.exact_depth if method == "privhp" else None,
                        "memory_counters": memory, "w1_mean": float(np.mean(values)),
                        "w1_runs": values, "seconds_per_run": float(np.mean(seconds)),
                        "w1_floor": floor}
@@ -118,7 +122,7 @@ def main():
         row["w1_vs_full"] = row["w1_mean"] / full["w1_mean"]
         row["memory_vs_full"] = row["memory_counters"] / full["memory_counters"]
     meta = {"n": args.n, "epsilon": args.epsilon, "depth": args.depth, "reps": args.reps,
-            "sketch_depth": args.sketch_depth, "sketch_width_rule": "min(4096, max(1024, 8k))",
+            "sketch_depth": args.sketch_depth, "memory_budgets": budgets,
             "budget_split": "sqrt (default)", "neighbor": "add-remove",
             "w1": {"1": "exact (scipy.stats.wasserstein_distance), n vs n points",
                    "2": f"sliced W1, {PROJECTIONS} projections, {SLICED_POINTS} points per "
@@ -134,15 +138,23 @@ def main():
 
 def write_table(rows, meta, path):
     lines = [f"# PrivHP space-utility trade-off (n = {meta['n']:,}, ε = {meta['epsilon']}, "
-             f"r = {meta['depth']}, j = {meta['sketch_depth']}, w = {meta['sketch_width_rule']},"
-             f" {meta['reps']} seeds)", "",
+             f"r = {meta['depth']}, j = {meta['sketch_depth']}, memory budgets "
+             f"{', '.join(f'{m:,}' for m in meta['memory_budgets'])} counters, "
+             f"{meta['reps']} seeds)", "",
+             "The sketch width w and the exact levels 0..L_e come from the budget "
+             "(`--memory`); levels whose 2^ℓ cells are no more than a sketch's j·w are "
+             "exact.", "",
              "W1 in [0,1]^d units: d = 1 exact; d = 2 sliced W1 "
              f"({PROJECTIONS} projections, {SLICED_POINTS:,} points per side).", "",
-             "| d | data | method | prune_k | memory (counters) | memory / full | W1 | "
-             "W1 / full |", "|---|---|---|---|---|---|---|---|"]
+             "| d | data | method | budget | prune_k | w | L_e | memory (counters) | "
+             "memory / full | W1 | W1 / full |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         k = "" if r["prune_k"] is None or r["method"] != "privhp" else r["prune_k"]
-        lines.append(f"| {r['dims']} | {r['data']} | {r['method']} | {k} | "
+        w = "" if r.get("sketch_width") is None else r["sketch_width"]
+        le = "" if r.get("exact_depth") is None else r["exact_depth"]
+        budget = "" if r.get("memory_budget") is None else f"{r['memory_budget']:,}"
+        lines.append(f"| {r['dims']} | {r['data']} | {r['method']} | {budget} | {k} | {w} | "
+                     f"{le} | "
                      f"{r['memory_counters']:,} | {100 * r['memory_vs_full']:.2f}% | "
                      f"{r['w1_mean']:.3g} | {r['w1_vs_full']:.2f} |")
     floors = {(r["dims"], r["data"]): r["w1_floor"] for r in rows if r["w1_floor"]}
@@ -160,19 +172,20 @@ def plot(rows, path):
     for i, (dims, data) in enumerate(combos):
         ax = fig.add_subplot(2, 2, i + 1)
         sel = [r for r in rows if r["dims"] == dims and r["data"] == data]
-        pr = [r for r in sel if r["method"] == "privhp"]
-        ax.plot([r["memory_counters"] for r in pr], [r["w1_mean"] for r in pr], "o-",
-                label="PrivHP (prune_k " + ",".join(str(r["prune_k"]) for r in pr) + ")")
+        for budget in sorted({r["memory_budget"] for r in sel if r["method"] == "privhp"}):
+            pr = [r for r in sel if r["method"] == "privhp" and r["memory_budget"] == budget]
+            ax.plot([r["prune_k"] for r in pr], [r["w1_mean"] for r in pr], "o-",
+                    label=f"PrivHP, budget {budget:,} counters "
+                          f"({100 * pr[0]['memory_vs_full']:.1f}% of full)")
         full = next(r for r in sel if r["method"] == "full tree")
-        ax.plot([full["memory_counters"]], [full["w1_mean"]], "s", ms=9, label="full tree")
+        ax.axhline(full["w1_mean"], color="black", lw=0.8,
+                   label=f"full tree ({full['memory_counters']:,} counters)")
         ax.axhline(1.5 * full["w1_mean"], ls=":", color="grey", label="1.5 × full tree W1")
-        ax.axvline(0.1 * full["memory_counters"], ls="--", color="grey", lw=0.8,
-                   label="10% of full-tree memory")
         uni = next(r for r in sel if r["method"] == "uniform generator")
         ax.axhline(uni["w1_mean"], color="red", lw=0.8, label="uniform generator")
-        ax.set_xscale("log")
+        ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("memory (counters)")
+        ax.set_xlabel("prune_k")
         ax.set_ylabel("W1" if dims == 1 else "sliced W1")
         ax.set_title(f"d = {dims}, {data}")
         ax.legend(fontsize=7)
