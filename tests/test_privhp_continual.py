@@ -8,6 +8,8 @@ mechanisms/privhp_synthesizer.py, pipelines/bounded_continual.py).
   noise draws, same tree, same emission seed).
 * Memory is constant over the stream, ≤ the budget, ≤ the plain continual tree, and
   non-decreasing in prune_k.
+* Empirical privacy: the threshold test of mechanisms/privacy_tester.py on a tiny
+  continual case stays under ε and refutes a planted calibration bug.
 * Jobs: ``bounded run --horizon`` releases byte-identical files to ``init`` + ``step``
   with the same seed; a re-run step spends nothing; bad input exits 2 and leaves the
   state untouched.
@@ -24,7 +26,9 @@ import pyarrow as pa
 import pytest
 
 from continual_synth.mechanisms import continual_privhp as cp
+from continual_synth.mechanisms import privacy_tester as pt
 from continual_synth.mechanisms import privhp
+from continual_synth.mechanisms.counters import make_counter
 from continual_synth.mechanisms.errors import ParameterError
 from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPSynthesizer,
                                                            PrivHPSynthesizer)
@@ -253,3 +257,53 @@ def test_bad_period_input_exits_2_and_leaves_the_state(stream, tmp_path):
     code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
                             "--output", str(tmp_path / "r"), "--counter", "block"] + OPTIONS)
     assert code == 2 and "--horizon" in err
+
+
+# ----------------------------------------------------------------- empirical privacy
+
+
+def continual_case(counter: str, horizon: int = 3):
+    """Tiny continual PrivHP (d = 1, r = 3, prune_k = 2, one sketch level of 2 × 2): the
+    noisy prefix sums of every level at every period (everything the releases are
+    post-processing of), on a stream and on the stream without one point of period 2.
+    n releases at once: each level's counter runs over n copies of its cells."""
+    config = cp.ContinualPrivHPConfig.create(
+        horizon=horizon, counter=counter, epsilon=1.0, dims=1, prune_k=2, depth=3,
+        sketch_width=2, sketch_depth=2)
+    s = config.structure
+    assert s.exact_depth == 2 and list(s.sketch_levels) == [3]
+    rng = np.random.default_rng(0)
+    stream = [rng.random((5, 1)) for _ in range(horizon)]
+    neighbour = [p if t != 1 else p[:-1] for t, p in enumerate(stream)]
+    entries = [[privhp.accumulate(p, s) for p in d] for d in (stream, neighbour)]
+
+    def draw(sampler, n):
+        out = []
+        for periods in entries:
+            counters = [make_counter(c.kind, config.horizon, epsilon=c.budget, dim=c.dim * n,
+                                     entries_changed=c.entries_changed, **c.options)
+                        for c in config.new_counters()]
+            released = []
+            for acc in periods:
+                for level, counter_ in enumerate(counters):
+                    entry = (acc.level_counts(level) if level <= s.exact_depth
+                             else acc.sketches[level - s.exact_depth - 1].ravel())
+                    released.append(counter_.feed(np.tile(entry, n), sampler).reshape(n, -1))
+            out.append(np.hstack(released))
+        return tuple(out)
+
+    return pt.AuditCase(f"continual PrivHP ({counter})", "add-remove", draw,
+                     epsilon=config.epsilon)
+
+
+@pytest.mark.parametrize("counter", ["simple", "block"])
+def test_empirical_privacy_of_a_tiny_continual_case(counter):
+    """The threshold test's ε lower bound (20 000 releases per input, α = 10⁻³) stays
+    under the claim ε = 1, and with the noise scale halved (a planted calibration bug:
+    2ε) the claim is refuted."""
+    case = continual_case(counter)
+    honest = pt.run_case(case, SeededSampler([903, 1]), 20_000, 1e-3)
+    assert honest.epsilon_lower_bound <= 1.0 and not honest.refuted
+    buggy = pt.run_case(case, pt.ScaledNoiseSampler(SeededSampler([903, 2]), 0.5), 20_000,
+                        1e-3)
+    assert buggy.refuted, buggy.to_dict()
