@@ -120,6 +120,8 @@ def main():
     parser.add_argument("--prune-k", type=int, default=64)
     parser.add_argument("--memory", type=int, default=65_536)
     parser.add_argument("--counter", default="auto")
+    parser.add_argument("--block-size", type=int, default=None,
+                        help="the block counter's block size (with --counter block)")
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--eval-points", type=int, default=200_000)
     parser.add_argument("--projections", type=int, default=64)
@@ -129,8 +131,10 @@ def main():
     truth = skewed(args.n, 2, np.random.default_rng(102))
     edges = np.linspace(0, args.n, args.periods + 1).astype(int)
     structure = dict(epsilon=args.epsilon, dims=2, prune_k=args.prune_k, depth=args.depth)
-    continual = ContinualPrivHPConfig.create(horizon=args.periods, counter=args.counter,
-                                             memory=args.memory, **structure)
+    continual = ContinualPrivHPConfig.create(
+        horizon=args.periods, counter=args.counter, memory=args.memory,
+        counter_options=None if args.block_size is None else {"block_size": args.block_size},
+        **structure)
     one_shot = privhp.PrivHPConfig(**structure, memory=args.memory)
     rows, floors, sliced = [], {}, []
     # leaf boundaries lie on the 2^(cuts of level r) grid; 8 more bits resolve the points
@@ -221,7 +225,8 @@ def write_table(meta, summary, rows, path):
         "no evaluation noise); floor = the same for the noise-free tree of depth r (the "
         "resolution term).  Continual: one release per period, ε = "
         f"{meta['epsilon']} for the whole stream (event level), counter "
-        f"`{meta['counter']}` ({meta['words_per_cell']} word(s) per cell).  One-shot: PrivHP "
+        f"`{meta['counter']}` {meta['counter_options'] or ''} ({meta['words_per_cell']} "
+        "word(s) per cell).  One-shot: PrivHP "
         f"afresh on each prefix at ε = {meta['epsilon']} (each alone spends ε) with the "
         "same budget M.", "",
         f"Structure: continual {meta['continual_cells']:,} cells (sketch width "

@@ -93,11 +93,18 @@ class ContinualPrivHPConfig:
 
     @classmethod
     def create(cls, *, horizon: int, counter: str = "auto", memory: Optional[int] = None,
-               **structure) -> "ContinualPrivHPConfig":
-        """Resolve the counter, size the structure from ``memory`` words (if given) and
-        check the budget covers it."""
+               counter_options: Optional[Dict] = None, **structure
+               ) -> "ContinualPrivHPConfig":
+        """Resolve the counter (``counter_options``: the library's options of an explicit
+        kind, e.g. ``{"block_size": 25}``), size the structure from ``memory`` words (if
+        given) and check the budget covers it."""
         horizon = whole_number("horizon", horizon)
         kind, options = resolve_counter(counter, horizon)
+        if counter_options:
+            if counter == "auto":
+                raise ParameterError("counter", "options need an explicit counter kind")
+            make_counter(kind, horizon, epsilon=1.0, **counter_options)  # validates them
+            options = dict(counter_options)
         cells = None
         if memory is not None:
             memory = whole_number("memory", memory)

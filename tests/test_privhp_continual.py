@@ -79,6 +79,16 @@ def test_auto_counter_is_the_kary_choice():
     assert kind == "kary" and options["arity"] >= 2
     with pytest.raises(ParameterError, match="counter"):
         cp.resolve_counter("tre", 10)
+    block = cp.ContinualPrivHPConfig.create(horizon=50, counter="block",
+                                            counter_options={"block_size": 25}, **STRUCTURE)
+    assert block.new_counters()[0].block_size == 25 and block.words_per_cell == 3
+    assert cp.ContinualPrivHPConfig.from_dict(block.to_dict()) == block
+    with pytest.raises(ParameterError, match="explicit counter"):
+        cp.ContinualPrivHPConfig.create(horizon=50, counter_options={"block_size": 5},
+                                        **STRUCTURE)
+    with pytest.raises(ValueError, match="option"):
+        cp.ContinualPrivHPConfig.create(horizon=50, counter="block",
+                                        counter_options={"blocksize": 5}, **STRUCTURE)
 
 
 @pytest.mark.parametrize("counter", ["simple", "block"])
