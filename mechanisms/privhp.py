@@ -106,6 +106,12 @@ class PrivHPConfig:
             object.__setattr__(self, "sketch_width", sketch_width_for(
                 budget, self.prune_k, depth, self.sketch_depth))
         whole_number("sketch_width", self.sketch_width)
+        if self.sketch_width * self.sketch_depth > MAX_COUNTERS:  # even when levels are exact
+            raise ParameterError("sketch_width", (
+                f"{self.sketch_width} × {self.sketch_depth} rows = "
+                f"{format_bytes(COUNTER_BYTES * self.sketch_width * self.sketch_depth)} per "
+                f"sketch; at most {MAX_COUNTERS} counters "
+                f"({format_bytes(COUNTER_BYTES * MAX_COUNTERS)}) fit"))
         whole_number("hash_seed", self.hash_seed, minimum=0)
         if self.budget_split not in BUDGET_SPLITS:
             raise ValueError(f"budget split must be one of {BUDGET_SPLITS}")
