@@ -46,7 +46,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from privhp_space_utility import skewed  # noqa: E402  (the benchmark's data)
+from privhp_space_utility import (marginal_cdfs_of_points, marginal_cdfs_of_tree,  # noqa: E402
+                                  marginal_w1, resolution_tree, skewed)
 
 from continual_synth.mechanisms import hierarchy, privhp  # noqa: E402
 from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig  # noqa: E402
@@ -58,53 +59,6 @@ from continual_synth.pipelines.evaluate_bounded import w1_sliced  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
-
-
-def marginal_cdfs_of_tree(tree: privhp.PrivHPTree, cuts: int) -> np.ndarray:
-    """d × 2^cuts: the synthetic distribution's marginal CDF at the end of every grid
-    cell (leaf mass spread uniformly over its cell; all leaf sides are multiples of
-    2^-cuts)."""
-    grid = 2 ** cuts
-    levels, thetas, counts = tree.leaves()
-    counts = np.maximum(counts, 0.0)
-    out = np.zeros((tree.dims, grid))
-    for level in np.unique(levels):
-        rows = levels == level
-        corners, sides = hierarchy.cell_boxes(thetas[rows], int(level), tree.dims)
-        mass = counts[rows]
-        for c in range(tree.dims):
-            lo = np.rint(corners[:, c] * grid).astype(np.int64)
-            width = int(round(sides[c] * grid))
-            density = np.zeros(grid + 1)
-            np.add.at(density, lo, mass / width)
-            np.add.at(density, lo + width, -mass / width)
-            out[c] += np.cumsum(density[:grid])
-    total = out[0].sum()
-    return np.cumsum(out, axis=1) / total if total > 0 else np.cumsum(
-        np.full((tree.dims, grid), 1.0 / grid), axis=1)
-
-
-def marginal_cdfs_of_points(points: np.ndarray, cuts: int) -> np.ndarray:
-    """d × 2^cuts: the points' marginal CDF at the end of every grid cell."""
-    grid = 2 ** cuts
-    cells = np.minimum((points * grid).astype(np.int64), grid - 1)
-    return np.stack([np.cumsum(np.bincount(cells[:, c], minlength=grid)) / len(points)
-                     for c in range(points.shape[1])])
-
-
-def marginal_w1(a: np.ndarray, b: np.ndarray) -> float:
-    """Mean over coordinates of ∫|F_a − F_b| (CDFs at grid-cell ends, cell width 2^-G)."""
-    return float(np.abs(a - b).sum(axis=1).mean() / a.shape[1])
-
-
-def resolution_tree(points: np.ndarray, depth: int) -> privhp.PrivHPTree:
-    """The noise-free depth-r tree: every non-empty level-r cell a leaf with its count
-    (the floor of every tree of depth r)."""
-    theta, counts = np.unique(hierarchy.leaf_index(points, depth), return_counts=True)
-    empty = [np.zeros(0, dtype=np.int64)] * depth
-    return privhp.PrivHPTree(points.shape[1], depth, empty + [theta],
-                             empty + [counts.astype(np.float64)],
-                             empty + [np.full(theta.size, -1, dtype=np.int64)])
 
 
 def state_words(counters) -> int:
