@@ -483,7 +483,7 @@ def privhp_noisy_counters(accumulator, sampler: Sampler, n: int) -> np.ndarray:
     config = accumulator.config
     scales = config.noise_scales()
     blocks = []
-    for level in range(config.complete_depth + 1):
+    for level in range(config.exact_depth + 1):
         counts = accumulator.level_counts(level)
         blocks.append(counts + sampler.discrete_laplace(scales[level], n * counts.size
                                                         ).reshape(n, counts.size))
@@ -495,7 +495,7 @@ def privhp_noisy_counters(accumulator, sampler: Sampler, n: int) -> np.ndarray:
 
 
 def privhp_case(neighbor: str, epsilon: float, prune_k: int = 4, depth: int = 4,
-                sketch_width: int = 8, sketch_depth: int = 2, points: int = 40,
+                sketch_width: int = 2, sketch_depth: int = 2, points: int = 40,
                 level_shares: Optional[Tuple[float, ...]] = None) -> AuditCase:
     """PrivHP (Holland et al. 2025) on points of [0, 1]: the noisy tree counters and
     sketch cells (:func:`privhp_noisy_counters`).  Neighbours: the last point removed

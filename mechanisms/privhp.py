@@ -27,8 +27,26 @@ Xue, SIGMOD 2025), as restated in ``shared/papers/README.md`` ("PrivHP, restated
   explicit per-level values.
 
 Memory (:attr:`PrivHPConfig.memory_counters`) is the number of counters held during the
-pass: 2^(L*+1) − 1 tree counters plus (r − L*)·j·w sketch cells.  The unpruned full tree
-of depth r is the special case prune_k ≥ 2^r (L* = r, no sketches, 2^(r+1) − 1 counters).
+pass.  A level is stored *exactly* (one counter per cell, 2^ℓ counters) when that is no
+larger than a sketch (j·w cells), i.e. for ℓ ≤ L_e = max(L*, ⌊log2(j·w)⌋) (capped at r),
+and as a count-min sketch below: 2^(L_e+1) − 1 exact counters plus (r − L_e)·j·w sketch
+cells, never more than the full tree's 2^(r+1) − 1 and non-decreasing in prune_k at a
+given w.  Levels L* < ℓ ≤ L_e are still *grown* as in Algorithm 2 (top-k hot nodes,
+children read from the level's noisy exact counters instead of a sketch estimate): the
+released tree is the paper's; only the storage and the sensitivity (1 instead of j)
+change.  The unpruned full tree of depth r is the special case prune_k ≥ 2^r (L* = r).
+
+Memory budget (``memory`` = M counters, :func:`sketch_width_for`): w is the largest
+width whose structure fits in M (the full tree if it fits), capped so that a smaller
+prune_k never uses more counters than a larger one at the same M.  What changes in the
+utility bound (Theorem 3: noise + approximation + resolution terms): the proof of
+Corollary 1 takes w = Θ(k) so that the count-min error of a level (Lemma 4: the ℓ1 norm
+of the level's tail beyond its top-w cells, divided by w, decaying in j) is of the order
+of the pruning error; with w fixed by M instead, the approximation term of every sketch
+level is that Lemma 4 bound at this w (smaller than the paper's when w > k, larger when
+w < k), exact levels have no approximation term at all, and their noise term uses
+Δ_ℓ = 1 instead of j.  The privacy calibration (Δ_ℓ/ε_ℓ per level, Σ_ℓ ε_ℓ = ε) is exact
+for any w: the budget only chooses public parameters.
 """
 from __future__ import annotations
 
@@ -68,6 +86,7 @@ class PrivHPConfig:
     budget_split: str = "sqrt"
     level_epsilons: Optional[Tuple[float, ...]] = None
     hash_seed: int = 0
+    memory: Optional[int] = None
 
     def __post_init__(self):
         check_neighbor(self.neighbor)
@@ -77,8 +96,22 @@ class PrivHPConfig:
         depth = whole_number("depth", self.depth)
         if depth > hierarchy.MAX_DEPTH:
             raise ParameterError("depth", f"must be in 1..{hierarchy.MAX_DEPTH}, got {depth}")
-        whole_number("sketch_width", self.sketch_width)
         whole_number("sketch_depth", self.sketch_depth)
+        if self.memory is not None:
+            budget = whole_number("memory", self.memory)
+            if budget > MAX_COUNTERS:
+                raise ParameterError("memory", f"{budget} counters "
+                                     f"({format_bytes(COUNTER_BYTES * budget)}) exceed the "
+                                     f"{MAX_COUNTERS} that fit")
+            object.__setattr__(self, "sketch_width", sketch_width_for(
+                budget, self.prune_k, depth, self.sketch_depth))
+        whole_number("sketch_width", self.sketch_width)
+        if self.sketch_width * self.sketch_depth > MAX_COUNTERS:  # even when levels are exact
+            raise ParameterError("sketch_width", (
+                f"{self.sketch_width} × {self.sketch_depth} rows = "
+                f"{format_bytes(COUNTER_BYTES * self.sketch_width * self.sketch_depth)} per "
+                f"sketch; at most {MAX_COUNTERS} counters "
+                f"({format_bytes(COUNTER_BYTES * MAX_COUNTERS)}) fit"))
         whole_number("hash_seed", self.hash_seed, minimum=0)
         if self.budget_split not in BUDGET_SPLITS:
             raise ValueError(f"budget split must be one of {BUDGET_SPLITS}")
@@ -108,8 +141,15 @@ class PrivHPConfig:
         return min(int(math.floor(math.log2(self.prune_k))), self.depth)
 
     @property
+    def exact_depth(self) -> int:
+        """L_e: levels 0..L_e hold exact counters — the complete levels 0..L*, and every
+        deeper level whose 2^ℓ cells are no more than a sketch's j·w."""
+        return exact_depth(self.complete_depth, self.depth, self.sketch_depth,
+                           self.sketch_width)
+
+    @property
     def sketch_levels(self) -> range:
-        return range(self.complete_depth + 1, self.depth + 1)
+        return range(self.exact_depth + 1, self.depth + 1)
 
     @property
     def is_full_tree(self) -> bool:
@@ -121,10 +161,17 @@ class PrivHPConfig:
             return 2 ** level
         return 2 * min(self.prune_k, self.nodes_released(level - 1))
 
-    def sensitivity(self, level: int) -> int:
-        """L1 sensitivity of level ℓ's counters: 1 / 2 (tree level, add-remove / replace),
-        j / 2j (sketch level)."""
+    def level_kind(self, level: int) -> str:
+        """``tree`` (complete, ℓ ≤ L*), ``exact`` (exact counters, grown; L* < ℓ ≤ L_e)
+        or ``sketch``."""
         if level <= self.complete_depth:
+            return "tree"
+        return "exact" if level <= self.exact_depth else "sketch"
+
+    def sensitivity(self, level: int) -> int:
+        """L1 sensitivity of level ℓ's counters: 1 / 2 (exact level, add-remove / replace),
+        j / 2j (sketch level)."""
+        if level <= self.exact_depth:
             return 1 if self.neighbor == "add-remove" else 2
         return sketch_sensitivity(self.sketch_depth, self.neighbor)
 
@@ -151,7 +198,8 @@ class PrivHPConfig:
 
     @property
     def tree_counters(self) -> int:
-        return 2 ** (self.complete_depth + 1) - 1
+        """Exact counters: the tree of levels 0..L_e."""
+        return 2 ** (self.exact_depth + 1) - 1
 
     @property
     def sketch_counters(self) -> int:
@@ -159,8 +207,13 @@ class PrivHPConfig:
 
     @property
     def memory_counters(self) -> int:
-        """Counters held during the pass (tree + sketches); independent of n."""
+        """Counters held during the pass (exact tree + sketches); independent of n."""
         return self.tree_counters + self.sketch_counters
+
+    @property
+    def full_tree_counters(self) -> int:
+        """Counters of the plain (unpruned) tree of the same depth: 2^(r+1) − 1."""
+        return 2 ** (self.depth + 1) - 1
 
     def level_hash_seed(self, level: int) -> int:
         """Public hash seed of sketch ``level`` (independent hashes per level)."""
@@ -192,7 +245,7 @@ class PrivHPConfig:
             "budget_split": ("explicit" if self.level_epsilons is not None
                              else self.budget_split),
             "levels": [{"level": l,
-                        "kind": "tree" if l <= self.complete_depth else "sketch",
+                        "kind": self.level_kind(l),
                         "epsilon": float(eps[l]),
                         "l1_sensitivity": self.sensitivity(l),
                         "noise": "discrete_laplace",
@@ -200,6 +253,57 @@ class PrivHPConfig:
                         "nodes_released": self.nodes_released(l)}
                        for l in range(self.depth + 1)],
         }
+
+
+def exact_depth(complete_depth: int, depth: int, sketch_depth: int, sketch_width: int) -> int:
+    """L_e = min(r, max(L*, ⌊log2(j·w)⌋)): the deepest level stored exactly."""
+    return min(depth, max(complete_depth, (sketch_depth * sketch_width).bit_length() - 1))
+
+
+def structure_counters(complete_depth: int, depth: int, sketch_depth: int,
+                       sketch_width: int) -> int:
+    """Counters of the structure: 2^(L_e+1) − 1 exact + (r − L_e)·j·w sketch cells."""
+    le = exact_depth(complete_depth, depth, sketch_depth, sketch_width)
+    return 2 ** (le + 1) - 1 + (depth - le) * sketch_depth * sketch_width
+
+
+def _widest(budget: int, complete_depth: int, depth: int, sketch_depth: int
+            ) -> Optional[int]:
+    """The largest w whose structure fits in ``budget`` counters (None if w = 1 does not);
+    beyond w = ⌈2^r / j⌉ every level is exact and the count no longer changes."""
+    def fits(w):
+        return structure_counters(complete_depth, depth, sketch_depth, w) <= budget
+    low, high = 1, -(-2 ** depth // sketch_depth)
+    if not fits(low):
+        return None
+    if fits(high):
+        return high
+    while high - low > 1:  # fits(low), not fits(high); the count is monotone in w
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
+
+
+def sketch_width_for(budget: int, prune_k: int, depth: int, sketch_depth: int) -> int:
+    """The sketch width w of a memory budget of ``budget`` counters.
+
+    For L = r, r − 1, …, L* = ⌊log2 prune_k⌋ in turn, w_L is the widest width whose
+    structure fits in min(budget, the counters used at L + 1), so the counters used are
+    ≤ budget and never larger for a smaller prune_k (memory is monotone in prune_k; the
+    cap costs at most (r − L)·j counters of rounding).  Exact levels where they are
+    smaller than a sketch make the count ≤ the full tree's 2^(r+1) − 1 for every w."""
+    lstar = min(int(math.floor(math.log2(prune_k))), depth)
+    cap, width = budget, None
+    for level in range(depth, lstar - 1, -1):
+        width = _widest(cap, level, depth, sketch_depth)
+        if width is not None:
+            cap = structure_counters(level, depth, sketch_depth, width)
+    if width is None:
+        need = structure_counters(lstar, depth, sketch_depth, 1)
+        raise ParameterError("memory", f"{budget} counters cannot hold prune_k={prune_k} "
+                             f"at depth r={depth} (at least {need} with sketch width 1); "
+                             f"raise --memory or lower --prune-k or --depth")
+    return width
 
 
 def default_depth(epsilon: float, expected_n: float) -> int:
@@ -212,8 +316,8 @@ def default_depth(epsilon: float, expected_n: float) -> int:
 
 
 class PrivHPAccumulator:
-    """Exact (noise-free) PrivHP state: the complete tree's counters in heap order (level
-    ℓ's node θ at index 2^ℓ − 1 + θ) and one count-min table per sketch level.  Integer
+    """Exact (noise-free) PrivHP state: the exact tree's counters (levels 0..L_e) in heap
+    order (level ℓ's node θ at index 2^ℓ − 1 + θ) and one count-min table per sketch level.  Integer
     arrays of fixed size; adding points and merging are exact integer additions."""
 
     def __init__(self, config: PrivHPConfig, tree: Optional[np.ndarray] = None,
@@ -242,7 +346,7 @@ class PrivHPAccumulator:
         unit_points = np.asarray(unit_points, dtype=np.float64).reshape(-1, config.dims)
         if unit_points.shape[0] == 0:
             return self
-        lstar, r = config.complete_depth, config.depth
+        lstar, r = config.exact_depth, config.depth
         deepest = hierarchy.leaf_index(unit_points, r)
         leaves = deepest >> np.uint64(r - lstar)
         counts = np.bincount(leaves.astype(np.int64), minlength=2 ** lstar)
@@ -330,9 +434,12 @@ class PrivHPTree:
 def grow(config: PrivHPConfig, noisy_tree: np.ndarray,
          noisy_sketches: Sequence[CountMinSketch]) -> PrivHPTree:
     """Algorithm 2: make the complete tree consistent, then from level L* expand the hot
-    nodes with sketch estimates, make each family consistent (Algorithm 3) and keep the
-    top-k nodes of the new level as the next hot set, until depth r.  Deterministic
-    post-processing of the noisy counters (ties in the top-k broken by θ)."""
+    nodes with their children's noisy counts (the level's exact counter for ℓ ≤ L_e, the
+    sketch estimate below), make each family consistent (Algorithm 3) and keep the
+    top-k nodes of the new level as the next hot set, until depth r.  ``noisy_tree``
+    holds the noisy exact counters of levels 0..L_e in heap order, ``noisy_sketches``
+    one sketch per level L_e+1..r.  Deterministic post-processing of the noisy counters
+    (ties in the top-k broken by θ)."""
     lstar = config.complete_depth
     thetas = [np.arange(2 ** l, dtype=np.uint64) for l in range(lstar + 1)]
     counts = [np.maximum(np.asarray(noisy_tree[0:1], dtype=np.float64), 0.0)]
@@ -342,10 +449,15 @@ def grow(config: PrivHPConfig, noisy_tree: np.ndarray,
         counts.append(np.column_stack([left, right]).reshape(-1))
     children = [np.arange(0, 2 ** (l + 1), 2, dtype=np.int64) for l in range(lstar)]
     hot = np.arange(2 ** lstar, dtype=np.int64)
-    for i, level in enumerate(config.sketch_levels):
+    for level in range(lstar + 1, config.depth + 1):
         parents = thetas[-1][hot]
         child_theta = np.column_stack([2 * parents, 2 * parents + np.uint64(1)]).reshape(-1)
-        estimates = noisy_sketches[i].estimate(child_theta).astype(np.float64)
+        if level <= config.exact_depth:
+            estimates = np.asarray(noisy_tree, dtype=np.float64)[
+                2 ** level - 1 + child_theta.astype(np.int64)]
+        else:
+            estimates = noisy_sketches[level - config.exact_depth - 1].estimate(
+                child_theta).astype(np.float64)
         left, right = make_consistent(counts[-1][hot], estimates[0::2], estimates[1::2])
         link = np.full(thetas[-1].size, -1, dtype=np.int64)
         link[hot] = np.arange(0, 2 * hot.size, 2)
@@ -395,13 +507,16 @@ def release_manifest(config: PrivHPConfig, released_tree_nodes: Optional[int] = 
         "level_epsilons": [float(e) for e in config.epsilons()],
         "parameters": {"dims": config.dims, "prune_k": config.prune_k,
                        "complete_depth": config.complete_depth, "depth": config.depth,
+                       "exact_depth": config.exact_depth,
                        "sketch_width": config.sketch_width,
                        "sketch_depth": config.sketch_depth,
                        "hash_seed": config.hash_seed,
                        "full_tree": config.is_full_tree},
         "memory_counters": config.memory_counters,
-        "memory": {"tree_counters": config.tree_counters,
-                   "sketch_counters": config.sketch_counters},
+        "memory": {"counters_used": config.memory_counters, "budget": config.memory,
+                   "tree_counters": config.tree_counters,
+                   "sketch_counters": config.sketch_counters,
+                   "full_tree_counters": config.full_tree_counters},
     }
     if released_tree_nodes is not None:
         manifest["memory"]["released_tree_nodes"] = int(released_tree_nodes)
@@ -417,7 +532,7 @@ def release(accumulator: PrivHPAccumulator, sampler) -> PrivHPRelease:
     config = accumulator.config
     scales = config.noise_scales()
     noisy_tree = accumulator.tree.astype(np.float64)
-    for level in range(config.complete_depth + 1):
+    for level in range(config.exact_depth + 1):
         lo, hi = 2 ** level - 1, 2 ** (level + 1) - 1
         noisy_tree[lo:hi] += sampler.discrete_laplace(scales[level], hi - lo)
     eps = config.epsilons()

@@ -1,5 +1,7 @@
 """PrivHP (Holland, Camtepe, Thapa and Xue, SIGMOD 2025) as the jobs drive it: the
-protocol of :mod:`continual_synth.mechanisms.synthesizer` with a horizon of one period.
+protocol of :mod:`continual_synth.mechanisms.synthesizer` — one-shot
+(:class:`PrivHPSynthesizer`, a horizon of one period) and continual
+(:class:`ContinualPrivHPSynthesizer`, T periods, each releasing all points so far).
 
 The one-shot release is a single step: ``statistics`` is the exact PrivHP state of all
 the points (:class:`~continual_synth.mechanisms.privhp.PrivHPAccumulator`: the complete
@@ -18,14 +20,16 @@ Pure numpy; no Beam.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from continual_synth.mechanisms import privhp
+from continual_synth.mechanisms import continual_privhp, privhp
 from continual_synth.mechanisms.accounting import BudgetLedger
+from continual_synth.mechanisms.counters import StreamCounter
 from continual_synth.mechanisms.errors import StateError
 from continual_synth.mechanisms.samplers import Sampler
-from continual_synth.mechanisms.synthesizer import PointsRelease
+from continual_synth.mechanisms.synthesizer import PointsRelease, emission_seed
 
 
 @dataclass(frozen=True)
@@ -81,3 +85,98 @@ class PrivHPSynthesizer:
         """The release's manifest fields (algorithm, accounting, parameters, memory and,
         once released, the released tree's size, noisy total and sampler)."""
         return privhp.release_manifest(self.config, **(state.released or {}))
+
+
+# ----------------------------------------------------------------------- continual
+
+
+@dataclass
+class ContinualPrivHPState:
+    """``period`` t released so far, the ε ledger (the whole stream's ε, charged at
+    period 1), the level counters (private: true partial sums) and the facts of the
+    last release (None before)."""
+
+    period: int
+    ledger: BudgetLedger
+    counters: List[StreamCounter]
+    released: Optional[Dict] = None
+
+    def to_dict(self) -> Dict:
+        return {"period": self.period, "ledger": self.ledger.to_dict(),
+                "counters": [c.to_dict() for c in self.counters],
+                "released": self.released}
+
+    @classmethod
+    def from_dict(cls, data: Dict) -> "ContinualPrivHPState":
+        return cls(data["period"], BudgetLedger.from_dict(data["ledger"]),
+                   [StreamCounter.from_dict(c) for c in data["counters"]], data["released"])
+
+
+class ContinualPrivHPSynthesizer:
+    """Continual PrivHP (:mod:`~continual_synth.mechanisms.continual_privhp`): at every
+    period t = 1..T, ``samples`` synthetic points of all the points seen so far.
+    ``statistics`` of a step are the exact PrivHP state of the period's points only."""
+
+    kind = "continual-privhp"
+
+    def __init__(self, config: continual_privhp.ContinualPrivHPConfig, samples: int):
+        self.config = config
+        self.samples = int(samples)
+        self.horizon = config.horizon
+
+    def initial_state(self) -> ContinualPrivHPState:
+        return ContinualPrivHPState(0, BudgetLedger(total=self.config.epsilon,
+                                                    unit="epsilon"),
+                                    self.config.new_counters())
+
+    def _charge(self, period: int) -> float:
+        """ε of the whole stream at period 1 (event level: every period's counters share
+        it, see the module docstring of continual_privhp), nothing afterwards."""
+        return self.config.epsilon if period == 1 else 0.0
+
+    def check_step(self, state: ContinualPrivHPState, period: int) -> None:
+        if period > self.horizon:
+            raise StateError(f"period {period} is beyond the horizon T={self.horizon}")
+        if period != state.period + 1:
+            raise StateError(f"period {period} is out of order: the next period is "
+                             f"{state.period + 1}")
+        state.ledger.check(self._charge(period), f"period {period}")
+
+    def step(self, state: ContinualPrivHPState, statistics: privhp.PrivHPAccumulator,
+             sampler: Sampler) -> Tuple[ContinualPrivHPState, PointsRelease]:
+        """Feed the period to the counters, grow and make consistent; the emission seed
+        is drawn after the noise.  ``state`` is not modified."""
+        period = state.period + 1
+        self.check_step(state, period)
+        counters = copy.deepcopy(state.counters)
+        tree = continual_privhp.feed(self.config, counters, statistics, sampler)
+        ledger = BudgetLedger.from_dict(state.ledger.to_dict())
+        ledger.charge(self._charge(period), f"period {period}", period=period)
+        seed = emission_seed(sampler)
+        released = {"period": period, "released_tree_nodes": tree.num_nodes,
+                    "noisy_total": tree.total}
+        return (ContinualPrivHPState(period, ledger, counters, released),
+                PointsRelease(period, tree, self.samples, seed))
+
+    def manifest(self, state: ContinualPrivHPState) -> Dict:
+        config = self.config
+        structure = privhp.release_manifest(config.structure)
+        structure.pop("memory_counters")
+        return {
+            **structure,
+            **config.accounting(),
+            "algorithm": ("continual PrivHP: PrivHP's decomposition (Holland et al. 2025, "
+                          "Algorithms 1-3) with every exact counter and sketch cell a "
+                          "continual counter over periods; growth and consistency redone "
+                          "each period"),
+            "epsilon_spent": state.ledger.spent,
+            "ledger": state.ledger.to_dict(),
+            "periods_released": state.period,
+            "memory_counters": config.memory_words,
+            "memory": {**structure["memory"], "budget": config.memory,
+                       "counters_used": config.memory_words, "cells": config.cells,
+                       "words_per_cell": config.words_per_cell,
+                       "unit": "float words held by the counters (constant over the stream)"},
+            "last_release": state.released,
+            "samples_per_period": self.samples,
+        }

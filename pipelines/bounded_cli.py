@@ -2,10 +2,14 @@
 
     continual-synth bounded run --input POINTS --output DIR --columns x,y --bounds 0:1,0:1
                                 --epsilon E --samples N [--prune-k K] [--depth R | --expected-n M]
-                                [--sketch-width W] [--sketch-depth J] [--neighbor add-remove|replace]
+                                [--memory COUNTERS | --sketch-width W] [--sketch-depth J]
+                                [--neighbor add-remove|replace]
                                 [--budget-split sqrt|sqrt-sensitivity|uniform | --level-epsilons e0,..,er]
                                 [--seed S] [--format parquet|csv|avro] [--input-format F] [--clip]
                                 [--shards 8] [--hash-seed 0] [Beam options]
+    continual-synth bounded run  ... --horizon T [--period-col period] [--counter auto]
+    continual-synth bounded init --state STATE --horizon T [run's options, no --input/--output]
+    continual-synth bounded step --state STATE --input PERIOD_FILE --output DIR [--period P]
     continual-synth evaluate bounded --truth POINTS --synthetic DIR --columns x,y [--report DIR]
 
 Wired into :mod:`continual_synth.pipelines.cli` through :func:`add_commands`
@@ -19,7 +23,8 @@ from typing import List, Optional
 from continual_synth.mechanisms.errors import (InputError, ParameterError, format_bytes,
                                                positive_real)
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
-                                               POSITIVE_REAL, InputOptions, OutputOptions,
+                                               POSITIVE_REAL, InputOptions, StateOptions,
+                                               JobOptions, OutputOptions, StepOptions,
                                                add_job_commands)
 
 MAX_SHARD_VALUES = 2 ** 25  # float64 coordinates sampled in one shard (256 MiB)
@@ -29,9 +34,8 @@ def _columns(text: str) -> List[str]:
     return [c.strip() for c in str(text).split(",") if c.strip()]
 
 
-class BoundedRunOptions(OutputOptions, InputOptions):
-    description = "bounded-memory synthesizer (PrivHP): one pass over the points, then N " \
-                  "synthetic points"
+class BoundedReleaseOptions(JobOptions):
+    """The options of a PrivHP release (``run`` and ``init``)."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
@@ -53,8 +57,12 @@ class BoundedRunOptions(OutputOptions, InputOptions):
                             help="a PUBLIC guess of the number of points; sets r = "
                                  "round(log2(ε·n)) when --depth is not given (the true n is "
                                  "private and never used)")
-        parser.add_argument("--sketch-width", type=POSITIVE_INT, default=1024,
-                            help="count-min columns w")
+        parser.add_argument("--sketch-width", type=POSITIVE_INT, default=None,
+                            help="count-min columns w (default 1024; not with --memory)")
+        parser.add_argument("--memory", type=POSITIVE_INT, default=None, metavar="COUNTERS",
+                            help="memory budget in counters: sizes the sketch width and the "
+                                 "exact levels (reported in the manifest); not with "
+                                 "--sketch-width")
         parser.add_argument("--sketch-depth", type=POSITIVE_INT, default=3,
                             help="count-min rows j")
         parser.add_argument("--neighbor", choices=["add-remove", "replace"],
@@ -79,12 +87,41 @@ class BoundedRunOptions(OutputOptions, InputOptions):
                             help="shards of synthetic points")
         parser.add_argument("--hash-seed", type=NON_NEGATIVE_INT, default=0,
                             help="public seed of the sketches' hash functions")
+        parser.add_argument("--counter", default="auto",
+                            choices=["auto", "simple", "block", "tree", "honaker", "kary"],
+                            help="continual PrivHP (init, run --horizon): the continual "
+                                 "counter of every cell; auto = the k-ary tree of least "
+                                 "variance for T (Simple II for small T)")
+
+
+class BoundedRunOptions(OutputOptions, InputOptions, BoundedReleaseOptions):
+    description = "bounded-memory synthesizer (PrivHP): one pass over the points, then N " \
+                  "synthetic points (with --horizon: continual PrivHP over a period column)"
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--horizon", type=POSITIVE_INT, default=None,
+                            help="continual PrivHP over periods 1..T of --period-col: a "
+                                 "release of all points so far after every period "
+                                 "(event-level ε)")
+        parser.add_argument("--period-col", default="period",
+                            help="the period column (with --horizon)")
         parser.add_argument("--batch-rows", type=POSITIVE_INT, default=1 << 18,
                             help="rows per Arrow batch when reading")
 
 
+class BoundedInitOptions(StateOptions, BoundedReleaseOptions):
+    description = "continual PrivHP: create the state of an incremental release"
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--horizon", type=POSITIVE_INT, required=True,
+                            help="number of periods T")
+
+
 # This family's Beam jobs (see :data:`continual_synth.pipelines.cli.JOBS`).
-JOBS = {"bounded_run": BoundedRunOptions}
+JOBS = {"bounded_run": BoundedRunOptions, "bounded_init": BoundedInitOptions,
+        "bounded_step": StepOptions}
 
 
 def add_commands(commands, evaluate) -> None:
@@ -97,7 +134,7 @@ def add_commands(commands, evaluate) -> None:
     ev.add_argument("--synthetic", required=True, help="a bounded run's release directory")
     ev.add_argument("--columns", required=True, help="comma-separated columns, e.g. x,y")
     ev.add_argument("--report", default=None, help="directory for summary.json and plots")
-    ev.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
+    ev.add_argument("--input-format", default=None, choices=FORMATS)
     ev.add_argument("--ot-points", type=POSITIVE_INT, default=4000,
                     help="points per side for exact optimal transport in d > 1")
     ev.add_argument("--projections", type=POSITIVE_INT, default=128,
@@ -134,16 +171,54 @@ def _config(args):
             f"{args.samples} over --shards {args.shards} puts {per_shard:.3g} points "
             f"({format_bytes(8 * per_shard * len(columns))}) in one shard; at most "
             f"{MAX_SHARD_VALUES // len(columns)} fit: raise --shards"))
-    config = privhp.PrivHPConfig(
+    if args.memory is not None and args.sketch_width is not None:
+        raise InputError("give --memory COUNTERS (the sketch width follows from it) or "
+                         "--sketch-width W, not both")
+    structure = dict(
         epsilon=args.epsilon, dims=len(columns), prune_k=args.prune_k, depth=depth,
-        sketch_width=args.sketch_width, sketch_depth=args.sketch_depth,
-        neighbor=args.neighbor, budget_split=args.budget_split, level_epsilons=level_eps,
-        hash_seed=args.hash_seed)
+        sketch_width=1024 if args.sketch_width is None else args.sketch_width,
+        sketch_depth=args.sketch_depth, neighbor=args.neighbor,
+        budget_split=args.budget_split, level_epsilons=level_eps, hash_seed=args.hash_seed)
+    horizon = getattr(args, "horizon", None)
+    if horizon is None:
+        if args.counter != "auto":
+            raise InputError("--counter applies to continual PrivHP: give --horizon T")
+        return columns, bounds, privhp.PrivHPConfig(**structure, memory=args.memory), \
+            depth_from
+    from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
+    config = ContinualPrivHPConfig.create(horizon=horizon, counter=args.counter,
+                                          memory=args.memory, **structure)
     return columns, bounds, config, depth_from
+
+
+def _continual(args, beam_args: List[str]) -> dict:
+    """``bounded init|step`` and ``bounded run --horizon T`` (continual PrivHP)."""
+    from continual_synth.pipelines import bounded_continual
+    if args.action == "step":
+        return bounded_continual.step(args.state, args.input, args.output,
+                                      in_format=args.input_format, period=args.period,
+                                      beam_args=beam_args, wait=args.wait)
+    columns, bounds, config, _ = _config(args)
+    common = dict(seed=args.seed, out_format=args.out_format, clip=args.clip,
+                  num_shards=args.shards)
+    if args.action == "init":
+        bounded_continual.init(config, args.state, columns, bounds, args.samples, **common)
+        return {"status": "initialised", "state": args.state, "horizon": config.horizon,
+                "counter": config.counter, "memory_counters": config.memory_words}
+    manifest = bounded_continual.run(config, args.input, args.output, columns, bounds,
+                                     args.samples, period_col=args.period_col,
+                                     in_format=args.input_format, beam_args=beam_args,
+                                     **common)
+    return {"status": "released", "output": args.output, "periods": config.horizon,
+            **{k: manifest[k] for k in ("epsilon", "neighbor", "memory_counters", "sampler",
+                                        "for_publication")}}
 
 
 def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     """Run the parsed command if it is ours; otherwise return None."""
+    if args.command == "bounded" and args.action in ("init", "step") or (
+            args.command == "bounded" and args.action == "run" and args.horizon is not None):
+        return _continual(args, beam_args)
     if args.command == "bounded" and args.action == "run":
         from continual_synth.pipelines.bounded import run_bounded
         columns, bounds, config, depth_from = _config(args)

@@ -184,6 +184,9 @@ def test_cli_run_and_evaluate(data, tmp_path):
     (["--depth", "10", "--bounds", "0:1,0:1,0:1"], "2 low:high"),
     (["--depth", "10", "--columns", "lon,nope"], "missing column"),
     (["--depth", "70"], "depth must be in"),
+    (["--depth", "10", "--memory", "50"], "raise --memory"),
+    (["--depth", "10", "--memory", "5000", "--sketch-width", "64"], "not both"),
+    (["--depth", "10", "--memroy", "5000"], "--memory"),
 ])
 def test_cli_errors_exit_2_with_a_clear_message(data, tmp_path, extra, message):
     _, _, single, _ = data

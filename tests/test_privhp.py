@@ -50,10 +50,11 @@ def test_budget_split_sums_to_epsilon_and_noise_matches_sensitivity(split, neigh
     assert eps.size == config.depth + 1 and np.all(eps > 0)
     assert eps.sum() == pytest.approx(config.epsilon, rel=1e-12)
     factor = 1 if neighbor == "add-remove" else 2
-    lstar = config.complete_depth
-    assert lstar == 3
+    assert config.complete_depth == 3
+    exact = config.exact_depth  # 2^9 = 512 ≤ j·w = 768 < 2^10: levels 0..9 exact
+    assert exact == 9
     for level in range(config.depth + 1):
-        expected = factor * (1 if level <= lstar else config.sketch_depth)
+        expected = factor * (1 if level <= exact else config.sketch_depth)
         assert config.sensitivity(level) == expected
     # the release draws exactly one noise vector per level with scale Δ_ℓ / ε_ℓ
     sampler = RecordingSampler(0)
@@ -61,8 +62,8 @@ def test_budget_split_sums_to_epsilon_and_noise_matches_sensitivity(split, neigh
     scales = [scale for scale, _ in sampler.calls]
     sizes = [size for _, size in sampler.calls]
     np.testing.assert_allclose(scales, config.noise_scales(), rtol=1e-12)
-    assert sizes == [2 ** l for l in range(lstar + 1)] + [
-        config.sketch_depth * config.sketch_width] * (config.depth - lstar)
+    assert sizes == [2 ** l for l in range(exact + 1)] + [
+        config.sketch_depth * config.sketch_width] * (config.depth - exact)
     spent = sum(config.sensitivity(l) / s for l, s in enumerate(scales))
     assert spent == pytest.approx(config.epsilon, rel=1e-12)
     if split == "sqrt":
@@ -100,7 +101,7 @@ def test_explicit_level_epsilons_and_their_errors():
 
 def test_memory_is_fixed_by_the_parameters_not_by_n():
     config = privhp.PrivHPConfig(**CONFIG)
-    assert config.memory_counters == 15 + 7 * 3 * 256
+    assert config.memory_counters == 1023 + 1 * 3 * 256
     small = privhp.accumulate(clusters(10, 2, 0), config)
     large = privhp.accumulate(clusters(100_000, 2, 0), config)
     assert small.counters == large.counters == config.memory_counters
@@ -124,7 +125,7 @@ def test_merging_partial_accumulators_equals_one_pass():
     np.testing.assert_array_equal(merged.tree, whole.tree)
     np.testing.assert_array_equal(merged.sketches, whole.sketches)
     # exact tree counts: every level sums to n and matches a direct histogram
-    for level in range(config.complete_depth + 1):
+    for level in range(config.exact_depth + 1):
         counts = whole.level_counts(level)
         assert counts.sum() == points.shape[0]
         direct = np.bincount(hierarchy.leaf_index(points, level).astype(np.int64),

@@ -194,3 +194,19 @@ def load_array(path: str):
     import numpy as np
     with open_read(path) as handle:
         return np.load(handle)
+
+
+def save_arrays(path: str, **arrays) -> None:
+    """Named numpy arrays as one ``.npz`` file."""
+    import numpy as np
+    with create(path) as handle:
+        np.savez(handle, **arrays)
+
+
+def load_arrays(path: str) -> dict:
+    """A ``.npz`` file as a dict of numpy arrays (read whole: object-store files are not
+    always seekable)."""
+    import io
+    import numpy as np
+    with np.load(io.BytesIO(read_bytes(path))) as data:
+        return {name: data[name] for name in data.files}

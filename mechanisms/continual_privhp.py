@@ -1,0 +1,225 @@
+"""Continual PrivHP: after every period t = 1..T, synthetic points of *all* the points
+seen so far, in memory that does not grow with the stream (new; built on Holland et al.
+2025's decomposition, :mod:`continual_synth.mechanisms.privhp`, and the continual
+counters of :mod:`continual_synth.mechanisms.counters`).
+
+The structure is one-shot PrivHP's (:class:`~continual_synth.mechanisms.privhp.
+PrivHPConfig`: exact counters on levels 0..L_e, a count-min sketch on each level
+L_e+1..r, the same public hashes).  Each *cell* — an exact counter or a sketch cell —
+becomes a continual counter over periods: period t brings the exact PrivHP state z^t of
+the period's points (:class:`~continual_synth.mechanisms.privhp.PrivHPAccumulator`, the
+same pass), and level ℓ's counter (one vector counter over the level's cells) releases
+the noisy prefix sums S̃_ℓ^t ≈ z_ℓ^1 + … + z_ℓ^t.  The release at t is Algorithm 2's
+growth (top-k hot nodes) and Algorithm 3's consistency redone from S̃^t, then sampling
+(:func:`~continual_synth.mechanisms.privhp.grow`, :func:`~continual_synth.mechanisms.
+privhp.sample_unit`): post-processing of the counters' outputs.
+
+Privacy (event level, pure ε-DP for the whole stream).  Neighbouring streams differ by
+adding or removing one point in one period (``replace``: replacing one point by another
+in the same period).  That point changes, at level ℓ, one entry (its period) of Δ_ℓ
+coordinates of level ℓ's counter: Δ_ℓ = 1 on an exact level, j on a sketch level (one
+cell per row), doubled under ``replace`` — the one-shot sensitivities, now *per stream
+entry* (``entries_changed`` = Δ_ℓ).  Level ℓ's counter is calibrated to ε_ℓ by the
+counter library (b = Δ_ℓ·h/ε_ℓ with h the nodes one entry touches: the counter's exact
+sensitivity across all T periods), so it is ε_ℓ-DP over the whole stream, and by basic
+composition over levels 0..r the stream of releases is ε-DP with ε = Σ_ℓ ε_ℓ; the
+split ε_ℓ is one-shot PrivHP's (:meth:`PrivHPConfig.epsilons`).
+
+Counter.  Pure ε needs discrete Laplace noise; among the library's pure-ε counters the
+k-ary tree (Andersson et al. 2025) has the least maximum variance over t = 1..T
+(bench/results/counters_error.md).  ``auto`` takes it with its best arity; when that
+arity exceeds T the tree has one level and is exactly Chan-Shi-Song's Simple II (noise
+b = Δ/ε on every entry, variance t·2q/(1−q)² at t), which is stored as the ``simple``
+counter: one word per cell instead of two.  For T = 50 that is the choice (variance at
+T: 92/ε² per unit sensitivity, against 63 for ``block`` with 3 words per cell, 122 for
+``honaker`` and 216 for ``tree``).  The variance of a cell at t is the counter's exact
+``variance(t)``; one-shot PrivHP at the same ε has 2q/(1−q)² (≈ 1.84/ε²): the price of
+releasing T times.
+
+Memory.  The counters hold ``words_per_cell`` floats per cell (the counter's state:
+1 for ``simple``, 2 per tree level for ``kary``, …), never anything per point or per
+period.  A budget of M words (``memory``) sizes the structure for ⌊M / words_per_cell⌋
+cells with one-shot PrivHP's rule (:func:`~continual_synth.mechanisms.privhp.
+sketch_width_for`), so the words used are ≤ M, ≤ the plain continual tree of the same
+depth, and non-decreasing in prune_k.
+Pure numpy; no Beam.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from continual_synth.mechanisms import privhp
+from continual_synth.mechanisms.counters import (StreamCounter, kary_levels, make_counter)
+from continual_synth.mechanisms.errors import ParameterError, whole_number
+from continual_synth.mechanisms.samplers import Sampler
+from continual_synth.mechanisms.sketch import CountMinSketch
+
+COUNTERS = ("auto", "simple", "block", "tree", "honaker", "kary")
+
+
+def resolve_counter(kind: str, horizon: int) -> Tuple[str, Dict]:
+    """(counter kind, options) of ``kind`` for horizon T (``auto``: see the module
+    docstring)."""
+    if kind not in COUNTERS:
+        raise ParameterError("counter", f"must be one of {', '.join(COUNTERS)}, got {kind!r}")
+    if kind != "auto":
+        return kind, {}
+    arity = make_counter("kary", horizon, epsilon=1.0).arity
+    if kary_levels(horizon, arity) == 1:
+        return "simple", {}
+    return "kary", {"arity": int(arity)}
+
+
+def words_per_cell(kind: str, horizon: int, options: Optional[Dict] = None) -> int:
+    """Floats a counter of ``kind`` holds per coordinate (its state's size at dim 1)."""
+    counter = make_counter(kind, horizon, epsilon=1.0, **(options or {}))
+    return int(sum(np.asarray(v).size for v in counter._state().values()))
+
+
+@dataclass(frozen=True)
+class ContinualPrivHPConfig:
+    """Public parameters: the structure (``structure``, a one-shot configuration whose ε
+    is the whole stream's), the horizon T, the counter (resolved: never ``auto``) and the
+    memory budget in words, if any."""
+
+    structure: privhp.PrivHPConfig
+    horizon: int
+    counter: str
+    counter_options: Tuple[Tuple[str, int], ...] = ()
+    memory: Optional[int] = None
+
+    @classmethod
+    def create(cls, *, horizon: int, counter: str = "auto", memory: Optional[int] = None,
+               counter_options: Optional[Dict] = None, **structure
+               ) -> "ContinualPrivHPConfig":
+        """Resolve the counter (``counter_options``: the library's options of an explicit
+        kind, e.g. ``{"block_size": 25}``), size the structure from ``memory`` words (if
+        given) and check the budget covers it."""
+        horizon = whole_number("horizon", horizon)
+        kind, options = resolve_counter(counter, horizon)
+        if counter_options:
+            if counter == "auto":
+                raise ParameterError("counter", "options need an explicit counter kind")
+            make_counter(kind, horizon, epsilon=1.0, **counter_options)  # validates them
+            options = dict(counter_options)
+        cells = None
+        if memory is not None:
+            memory = whole_number("memory", memory)
+            cells = memory // words_per_cell(kind, horizon, options)
+            if cells < 1:
+                raise ParameterError("memory", f"{memory} words hold no {kind} counter "
+                                     f"cell; raise --memory")
+        try:
+            config = privhp.PrivHPConfig(**structure, memory=cells)
+        except ParameterError as exc:
+            if cells is None:
+                raise
+            raise ParameterError("memory", f"{memory} words = {cells} cells of "
+                                 f"{words_per_cell(kind, horizon, options)} words "
+                                 f"({kind} counter): {exc.args[-1]}") from None
+        return cls(config, horizon, kind, tuple(sorted(options.items())), memory)
+
+    @property
+    def epsilon(self) -> float:
+        return self.structure.epsilon
+
+    @property
+    def words_per_cell(self) -> int:
+        return words_per_cell(self.counter, self.horizon, dict(self.counter_options))
+
+    @property
+    def cells(self) -> int:
+        return self.structure.memory_counters
+
+    @property
+    def memory_words(self) -> int:
+        """Floats the counters hold: cells × words per cell (constant over the stream)."""
+        return self.cells * self.words_per_cell
+
+    def level_cells(self, level: int) -> int:
+        s = self.structure
+        return 2 ** level if level <= s.exact_depth else s.sketch_depth * s.sketch_width
+
+    def new_counters(self) -> List[StreamCounter]:
+        """One counter per level ℓ = 0..r: dim = the level's cells, ε_ℓ, entries changed
+        Δ_ℓ (the level's one-shot sensitivity; see the module docstring)."""
+        eps = self.structure.epsilons()
+        return [make_counter(self.counter, self.horizon, epsilon=float(eps[level]),
+                             dim=self.level_cells(level),
+                             entries_changed=self.structure.sensitivity(level),
+                             **dict(self.counter_options))
+                for level in range(self.structure.depth + 1)]
+
+    def to_dict(self) -> Dict:
+        return {"structure": self.structure.to_dict(), "horizon": self.horizon,
+                "counter": self.counter, "counter_options": dict(self.counter_options),
+                "memory": self.memory}
+
+    @classmethod
+    def from_dict(cls, data: Dict) -> "ContinualPrivHPConfig":
+        structure = dict(data["structure"])
+        cells = structure.pop("memory")
+        if structure["level_epsilons"] is not None:
+            structure["level_epsilons"] = tuple(structure["level_epsilons"])
+        return cls(privhp.PrivHPConfig(**structure, memory=cells), data["horizon"],
+                   data["counter"], tuple(sorted(data["counter_options"].items())),
+                   data["memory"])
+
+    def accounting(self) -> Dict:
+        """The manifest's privacy and memory statement."""
+        counters = self.new_counters()
+        one_shot = self.structure.accounting()
+        levels = [{**level, "counter": counter.kind,
+                   "noise_scale": float(counter._entry_groups()[0][1]),
+                   "counter_nodes_per_entry": sum(k for k, _ in counter._entry_groups()),
+                   "variance_at_horizon": float(counter.variance(self.horizon))}
+                  for level, counter in zip(one_shot["levels"], counters)]
+        return {
+            **one_shot,
+            "composition": ("basic (pure ε-DP): ε = Σ_ℓ ε_ℓ over levels 0..r; level ℓ's "
+                            "continual counter is ε_ℓ-DP over the whole stream"),
+            "privacy_level": "event-level",
+            "neighbor_meaning": ("streams differ by adding or removing one point in one "
+                                 "period" if self.structure.neighbor == "add-remove" else
+                                 "streams differ by replacing one point by another in "
+                                 "one period (sensitivities doubled)"),
+            "sensitivity_note": ("a point changes one period's entry of Δ_ℓ cells of level "
+                                 "ℓ (1 exact, j sketch); the counter's noise scale is "
+                                 "Δ_ℓ·h/ε_ℓ, h = nodes one entry touches over all T "
+                                 "periods"),
+            "levels": levels,
+            "horizon": self.horizon,
+            "counter": {"kind": self.counter, "options": dict(self.counter_options),
+                        "words_per_cell": self.words_per_cell},
+        }
+
+
+def noisy_structure(config: ContinualPrivHPConfig, sums: List[np.ndarray]
+                    ) -> Tuple[np.ndarray, List[CountMinSketch]]:
+    """The noisy prefix sums of every level as one-shot PrivHP's noisy state: the exact
+    levels' counters in heap order and one sketch per sketch level."""
+    s = config.structure
+    tree = np.concatenate(sums[:s.exact_depth + 1])
+    sketches = [s.sketch(level, sums[level].reshape(s.sketch_depth, s.sketch_width))
+                for level in s.sketch_levels]
+    return tree, sketches
+
+
+def feed(config: ContinualPrivHPConfig, counters: List[StreamCounter],
+         period: privhp.PrivHPAccumulator, sampler: Sampler) -> privhp.PrivHPTree:
+    """One period: feed each level's exact entry z_ℓ^t to its counter (levels 0..r in
+    order, one sampler), then grow and make consistent from the noisy prefix sums."""
+    s = config.structure
+    if period.config != s:
+        raise ValueError("the period's statistics were accumulated with another "
+                         "PrivHP structure")
+    sums = []
+    for level, counter in enumerate(counters):
+        entry = (period.level_counts(level) if level <= s.exact_depth
+                 else period.sketches[level - s.exact_depth - 1].ravel())
+        sums.append(counter.feed(entry, sampler))
+    tree, sketches = noisy_structure(config, sums)
+    return privhp.grow(s, tree, sketches)

@@ -1,0 +1,263 @@
+"""Continual PrivHP jobs: ``bounded init`` + ``bounded step`` (incremental, write-ahead)
+and ``bounded run --horizon T`` (the whole stream at once, a period column).
+
+After every period t the release is ``samples`` synthetic points of all the points seen
+so far (:class:`~continual_synth.mechanisms.privhp_synthesizer.ContinualPrivHPSynthesizer`),
+written as ``synthetic-tNNNN-sSSSSS.<format>`` (one file per shard; the files of earlier
+periods stay).  The step follows :func:`continual_synth.pipelines.lifecycle.
+incremental_step`: the period's exact PrivHP state is built by a Beam pipeline
+(:class:`~continual_synth.transforms.points.BuildPrivHP`), the counters are fed with the
+noise of ``period_sampler(seed, t)``, and the new counter state and the grown tree are
+written (private) under the run's folder before the state version commits; a re-run
+after the commit re-emits the same points from the saved tree.  ``run`` draws exactly
+the noise and points of ``init`` + ``step`` per period with the same seed.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+import apache_beam as beam
+import numpy as np
+
+from continual_synth.mechanisms import privhp
+from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.hierarchy import Bounds, check_points
+from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPState,
+                                                           ContinualPrivHPSynthesizer)
+from continual_synth.mechanisms.synthesizer import PointsRelease, period_sampler
+from continual_synth.pipelines import lifecycle, release_dir
+from continual_synth.pipelines.bounded import check_columns
+from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
+from continual_synth.pipelines.options import pipeline_options
+from continual_synth.transforms import storage
+from continual_synth.transforms.files import (check_format, detect_format,
+                                              list_data_files)
+from continual_synth.transforms.points import (BuildPrivHP, ReadPointBatches,
+                                               SampleSyntheticPoints, file_batches,
+                                               point_schema, table_points)
+from continual_synth.transforms.write import WriteRecordBatches
+
+KIND = "continual-privhp"
+
+
+def _extras(columns, bounds: Bounds, num_shards: int, clip: bool) -> Dict:
+    return {"columns": list(columns), "bounds": bounds.to_list(), "shards": int(num_shards),
+            "clip": bool(clip), "release_form": (
+                "the rows of synthetic-tNNNN-* are the synthetic sample of all the points "
+                "of periods 1..t, released after period t")}
+
+
+def _check(columns, bounds: Bounds, config: ContinualPrivHPConfig, samples: int,
+           num_shards: int, out_format: str) -> None:
+    check_columns(columns, bounds)
+    check_format(out_format)
+    if samples < 0 or num_shards < 1:
+        raise InputError("--samples must be ≥ 0 and --shards ≥ 1")
+    if config.structure.dims != bounds.dims:
+        raise InputError("the configuration's dimension differs from the bounds'")
+
+
+# --------------------------------------------------------------------- incremental
+
+
+def init(config: ContinualPrivHPConfig, state_dir: str, columns: Sequence[str],
+         bounds: Bounds, samples: int, *, seed: Optional[int] = None,
+         out_format: str = "parquet", clip: bool = False, num_shards: int = 8) -> Dict:
+    """Create the state directory of a continual PrivHP release (version 0)."""
+    _check(columns, bounds, config, samples, num_shards, out_format)
+    fresh = ContinualPrivHPSynthesizer(config, samples).initial_state().to_dict()
+    fresh.pop("counters")  # zero counters: made again from the configuration at period 1
+    state = lifecycle.new_state_document(
+        KIND, seed, out_format, config=config.to_dict(), synthesizer_state=fresh,
+        samples=int(samples), **_extras(columns, bounds, num_shards, clip))
+    StateDir(state_dir).create(state)
+    return state
+
+
+def _tree_arrays(tree: privhp.PrivHPTree) -> Dict[str, np.ndarray]:
+    arrays = {"meta": np.array([tree.dims, tree.depth, len(tree.thetas)])}
+    for i, (theta, count, child) in enumerate(zip(tree.thetas, tree.counts, tree.children)):
+        arrays.update({f"theta{i}": theta, f"count{i}": count, f"child{i}": child})
+    return arrays
+
+
+def _load_tree(path: str) -> privhp.PrivHPTree:
+    data = storage.load_arrays(path)
+    dims, depth, levels = (int(v) for v in data["meta"])
+    return privhp.PrivHPTree(dims, depth, [data[f"theta{i}"] for i in range(levels)],
+                             [data[f"count{i}"] for i in range(levels)],
+                             [data[f"child{i}"] for i in range(levels)])
+
+
+class ContinualPrivHPJob(IncrementalJob):
+    """The write-ahead step of continual PrivHP (the lead wires ``bounded stream`` here)."""
+
+    kind = KIND
+
+    def synthesizer(self, state: Dict, store: Optional[StateDir] = None):
+        """(synthesizer, its state); the counters are read only when ``store`` is given
+        (they are private and large; order and budget checks do not need them)."""
+        synthesizer = ContinualPrivHPSynthesizer(
+            ContinualPrivHPConfig.from_dict(state["config"]), state["samples"])
+        counters = []
+        if store is not None and "counters" in state["files"]:
+            counters = release_dir.read_json(store.path(state["files"]["counters"]))[
+                "counters"]
+        cstate = ContinualPrivHPState.from_dict({**state["synthesizer_state"],
+                                                 "counters": counters})
+        if store is not None and "counters" not in state["files"]:  # before period 1
+            cstate.counters = synthesizer.config.new_counters()
+        return synthesizer, cstate
+
+    def _bounds(self, state: Dict) -> Bounds:
+        low, high = zip(*state["bounds"])
+        return Bounds(tuple(low), tuple(high))
+
+    def compute(self, state, input_path, in_format, period, store, run_dir, beam_args) -> Dict:
+        synthesizer, cstate = self.synthesizer(state, store)
+        statistics = _period_statistics(synthesizer.config.structure, input_path, in_format,
+                                        state["columns"], self._bounds(state), state["clip"],
+                                        run_dir, beam_args)
+        cstate, release = synthesizer.step(cstate, statistics,
+                                           period_sampler(state["seed"], period))
+        document = cstate.to_dict()
+        counters_path = storage.join(run_dir, "counters.json")
+        release_dir.write_json_atomic(counters_path, {"counters": document.pop("counters")})
+        tree_path = storage.join(run_dir, "tree.npz")
+        storage.save_arrays(tree_path, **_tree_arrays(release.tree))
+        files = {**state["files"], "counters": store.relative(counters_path),
+                 "tree": store.relative(tree_path)}
+        pending = {"period": period, "size": release.size,
+                   "emission_seed": release.emission_seed}
+        return {**state, "synthesizer_state": document, "files": files, "pending": pending}
+
+    def emit(self, state, staging_dir, store, run_dir, beam_args):
+        pending = state["pending"]
+        period = pending["period"]
+        release = PointsRelease(period, _load_tree(store.path(state["files"]["tree"])),
+                                pending["size"], pending["emission_seed"])
+        files = {name: path for name, path in state["files"].items() if name != "tree"}
+        _write_release(release, staging_dir, self._bounds(state), state["columns"],
+                       state["shards"], state["format"], beam_args)
+        return f"synthetic-t{period:04d}-*", files
+
+    def manifest(self, state: Dict) -> Dict:
+        synthesizer, cstate = self.synthesizer(state)
+        return {**synthesizer.manifest(cstate), "sampler": state["sampler"],
+                "for_publication": state["for_publication"], "format": state["format"],
+                "mode": "incremental",
+                **{k: state[k] for k in ("columns", "bounds", "shards", "clip",
+                                         "release_form")}}
+
+    def summary(self, state: Dict, pending: Dict, released: bool, resumed: bool) -> Dict:
+        period = pending["period"]
+        return {"status": "released", "period": period, "resumed": resumed,
+                "samples": pending["size"],
+                "epsilon_spent": sum(e["amount"] for e in
+                                     state["synthesizer_state"]["ledger"]["entries"]),
+                "message": f"period {period}: released synthetic points of all the points "
+                           f"of periods 1..{period}"}
+
+
+def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optional[str] = None,
+         period: Optional[int] = None, beam_args: Sequence[str] = (),
+         wait: float = 0.0) -> Dict:
+    """Ingest the next period's points and release synthetic points of the stream so far."""
+    return lifecycle.incremental_step(ContinualPrivHPJob(), state_dir, input_path,
+                                      output_dir, in_format=in_format, period=period,
+                                      beam_args=beam_args, wait=wait)
+
+
+def _period_statistics(structure: privhp.PrivHPConfig, input_path: str,
+                       in_format: Optional[str], columns, bounds: Bounds, clip: bool,
+                       run_dir: str, beam_args) -> privhp.PrivHPAccumulator:
+    """The exact PrivHP state of one period's points (a Beam pipeline; an empty period
+    gives the zero state)."""
+    result = storage.join(run_dir, "statistics.npz")
+    reader = ReadPointBatches(input_path, columns, bounds, clip, in_format)
+
+    def save(accumulator):
+        storage.save_arrays(result, tree=accumulator.tree, sketches=accumulator.sketches)
+
+    with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
+        _ = (pipeline | "ReadPoints" >> reader | "PrivHP" >> BuildPrivHP(structure)
+             | "Save" >> beam.Map(save))
+    data = storage.load_arrays(result)
+    accumulator = privhp.PrivHPAccumulator(structure, data["tree"], data["sketches"])
+    storage.remove(result)
+    return accumulator
+
+
+def _write_release(release: PointsRelease, staging_dir: str, bounds: Bounds, columns,
+                   num_shards: int, out_format: str, beam_args) -> None:
+    """Sample the release's points shard by shard and write ``synthetic-tNNNN-s*``."""
+    with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
+        _ = (pipeline
+             | "Release" >> beam.Create([(None, release)])
+             | "SamplePoints" >> SampleSyntheticPoints(num_shards, bounds, columns)
+             | "Write" >> WriteRecordBatches(
+                 storage.join(staging_dir, f"synthetic-t{release.period:04d}"),
+                 out_format, point_schema(columns)))
+
+
+# --------------------------------------------------------------------------- run
+
+
+def read_periods(input_path: str, columns: Sequence[str], bounds: Bounds, period_col: str,
+                 horizon: int, clip: bool = False, in_format: Optional[str] = None):
+    """(points in [0,1]^d, period of each point) of a whole stream; every period must
+    be a whole number in 1..T (an error names the file and row)."""
+    fmt = detect_format(input_path, in_format)
+    parts, periods = [], []
+    for path in list_data_files(input_path):
+        for offset, table in file_batches(path, fmt, list(columns) + [period_col], 1 << 18):
+            if table.num_rows == 0:
+                continue
+            raw = table_points(table, [period_col], path, offset)[:, 0]
+            bad = (raw != np.floor(raw)) | (raw < 1) | (raw > horizon)
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise InputError(f"{path}: column {period_col!r} value {raw[row]:g} at row "
+                                 f"{row + offset} is not a period in 1..{horizon} "
+                                 f"(--horizon)")
+            unit, _ = check_points(table_points(table, columns, path, offset), bounds,
+                                   columns, clip, where=path, row_offset=offset)
+            parts.append(unit)
+            periods.append(raw.astype(np.int64))
+    if not parts:
+        raise InputError(f"{input_path}: the stream holds no points")
+    return np.concatenate(parts), np.concatenate(periods)
+
+
+def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
+        columns: Sequence[str], bounds: Bounds, samples: int, *, period_col: str = "period",
+        seed: Optional[int] = None, in_format: Optional[str] = None,
+        out_format: str = "parquet", clip: bool = False, num_shards: int = 8,
+        beam_args: Sequence[str] = ()) -> Dict:
+    """The whole stream at once: every period's release (as ``init`` + ``step`` per
+    period with the same seed) published together, manifest last."""
+    _check(columns, bounds, config, samples, num_shards, out_format)
+    unit, periods = read_periods(input_path, columns, bounds, period_col, config.horizon,
+                                 clip, in_format)
+    synthesizer = ContinualPrivHPSynthesizer(config, samples)
+
+    def write(staging: str, plan_path: str) -> None:
+        state = synthesizer.initial_state()
+        order = np.argsort(periods, kind="stable")
+        edges = np.searchsorted(periods[order], np.arange(1, config.horizon + 2))
+        for t in range(1, config.horizon + 1):
+            part = unit[order[edges[t - 1]:edges[t]]]
+            state, release = synthesizer.step(state, privhp.accumulate(part, config.structure),
+                                              period_sampler(seed, t))
+            _write_release(release, staging, bounds, columns, num_shards, out_format,
+                           beam_args)
+        manifest = {**synthesizer.manifest(state), **_extras(columns, bounds, num_shards,
+                                                              clip),
+                    "format": out_format, "period_col": period_col}
+        release_dir.write_json_atomic(plan_path, manifest)
+
+    extras = {"sampler": "opendp" if seed is None else "seeded",
+              "for_publication": seed is None, "mode": "run"}
+    return lifecycle.release_whole_run(output_dir, write, extras,
+                                       f"{input_path}: the stream holds no points")

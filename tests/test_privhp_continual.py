@@ -1,0 +1,367 @@
+"""Continual PrivHP (mechanisms/continual_privhp.py, the continual synthesizer in
+mechanisms/privhp_synthesizer.py, pipelines/bounded_continual.py).
+
+* Calibration: each level's counter spends ε_ℓ for Δ_ℓ changed cells (Σ_ℓ = ε), and the
+  empirical variance of every level's noisy prefix sum at t matches the counter's exact
+  variance (chi-square interval over seeded repetitions).
+* With T = 1 and the Simple II counter the continual release *is* one-shot PrivHP (same
+  noise draws, same tree, same emission seed).
+* Memory is constant over the stream, ≤ the budget, ≤ the plain continual tree, and
+  non-decreasing in prune_k.
+* Empirical privacy: the threshold test of mechanisms/privacy_tester.py on a tiny
+  continual case stays under ε and refutes a planted calibration bug.
+* Jobs: ``bounded run --horizon`` releases byte-identical files to ``init`` + ``step``
+  with the same seed; a re-run step spends nothing; bad input exits 2 and leaves the
+  state untouched.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from continual_synth.mechanisms import continual_privhp as cp
+from continual_synth.mechanisms import privacy_tester as pt
+from continual_synth.mechanisms import privhp
+from continual_synth.mechanisms.counters import make_counter
+from continual_synth.mechanisms.errors import ParameterError
+from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPSynthesizer,
+                                                           PrivHPSynthesizer)
+from continual_synth.mechanisms.samplers import SeededSampler
+from continual_synth.mechanisms.synthesizer import period_sampler
+from continual_synth.pipelines.cli import main
+from continual_synth.transforms.files import write_file
+from helpers_panels import release_snapshot
+
+STRUCTURE = dict(epsilon=1.0, dims=2, prune_k=4, depth=8, sketch_width=16, sketch_depth=3)
+
+
+def clustered(n, seed):
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.2, 0.3], [0.7, 0.8]])
+    return np.clip(centres[rng.integers(0, 2, n)] + rng.normal(0, 0.02, (n, 2)), 0, 1)
+
+
+# ------------------------------------------------------------------- calibration
+
+
+@pytest.mark.parametrize("counter", ["auto", "block", "honaker", "kary"])
+@pytest.mark.parametrize("neighbor", ["add-remove", "replace"])
+def test_levels_spend_epsilon_for_their_sensitivity(counter, neighbor):
+    config = cp.ContinualPrivHPConfig.create(horizon=12, counter=counter,
+                                             **{**STRUCTURE, "neighbor": neighbor})
+    s = config.structure
+    assert 0 < s.exact_depth < s.depth  # exact and sketch levels both present
+    factor = 1 if neighbor == "add-remove" else 2
+    spent = 0.0
+    for level, counter_ in enumerate(config.new_counters()):
+        delta = factor * (1 if level <= s.exact_depth else s.sketch_depth)
+        assert counter_.entries_changed == delta == s.sensitivity(level)
+        assert counter_.dim == config.level_cells(level)
+        # the loss of one changed entry times the Δ_ℓ entries one point changes
+        spent += delta * counter_.entry_cost()
+        assert delta * counter_.entry_cost() == pytest.approx(s.epsilons()[level], rel=1e-9)
+    assert spent == pytest.approx(1.0, rel=1e-9)
+    accounting = config.accounting()
+    assert accounting["privacy_level"] == "event-level"
+    assert [lv["l1_sensitivity"] for lv in accounting["levels"]] == [
+        s.sensitivity(l) for l in range(s.depth + 1)]
+
+
+def test_auto_counter_is_the_kary_choice():
+    assert cp.resolve_counter("auto", 50) == ("simple", {})  # best arity > T: one level
+    kind, options = cp.resolve_counter("auto", 5000)
+    assert kind == "kary" and options["arity"] >= 2
+    with pytest.raises(ParameterError, match="counter"):
+        cp.resolve_counter("tre", 10)
+    block = cp.ContinualPrivHPConfig.create(horizon=50, counter="block",
+                                            counter_options={"block_size": 25}, **STRUCTURE)
+    assert block.new_counters()[0].block_size == 25 and block.words_per_cell == 3
+    assert cp.ContinualPrivHPConfig.from_dict(block.to_dict()) == block
+    with pytest.raises(ParameterError, match="explicit counter"):
+        cp.ContinualPrivHPConfig.create(horizon=50, counter_options={"block_size": 5},
+                                        **STRUCTURE)
+    with pytest.raises(ValueError, match="option"):
+        cp.ContinualPrivHPConfig.create(horizon=50, counter="block",
+                                        counter_options={"blocksize": 5}, **STRUCTURE)
+
+
+@pytest.mark.parametrize("counter", ["simple", "block"])
+def test_noisy_prefix_sums_have_the_counters_variance(counter):
+    """200 seeded repetitions of a 6-period stream: at every period and level the
+    empirical variance of S̃_ℓ^t − S_ℓ^t over all cells and repetitions is within 4.5
+    standard errors of the counter's exact variance (cells are independent; the
+    standard error of a sample variance is √((m4 − s⁴)/m): Laplace sums are
+    heavy-tailed, a Gaussian chi-square interval would be too narrow)."""
+    config = cp.ContinualPrivHPConfig.create(horizon=6, counter=counter,
+                                             **{**STRUCTURE, "depth": 5, "sketch_width": 4})
+    s = config.structure
+    periods = [privhp.accumulate(clustered(300, t), s) for t in range(6)]
+    truth = np.cumsum([[np.concatenate([p.tree, p.sketches.ravel()]) for p in periods]],
+                      axis=1)[0]
+    reps = 200
+    errors = np.zeros((reps, 6, truth.shape[1]))
+    for rep in range(reps):
+        counters = config.new_counters()
+        sampler = SeededSampler(rep)
+        for t, period in enumerate(periods):
+            sums = [c.feed(period.level_counts(l) if l <= s.exact_depth else
+                           period.sketches[l - s.exact_depth - 1].ravel(), sampler)
+                    for l, c in enumerate(counters)]
+            errors[rep, t] = np.concatenate(sums) - truth[t]
+    start = 0
+    for level, counter_ in enumerate(config.new_counters()):
+        cells = config.level_cells(level)
+        for t in range(6):
+            sample = errors[:, t, start:start + cells].ravel()
+            expected = counter_.variance(t + 1)
+            centred = sample - sample.mean()
+            se = np.sqrt((np.mean(centred ** 4) - np.mean(centred ** 2) ** 2) / sample.size)
+            assert abs(sample.var(ddof=1) - expected) <= 4.5 * se, (level, t, expected)
+            assert se < 0.25 * expected  # the test has power
+            assert abs(sample.mean()) < 5 * np.sqrt(expected / sample.size)
+        start += cells
+
+
+def test_horizon_one_with_simple_ii_is_one_shot_privhp():
+    config = cp.ContinualPrivHPConfig.create(horizon=1, counter="simple", **STRUCTURE)
+    points = clustered(3000, 7)
+    acc = privhp.accumulate(points, config.structure)
+    continual = ContinualPrivHPSynthesizer(config, 100)
+    one_shot = PrivHPSynthesizer(config.structure, 100)
+    _, a = continual.step(continual.initial_state(), acc, period_sampler(3, 1))
+    _, b = one_shot.step(one_shot.initial_state(), acc, period_sampler(3, 1))
+    assert a.emission_seed == b.emission_seed
+    for x, y in zip(a.tree.counts + a.tree.thetas, b.tree.counts + b.tree.thetas):
+        np.testing.assert_array_equal(x, y)
+
+
+# ------------------------------------------------------------------------- memory
+
+
+def test_memory_is_flat_bounded_and_monotone_in_prune_k():
+    config = cp.ContinualPrivHPConfig.create(horizon=20, counter="block", memory=6000,
+                                             **{**STRUCTURE, "depth": 12})
+    assert config.words_per_cell == 3
+    assert config.memory_words <= 6000
+    assert config.memory_words <= 3 * (2 ** 13 - 1)  # the plain continual tree
+    synthesizer = ContinualPrivHPSynthesizer(config, 10)
+    state = synthesizer.initial_state()
+    sizes = []
+    for t in range(1, 21):
+        acc = privhp.accumulate(clustered(50 * t, t), config.structure)
+        state, _ = synthesizer.step(state, acc, period_sampler(1, t))
+        sizes.append(sum(np.asarray(v).size for c in state.counters
+                         for v in c._state().values()))
+    assert sizes == [config.memory_words] * 20
+    used = [cp.ContinualPrivHPConfig.create(horizon=20, counter="block", memory=6000,
+                                            **{**STRUCTURE, "depth": 12, "prune_k": k}
+                                            ).memory_words for k in (1, 4, 16, 64, 256)]
+    assert used == sorted(used) and max(used) <= 6000
+    with pytest.raises(ParameterError, match="memory"):
+        cp.ContinualPrivHPConfig.create(horizon=20, counter="block", memory=60,
+                                        **{**STRUCTURE, "depth": 12})
+
+
+def test_the_release_follows_the_stream():
+    """After each period the synthetic points follow all the points so far: the second
+    cluster appears only from period 3 on, and its share grows."""
+    config = cp.ContinualPrivHPConfig.create(horizon=4, **{**STRUCTURE, "depth": 10})
+    synthesizer = ContinualPrivHPSynthesizer(config, 4000)
+    state = synthesizer.initial_state()
+    rng = np.random.default_rng(0)
+    shares = []
+    for t in range(1, 5):
+        centre = [0.2, 0.3] if t <= 2 else [0.7, 0.8]
+        points = np.clip(centre + rng.normal(0, 0.02, (5000, 2)), 0, 1)
+        state, release = synthesizer.step(state, privhp.accumulate(points, config.structure),
+                                          period_sampler(2, t))
+        synthetic = privhp.sample_unit(release.tree, 4000, np.random.default_rng(t))
+        shares.append(float(np.mean(synthetic[:, 0] > 0.5)))
+        assert release.tree.total == pytest.approx(5000 * t, rel=0.05)
+    assert shares[0] < 0.05 and shares[1] < 0.05
+    assert shares[2] == pytest.approx(1 / 3, abs=0.05)
+    assert shares[3] == pytest.approx(1 / 2, abs=0.05)
+    assert state.ledger.spent == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+def run_cli(args):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return code, out.getvalue(), err.getvalue()
+
+
+OPTIONS = ["--columns", "x,y", "--bounds", "0:10,0:10", "--epsilon", "1", "--samples",
+           "300", "--depth", "10", "--memory", "2500", "--seed", "9", "--shards", "2"]
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory):
+    root = tmp_path_factory.mktemp("continual")
+    parts = []
+    for t in range(1, 4):
+        points = 10 * clustered(800 + 100 * t, 20 + t)
+        table = pa.table({"x": points[:, 0], "y": points[:, 1],
+                          "period": np.full(len(points), t)})
+        write_file(table, str(root / f"period_{t:02d}.parquet"), "parquet")
+        parts.append(table)
+    write_file(pa.concat_tables(parts), str(root / "all.csv"), "csv")
+    return root
+
+
+def snapshot(directory):
+    return {name: open(os.path.join(directory, name), "rb").read()
+            for name in sorted(os.listdir(directory)) if not name.startswith(".")}
+
+
+def step_all(stream, state, out, periods=(1, 2, 3), crash=None):
+    """``bounded step`` for each period; with ``crash`` = (period, phase) that period's
+    first attempt is killed at the phase and re-run."""
+    for t in periods:
+        args = ["bounded", "step", "--state", state, "--input",
+                str(stream / f"period_{t:02d}.parquet"), "--output", out]
+        if crash and crash[0] == t:
+            assert _killed_step(args, crash[1])
+        code, stdout, err = run_cli(args)
+        assert code == 0, err
+        assert json.loads(stdout)["period"] == t
+
+
+@pytest.fixture(scope="module")
+def stepped(stream, tmp_path_factory):
+    """init + three steps, uninterrupted: (state dir, output dir)."""
+    root = tmp_path_factory.mktemp("stepped")
+    state, out = str(root / "state"), str(root / "out")
+    code, _, err = run_cli(["bounded", "init", "--state", state, "--horizon", "3"] + OPTIONS)
+    assert code == 0, err
+    step_all(stream, state, out)
+    return state, out
+
+
+def test_run_equals_init_plus_steps_and_reruns_spend_nothing(stream, stepped, tmp_path):
+    state, out = stepped
+    out_run = str(tmp_path / "run")
+    before = snapshot(out)
+    code, stdout, _ = run_cli(["bounded", "step", "--state", state, "--input",
+                               str(stream / "period_03.parquet"), "--output", out])
+    assert code == 0 and json.loads(stdout)["status"] == "already-released"
+    assert snapshot(out) == before
+    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
+                            "--output", out_run, "--horizon", "3"] + OPTIONS)
+    assert code == 0, err
+    stepped_files, ran = snapshot(out), snapshot(out_run)
+    data = [n for n in stepped_files if n.startswith("synthetic-")]
+    assert len(data) == 6 and data == [n for n in ran if n.startswith("synthetic-")]
+    assert all(stepped_files[n] == ran[n] for n in data)
+    manifest = json.loads(stepped_files["manifest.json"])
+    assert manifest["periods_released"] == 3 and manifest["epsilon_spent"] == 1.0
+    assert manifest["privacy_level"] == "event-level"
+    assert manifest["memory"]["budget"] == 2500
+    assert manifest["memory"]["counters_used"] <= 2500
+    assert manifest["counter"]["kind"] == "simple"
+
+
+def _killed_step(args, phase):
+    """Run the CLI ``args`` in a forked child killed (SIGKILL) at ``phase``."""
+    pid = os.fork()
+    if pid == 0:  # child: no handler runs when the kill comes
+        code = 1
+        try:
+            os.environ["CONTINUAL_SYNTH_CRASH_AT"] = phase
+            with contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                code = main(args)
+        finally:
+            os._exit(code if isinstance(code, int) else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+
+
+def test_a_step_killed_after_its_commit_then_rerun_releases_the_same_files(
+        stream, stepped, tmp_path):
+    """kill -9 after period 2's state committed (release pending), then the step again:
+    it re-emits from the saved tree without drawing noise, and every file and the
+    manifest are byte-identical to the uninterrupted init + steps."""
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    assert run_cli(["bounded", "init", "--state", state, "--horizon", "3"] + OPTIONS)[0] == 0
+    step_all(stream, state, out, crash=(2, "committed"))
+    assert release_snapshot(out) == release_snapshot(stepped[1])
+    assert not [p for p in os.listdir(out) if p.startswith(".")]
+
+
+def test_bad_period_input_exits_2_and_leaves_the_state(stream, tmp_path):
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    assert run_cli(["bounded", "init", "--state", state, "--horizon", "2"] + OPTIONS)[0] == 0
+    bad = str(tmp_path / "bad.csv")
+    write_file(pa.table({"x": [1.0, 11.0], "y": [1.0, 1.0]}), bad, "csv")
+    before = snapshot(os.path.join(state, "versions"))
+    code, _, err = run_cli(["bounded", "step", "--state", state, "--input", bad,
+                            "--output", out])
+    assert code == 2 and "outside the bounds" in err and "row 1" in err
+    assert snapshot(os.path.join(state, "versions")) == before
+    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
+                            "--output", str(tmp_path / "r"), "--horizon", "2"] + OPTIONS)
+    assert code == 2 and "not a period in 1..2" in err
+    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
+                            "--output", str(tmp_path / "r"), "--counter", "block"] + OPTIONS)
+    assert code == 2 and "--horizon" in err
+
+
+# ----------------------------------------------------------------- empirical privacy
+
+
+def continual_case(counter: str, horizon: int = 3):
+    """Tiny continual PrivHP (d = 1, r = 3, prune_k = 2, one sketch level of 2 × 2): the
+    noisy prefix sums of every level at every period (everything the releases are
+    post-processing of), on a stream and on the stream without one point of period 2.
+    n releases at once: each level's counter runs over n copies of its cells."""
+    config = cp.ContinualPrivHPConfig.create(
+        horizon=horizon, counter=counter, epsilon=1.0, dims=1, prune_k=2, depth=3,
+        sketch_width=2, sketch_depth=2)
+    s = config.structure
+    assert s.exact_depth == 2 and list(s.sketch_levels) == [3]
+    rng = np.random.default_rng(0)
+    stream = [rng.random((5, 1)) for _ in range(horizon)]
+    neighbour = [p if t != 1 else p[:-1] for t, p in enumerate(stream)]
+    entries = [[privhp.accumulate(p, s) for p in d] for d in (stream, neighbour)]
+
+    def draw(sampler, n):
+        out = []
+        for periods in entries:
+            counters = [make_counter(c.kind, config.horizon, epsilon=c.budget, dim=c.dim * n,
+                                     entries_changed=c.entries_changed, **c.options)
+                        for c in config.new_counters()]
+            released = []
+            for acc in periods:
+                for level, counter_ in enumerate(counters):
+                    entry = (acc.level_counts(level) if level <= s.exact_depth
+                             else acc.sketches[level - s.exact_depth - 1].ravel())
+                    released.append(counter_.feed(np.tile(entry, n), sampler).reshape(n, -1))
+            out.append(np.hstack(released))
+        return tuple(out)
+
+    return pt.AuditCase(f"continual PrivHP ({counter})", "add-remove", draw,
+                     epsilon=config.epsilon)
+
+
+@pytest.mark.parametrize("counter", ["simple", "block"])
+def test_empirical_privacy_of_a_tiny_continual_case(counter):
+    """The threshold test's ε lower bound (20 000 releases per input, α = 10⁻³) stays
+    under the claim ε = 1, and with the noise scale halved (a planted calibration bug:
+    2ε) the claim is refuted."""
+    case = continual_case(counter)
+    honest = pt.run_case(case, SeededSampler([903, 1]), 20_000, 1e-3)
+    assert honest.epsilon_lower_bound <= 1.0 and not honest.refuted
+    buggy = pt.run_case(case, pt.ScaledNoiseSampler(SeededSampler([903, 2]), 0.5), 20_000,
+                        1e-3)
+    assert buggy.refuted, buggy.to_dict()
