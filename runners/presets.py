@@ -48,6 +48,16 @@ def num_workers(beam_args: Sequence[str], default: int = 2) -> int:
     return value
 
 
+def _partitions(beam_args: Sequence[str]) -> List[str]:
+    """``--dask_partition_size=1`` unless the partitioning is given: Beam's Dask runner
+    puts up to 128 elements of a ``Create`` in one partition (one task), but our elements
+    are whole row groups and shards, so each must be a task of its own for the workers to
+    share them."""
+    given = any(arg.split("=", 1)[0] in ("--dask_partition_size", "--dask_npartitions")
+                for arg in beam_args)
+    return [] if given else ["--dask_partition_size=1"]
+
+
 @contextlib.contextmanager
 def resolved_beam_args(beam_args: Sequence[str]) -> Iterator[List[str]]:
     """Beam arguments with presets resolved; a ``dask-local`` cluster lives as long as
@@ -55,11 +65,12 @@ def resolved_beam_args(beam_args: Sequence[str]) -> Iterator[List[str]]:
     index, runner = _runner_value(beam_args)
     if runner == "DaskRunner":
         require_dask()
-        yield _without(beam_args, index) + [f"--runner={DASK_RUNNER}"]
+        yield _without(beam_args, index) + [f"--runner={DASK_RUNNER}"] + _partitions(beam_args)
     elif runner == "dask-local":
         with local_dask_cluster(num_workers(beam_args)) as address:
-            yield _without(beam_args, index) + [f"--runner={DASK_RUNNER}",
-                                                f"--dask_client_address={address}"]
+            yield (_without(beam_args, index) + [f"--runner={DASK_RUNNER}",
+                                                 f"--dask_client_address={address}"]
+                   + _partitions(beam_args))
     else:
         yield list(beam_args)
 

@@ -68,8 +68,11 @@ def test_dask_local_resolves_to_beams_dask_runner():
         assert args[0] == "--foo=1"
         assert args[1] == f"--runner={DASK_RUNNER}"
         assert args[2].startswith("--dask_client_address=")
+        assert args[3] == "--dask_partition_size=1"  # one task per row group / shard
     with resolved_beam_args(["--runner=DaskRunner"]) as args:
-        assert args == [f"--runner={DASK_RUNNER}"]
+        assert args == [f"--runner={DASK_RUNNER}", "--dask_partition_size=1"]
+    with resolved_beam_args(["--runner=DaskRunner", "--dask_npartitions=4"]) as args:
+        assert args == ["--dask_npartitions=4", f"--runner={DASK_RUNNER}"]
     with resolved_beam_args([]) as args:
         assert args == []
 
@@ -98,7 +101,9 @@ def test_dask_local_runs_worker_processes_and_leaves_nothing_behind(panel, tmp_p
     me = psutil.Process()
     before = {child.pid for child in me.children(recursive=True)}
     with resolved_beam_args(["--runner", "dask-local", "--num_workers=3"]) as beam_args:
-        with distributed.Client(beam_args[-1].split("=", 1)[1]) as client:
+        address, = (arg.split("=", 1)[1] for arg in beam_args
+                    if arg.startswith("--dask_client_address="))
+        with distributed.Client(address) as client:
             workers = client.run(lambda: (__import__("os").getpid(),
                                           __import__("threading").active_count()))
             pids = {pid for pid, _ in workers.values()}

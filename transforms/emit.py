@@ -67,11 +67,13 @@ class EmitSyntheticPanel(beam.PTransform):
         self.num_shards, self.synthesizer = num_shards, synthesizer
 
     def expand(self, plan):
+        # the (small) plan travels with each shard's element, not as a side input: Beam's
+        # Dask runner recomputes a side input's whole upstream (read, shard, pivot) in
+        # every task that reads it
         num_shards, model = self.num_shards, self.synthesizer
-        return (plan.pipeline
-                | "Shards" >> beam.Create(range(num_shards))
+        return (plan
+                | "Shards" >> beam.FlatMap(lambda p: ((shard, p) for shard in range(num_shards)))
                 | "Reshuffle" >> beam.Reshuffle()
-                | "EmitShard" >> beam.FlatMap(
-                    lambda shard, plan: emit_shard_panel(shard, plan, model),
-                    plan=beam.pvalue.AsSingleton(plan)))
+                | "EmitShard" >> beam.FlatMapTuple(
+                    lambda shard, p: emit_shard_panel(shard, p, model)))
 
