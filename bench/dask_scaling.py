@@ -43,10 +43,12 @@ def role(process: psutil.Process, root: int) -> str:
 
 
 def run_sampled(command, interval=0.1):
-    """(wall s, {pid: (role, peak RSS GiB)}, [load averages]) of ``command``."""
+    """(wall s, {pid: (role, peak RSS GiB, CPU s)}, [load averages]) of ``command``; CPU
+    seconds (user + system) as last sampled, so a worker's CPU time is its work whatever
+    share of the cores the machine's load left it."""
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peaks, loads, done = {}, [os.getloadavg()[0]], threading.Event()
+    peaks, cpu, loads, done = {}, {}, [os.getloadavg()[0]], threading.Event()
 
     def sample():
         root = psutil.Process(child.pid)
@@ -59,8 +61,10 @@ def run_sampled(command, interval=0.1):
             for process in tree:
                 try:
                     rss = process.memory_info().rss
+                    times = process.cpu_times()
                 except psutil.Error:
                     continue
+                cpu[process.pid] = times.user + times.system
                 name, peak = peaks.get(process.pid, (None, 0))
                 peaks[process.pid] = (name or role(process, child.pid), max(peak, rss))
             if time.perf_counter() - last_load > 5:
@@ -77,7 +81,8 @@ def run_sampled(command, interval=0.1):
     loads.append(os.getloadavg()[0])
     if child.returncode != 0:
         raise SystemExit(f"failed ({child.returncode}): {' '.join(command)}\n{err.decode()[-2000:]}")
-    return wall, {pid: (name, rss / 2 ** 30) for pid, (name, rss) in peaks.items()}, loads
+    return wall, {pid: (name, rss / 2 ** 30, cpu.get(pid, 0.0))
+                  for pid, (name, rss) in peaks.items()}, loads
 
 
 def main():
@@ -106,14 +111,16 @@ def main():
             subprocess.run(["rm", "-rf", out], check=True)
             wall, peaks, loads = run_sampled(job + ["--output", out] + runner)
             subprocess.run(["rm", "-rf", out], check=True)
-            by_role = {}
-            for _, (who, gib) in sorted(peaks.items()):
+            by_role, cpu_role = {}, {}
+            for _, (who, gib, seconds) in sorted(peaks.items()):
                 by_role.setdefault(who, []).append(round(gib, 3))
+                cpu_role.setdefault(who, []).append(round(seconds, 1))
             rows.append({"configuration": name, "wall_s": wall, "peak_gib": by_role,
+                         "cpu_s": cpu_role,
                          "load_min": min(loads), "load_max": max(loads),
                          "load_mean": sum(loads) / len(loads)})
             print(f"{name:34s} {wall:8.1f} s  load {min(loads):.1f}-{max(loads):.1f}  "
-                  f"peaks {by_role}", flush=True)
+                  f"peaks {by_role}  cpu s {cpu_role}", flush=True)
     best = {name: min(r["wall_s"] for r in rows if r["configuration"] == name)
             for name, _ in configurations}
     summary = {"people": args.people, "periods": args.periods, "order": args.order,
@@ -123,12 +130,15 @@ def main():
         one, two = (best[configurations[1 + args.workers.index(n)][0]] for n in (1, 2))
         summary["speedup_1_to_2_workers"] = one / two
         print(f"speed-up 1 -> 2 workers: {one / two:.2f}x (target >= 1.6)")
-    print("\n| configuration | wall s | peak RSS GiB per process | load avg (1 min) during |")
-    print("|---|---|---|---|")
+    print("\n| configuration | wall s | peak RSS GiB per process | CPU s per process | "
+          "load avg (1 min) during |")
+    print("|---|---|---|---|---|")
     for r in rows:
         peaks = "; ".join(f"{who}: {', '.join(f'{g:.2f}' for g in gibs)}"
                           for who, gibs in r["peak_gib"].items())
-        print(f"| {r['configuration']} | {r['wall_s']:.1f} | {peaks} | "
+        cpus = "; ".join(f"{who}: {', '.join(f'{c:.0f}' for c in seconds)}"
+                         for who, seconds in r["cpu_s"].items())
+        print(f"| {r['configuration']} | {r['wall_s']:.1f} | {peaks} | {cpus} | "
               f"{r['load_min']:.1f}–{r['load_max']:.1f} |")
     os.makedirs(args.results, exist_ok=True)
     with open(os.path.join(args.results, f"dask_scaling_{tag}.json"), "w") as handle:
