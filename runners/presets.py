@@ -5,8 +5,9 @@
   this machine for the job and closed after it: ``--num_workers`` (Beam's worker
   option; default 2) worker *processes* of one thread each, so every transform and
   element is pickled across processes as on a real cluster (the package must be
-  importable by the workers, as it is after ``pip install`` or ``pip install -e``).  For an existing cluster use
-  ``--runner apache_beam.runners.dask.dask_runner.DaskRunner --dask_client_address HOST:PORT``.
+  importable by the workers, as it is after ``pip install`` or ``pip install -e``).
+  Each row group and shard is a task of its own (``--dask_partition_size=1``).  For an
+  existing cluster use ``--runner DaskRunner --dask_client_address HOST:PORT``.
 * ``DaskRunner``: shorthand for Beam's Dask runner's full class name.
 * ``FlinkRunner``, ``DataflowRunner``, …: passed to Beam unchanged, with their own
   options (``--flink_master``, ``--project`` …); ship the code with
