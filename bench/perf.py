@@ -1,14 +1,19 @@
 """Wall time and peak memory: ``continual-synth window|cumulative run`` against a plain
-numpy job doing the same (``bench/numpy_baseline.py``).
+numpy job doing the same (``bench/numpy_baseline.py``), on panels sorted by id and in
+arrival order (rows grouped by period, sparse ids in no order within a period).
 
-    python bench/perf.py --people 2000000                            # window, 2M x 12
+    python bench/perf.py --people 2000000                            # window, sorted, 2M x 12
     python bench/perf.py --people 2000000 --synthesizer cumulative   # Algorithm 2
+    python bench/perf.py --people 2000000 --synthesizer window cumulative \\
+        --order sorted arrival --repeats 2 --table perf_orders_2m.md   # the 2 x 2 table
     python bench/perf.py --people 10000000 --skip-baseline
 
-Generates the panel once (``bench/make_panel.py``), then runs each job in its own
-process and reads that process's wall time and peak resident memory (``os.wait4``).
-Targets (issues #2, #3): the pipeline at most 1.5x the numpy script's wall time on
-this 2-core machine, and 10 000 000 x 12 completing within 24 GiB.
+Generates each panel once (``bench/make_panel.py --order``), then runs each job in its own
+process, the baseline and the pipeline alternately, and reads that process's wall time
+and peak resident memory (``os.wait4``) and the 1-minute load average before it (the
+machine has 2 cores; a load above 2 means other work shared them).
+Targets (issues #2, #3, #10): the pipeline at most 1.0x the numpy script's wall time
+on both orders and both synthesizers; 10 000 000 x 12 completing within 24 GiB.
 """
 import argparse
 import json
@@ -19,67 +24,112 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PIPELINE = "run (DirectRunner)"
+BASELINE = "numpy baseline"
 
 
 def measure(command):
-    """(wall seconds, peak RSS in GiB) of one command run as a child process."""
+    """(wall seconds, peak RSS in GiB, 1-min load average before) of one child process."""
+    load = os.getloadavg()[0]
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"failed: {' '.join(command)}")
-    return wall, usage.ru_maxrss / 2 ** 20
+    return wall, usage.ru_maxrss / 2 ** 20, load
+
+
+def panel_path(work_dir, people, periods, order):
+    """The benchmark panel of this size and order, generated if absent."""
+    tag = f"{people // 1_000_000}m" if people >= 1_000_000 else str(people)
+    suffix = "" if order == "sorted" else f"_{order}"
+    path = os.path.join(work_dir, f"panel_{tag}{suffix}.parquet")
+    if not os.path.exists(path):
+        subprocess.run([sys.executable, os.path.join(HERE, "make_panel.py"), "--people",
+                        str(people), "--periods", str(periods), "--order", order,
+                        "--output", path], check=True)
+    return tag, path
+
+
+def bench(args, synthesizer, order):
+    """Runs of one synthesizer on one panel order; returns the summary dict."""
+    tag, panel = panel_path(args.work_dir, args.people, args.periods, order)
+    common = ["--horizon", str(args.periods), "--rho", str(args.rho), "--seed", "0"]
+    if synthesizer == "window":
+        common += ["--window", str(args.window)]
+    jobs = [] if args.skip_baseline else [
+        (BASELINE, lambda out: [sys.executable, os.path.join(HERE, "numpy_baseline.py"),
+                                "--synthesizer", synthesizer, "--input", panel,
+                                "--output", out])]
+    jobs.append((PIPELINE, lambda out: [sys.executable, "-m", "continual_synth.pipelines.cli",
+                                        synthesizer, "run", "--input", panel,
+                                        "--output", out]))
+    rows = []
+    for _ in range(args.repeats):
+        for job, command in jobs:
+            out = os.path.join(args.work_dir, f"out_{synthesizer}_{order}_{tag}")
+            subprocess.run(["rm", "-rf", out], check=True)
+            wall, peak, load = measure(command(out) + common)
+            rows.append({"job": job, "wall_s": wall, "peak_gib": peak, "load_before": load})
+            print(f"{synthesizer:10s} {order:8s} {job:20s} {wall:8.2f} s {peak:6.2f} GiB "
+                  f"load {load:.2f}", flush=True)
+            subprocess.run(["rm", "-rf", out], check=True)
+    best = {job: min(r["wall_s"] for r in rows if r["job"] == job) for job, _ in jobs}
+    summary = {"synthesizer": synthesizer, "order": order, "people": args.people,
+               "periods": args.periods, "runs": rows, "best_wall_s": best}
+    if not args.skip_baseline:
+        summary["pipeline_over_numpy"] = best[PIPELINE] / best[BASELINE]
+    name = f"{synthesizer}_perf_{tag}" + ("" if order == "sorted" else f"_{order}")
+    with open(os.path.join(args.results, name + ".json"), "w") as handle:
+        json.dump(summary, handle, indent=2)
+    return summary
+
+
+def markdown(summaries, people, periods) -> str:
+    lines = [f"{people:,} people x {periods} periods; best of the repeats; wall seconds "
+             f"(peak GiB); load = 1-minute load average before each run (2 cores).", "",
+             "| synthesizer | order | numpy baseline | pipeline (DirectRunner) | "
+             "pipeline / numpy | load range |", "|---|---|---|---|---|---|"]
+    for s in summaries:
+        cells = []
+        for job in (BASELINE, PIPELINE):
+            runs = [r for r in s["runs"] if r["job"] == job]
+            best = min(runs, key=lambda r: r["wall_s"]) if runs else None
+            cells.append(f"{best['wall_s']:.1f} s ({best['peak_gib']:.2f})" if best else "—")
+        loads = [r["load_before"] for r in s["runs"]]
+        ratio = s.get("pipeline_over_numpy")
+        lines.append(f"| {s['synthesizer']} | {s['order']} | {cells[0]} | {cells[1]} | "
+                     f"{'—' if ratio is None else f'{ratio:.2f}'} | "
+                     f"{min(loads):.1f}–{max(loads):.1f} |")
+    return "\n".join(lines) + "\n"
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--people", type=int, default=2_000_000)
     parser.add_argument("--periods", type=int, default=12)
-    parser.add_argument("--synthesizer", choices=["window", "cumulative"], default="window")
+    parser.add_argument("--synthesizer", nargs="+", choices=["window", "cumulative"],
+                        default=["window"])
+    parser.add_argument("--order", nargs="+", choices=["sorted", "arrival"],
+                        default=["sorted"])
     parser.add_argument("--window", type=int, default=3)
     parser.add_argument("--rho", type=float, default=0.005)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--work-dir", default=os.path.join(HERE, "out"))
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--results", default=os.path.join(HERE, "results"))
+    parser.add_argument("--table", default=None,
+                        help="also write a markdown table to this file under --results")
     args = parser.parse_args()
-    tag = f"{args.people // 1_000_000}m" if args.people >= 1_000_000 else str(args.people)
-    panel = os.path.join(args.work_dir, f"panel_{tag}.parquet")
-    if not os.path.exists(panel):
-        subprocess.run([sys.executable, os.path.join(HERE, "make_panel.py"), "--people",
-                        str(args.people), "--periods", str(args.periods), "--output", panel],
-                       check=True)
-    common = ["--horizon", str(args.periods), "--rho", str(args.rho)]
-    window_option = ["--window", str(args.window)] if args.synthesizer == "window" else []
-    rows = []
-    for repeat in range(args.repeats):
-        if not args.skip_baseline:
-            out = os.path.join(args.work_dir, f"numpy_{tag}")
-            subprocess.run(["rm", "-rf", out], check=True)
-            wall, peak = measure([sys.executable, os.path.join(HERE, "numpy_baseline.py"),
-                                  "--synthesizer", args.synthesizer, "--input", panel,
-                                  "--output", out, "--seed", "0"] + common + window_option)
-            rows.append({"job": "numpy baseline", "wall_s": wall, "peak_gib": peak})
-        out = os.path.join(args.work_dir, f"pipeline_{tag}")
-        subprocess.run(["rm", "-rf", out], check=True)
-        wall, peak = measure([sys.executable, "-m", "continual_synth.pipelines.cli",
-                              args.synthesizer, "run", "--input", panel, "--output", out,
-                              "--seed", "0"] + common + window_option)
-        rows.append({"job": PIPELINE, "wall_s": wall, "peak_gib": peak})
-    print(f"{args.synthesizer}: {args.people} people x {args.periods} periods")
-    print(f"{'job':28s} {'wall s':>8s} {'peak GiB':>9s}")
-    for row in rows:
-        print(f"{row['job']:28s} {row['wall_s']:8.2f} {row['peak_gib']:9.2f}")
-    best = {job: min(r["wall_s"] for r in rows if r["job"] == job) for job in {r["job"] for r in rows}}
-    summary = {"synthesizer": args.synthesizer, "people": args.people, "periods": args.periods, "runs": rows, "best_wall_s": best}
-    if not args.skip_baseline:
-        ratio = best[PIPELINE] / best["numpy baseline"]
-        summary["pipeline_over_numpy"] = ratio
-        print(f"pipeline / numpy = {ratio:.2f} (target <= 1.5)")
     os.makedirs(args.results, exist_ok=True)
-    with open(os.path.join(args.results, f"{args.synthesizer}_perf_{tag}.json"), "w") as handle:
-        json.dump(summary, handle, indent=2)
+    summaries = [bench(args, synthesizer, order)
+                 for order in args.order for synthesizer in args.synthesizer]
+    table = markdown(summaries, args.people, args.periods)
+    print(table)
+    if args.table:
+        with open(os.path.join(args.results, args.table), "w") as handle:
+            handle.write(table)
 
 
 if __name__ == "__main__":

@@ -68,20 +68,34 @@ def encode_values(values: np.ndarray, alphabet: Sequence, where: str = "input") 
 def pivot(ids: np.ndarray, periods: np.ndarray, codes: np.ndarray, first_period: int,
           num_periods: int, missing_code: Optional[int] = None,
           where: str = "input") -> Tuple[np.ndarray, np.ndarray]:
-    """``(unique ids, matrix)`` with ``matrix[i, j]`` the code of ids[i] at first_period + j.
+    """``(unique ids, matrix)`` with ``matrix[i, j]`` the code of ids[i] at first_period + j
+    (people in id order).
 
     Errors name the id and period: a period outside the range, an id reporting twice in
     a period, an id missing a period (unless ``missing_code`` fills it).
     """
+    unique_ids, person = np.unique(np.asarray(ids), return_inverse=True)
+    return unique_ids, pivot_people(unique_ids, person, periods, codes, first_period,
+                                    num_periods, missing_code, where)
+
+
+def pivot_people(people: np.ndarray, person: np.ndarray, periods: np.ndarray,
+                 codes: np.ndarray, first_period: int, num_periods: int,
+                 missing_code: Optional[int] = None, where: str = "input") -> np.ndarray:
+    """:func:`pivot` of records already assigned to people: record r is person
+    ``person[r]``, whose id is ``people[person[r]]`` (any order of people, e.g. the
+    first-seen order of a hash-based dictionary encoding, which costs O(n) where sorting
+    the ids costs O(n log n)).  Returns the len(people) × num_periods matrix."""
     periods = np.asarray(periods, dtype=np.int64)
     offset = periods - first_period
     outside = (offset < 0) | (offset >= num_periods)
     if outside.any():
         row = int(np.flatnonzero(outside)[0])
-        raise InputError(f"{where}: period {periods[row]} (id {shown(ids[row])}) is outside the "
-                         f"expected periods {first_period}..{first_period + num_periods - 1}")
-    unique_ids, person = np.unique(np.asarray(ids), return_inverse=True)
-    cell = person.astype(np.int64) * num_periods + offset
+        raise InputError(f"{where}: period {periods[row]} (id {shown(people[person[row]])}) is "
+                         f"outside the expected periods {first_period}.."
+                         f"{first_period + num_periods - 1}")
+    unique_ids = people
+    cell = np.asarray(person).astype(np.int64) * num_periods + offset
     counts = np.bincount(cell, minlength=unique_ids.size * num_periods)
     if (counts > 1).any():
         bad = int(np.flatnonzero(counts > 1)[0])
@@ -98,7 +112,7 @@ def pivot(ids: np.ndarray, periods: np.ndarray, codes: np.ndarray, first_period:
                              f"(pass --missing-value to fill them)")
         matrix[:] = missing_code
     matrix[cell] = codes
-    return unique_ids, matrix.reshape(unique_ids.size, num_periods)
+    return matrix.reshape(unique_ids.size, num_periods)
 
 
 def advance_suffix(suffix: np.ndarray, codes: np.ndarray, alphabet_size: int,

@@ -46,12 +46,19 @@ def save_manifest_after(written, plan, path: str):
     """Save ``plan["manifest"]`` to ``path`` once every file of ``written`` is written.
 
     The manifest is saved last, after the writes, as the pipeline's one leaf, so runners
-    that compute only a pipeline's final stage (Beam's Dask runner) run everything."""
-    return (written
-            | "WritesDone" >> beam.combiners.Count.Globally()
-            | "SaveManifest" >> beam.Map(
-                lambda _, p: release_dir.write_json_atomic(path, p["manifest"]),
-                p=beam.pvalue.AsSingleton(plan)))
+    that compute only a pipeline's final stage (Beam's Dask runner) run everything.  The
+    plan joins the count of writes by key, not as a side input, which Beam's Dask runner
+    would recompute from the input in the task that reads it."""
+    done = (written
+            | "WritesDone" >> beam.CombineGlobally(  # no default: a side input on Dask
+                beam.combiners.CountCombineFn()).without_defaults()
+            | "KeyDone" >> beam.Map(lambda count: (None, count)))
+    manifest = plan | "KeyManifest" >> beam.Map(lambda p: (None, p["manifest"]))
+    return ({"done": done, "manifest": manifest}
+            | "JoinWrites" >> beam.CoGroupByKey()
+            | "SaveManifest" >> beam.MapTuple(
+                lambda _, joined: release_dir.write_json_atomic(
+                    path, joined["manifest"][0])))
 
 
 def shard_file(directory: str, shard: int, suffix: str) -> str:

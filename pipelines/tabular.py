@@ -94,8 +94,13 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
                     | "CountPeriods" >> CountPeriodsReleased(lambda p: len(p["releases"])))
             increments = plan | "Increments" >> beam.Map(
                 lambda p: increment_codes(p["releases"], len(domain.names)))
-            written = (plan
-                       | "Tasks" >> beam.FlatMap(lambda p: emission_tasks(p["releases"]))
+            # the tasks start from their own Create with the plan as a side input (as the
+            # panel's emission does): Beam's Dask runner miscomputes a side input that
+            # shares an upstream GroupByKey with its consumer's main input
+            written = (pipeline
+                       | "Once" >> beam.Create([None])
+                       | "Tasks" >> beam.FlatMap(lambda _, p: emission_tasks(p["releases"]),
+                                                 p=beam.pvalue.AsSingleton(plan))
                        | "Emit" >> EmitSyntheticTables(domain, increments, period_col)
                        | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
                        | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),

@@ -2,9 +2,12 @@
 
 * ``DirectRunner`` (default): Beam's local runner, in this process.
 * ``dask-local``: Beam's Dask runner against a ``dask.distributed`` cluster started on
-  this machine for the job (``--dask-workers`` workers, one thread each) and closed
-  after it.  For an existing cluster use
-  ``--runner apache_beam.runners.dask.dask_runner.DaskRunner --dask_client_address HOST:PORT``.
+  this machine for the job and closed after it: ``--num_workers`` (Beam's worker
+  option; default 2) worker *processes* of one thread each, so every transform and
+  element is pickled across processes as on a real cluster (the package must be
+  importable by the workers, as it is after ``pip install`` or ``pip install -e``).
+  Each row group and shard is a task of its own (``--dask_partition_size=1``).  For an
+  existing cluster use ``--runner DaskRunner --dask_client_address HOST:PORT``.
 * ``DaskRunner``: shorthand for Beam's Dask runner's full class name.
 * ``FlinkRunner``, ``DataflowRunner``, …: passed to Beam unchanged, with their own
   options (``--flink_master``, ``--project`` …); ship the code with
@@ -34,42 +37,74 @@ def _without(beam_args: Sequence[str], index: int) -> List[str]:
     return args[:index] + args[index + width:]
 
 
+def num_workers(beam_args: Sequence[str], default: int = 2) -> int:
+    """Beam's ``--num_workers`` from ``beam_args`` (``default`` when absent)."""
+    from apache_beam.options.pipeline_options import PipelineOptions, WorkerOptions
+    from continual_synth.mechanisms.errors import InputError
+    value = PipelineOptions(list(beam_args)).view_as(WorkerOptions).num_workers
+    if value is None:
+        return default
+    if value < 1:
+        raise InputError(f"--num_workers must be a positive integer, got {value}")
+    return value
+
+
+def _partitions(beam_args: Sequence[str]) -> List[str]:
+    """``--dask_partition_size=1`` unless the partitioning is given: Beam's Dask runner
+    puts up to 128 elements of a ``Create`` in one partition (one task), but our elements
+    are whole row groups and shards, so each must be a task of its own for the workers to
+    share them."""
+    given = any(arg.split("=", 1)[0] in ("--dask_partition_size", "--dask_npartitions")
+                for arg in beam_args)
+    return [] if given else ["--dask_partition_size=1"]
+
+
 @contextlib.contextmanager
-def resolved_beam_args(beam_args: Sequence[str], dask_workers: int = 2) -> Iterator[List[str]]:
+def resolved_beam_args(beam_args: Sequence[str]) -> Iterator[List[str]]:
     """Beam arguments with presets resolved; a ``dask-local`` cluster lives as long as
     the ``with`` block."""
     index, runner = _runner_value(beam_args)
     if runner == "DaskRunner":
-        yield _without(beam_args, index) + [f"--runner={DASK_RUNNER}"]
+        require_dask()
+        yield _without(beam_args, index) + [f"--runner={DASK_RUNNER}"] + _partitions(beam_args)
     elif runner == "dask-local":
-        with local_dask_cluster(dask_workers) as address:
-            yield _without(beam_args, index) + [f"--runner={DASK_RUNNER}",
-                                                f"--dask_client_address={address}"]
+        with local_dask_cluster(num_workers(beam_args)) as address:
+            yield (_without(beam_args, index) + [f"--runner={DASK_RUNNER}",
+                                                 f"--dask_client_address={address}"]
+                   + _partitions(beam_args))
     else:
         yield list(beam_args)
 
 
 @contextlib.contextmanager
 def local_dask_cluster(workers: int = 2) -> Iterator[str]:
-    """A ``dask.distributed.LocalCluster`` on this machine; yields the scheduler address."""
-    try:
-        from distributed import LocalCluster
-    except ImportError:  # pragma: no cover - depends on the install
-        from continual_synth.mechanisms.errors import InputError
-        raise InputError("--runner dask-local needs Dask: pip install 'continual-synth[dask]'"
-                         ) from None
+    """A ``dask.distributed.LocalCluster`` of ``workers`` single-threaded worker
+    processes on this machine; yields the scheduler address.  The cluster, its worker
+    processes and the client Beam's Dask runner opened on it are closed on exit."""
+    require_dask()
     import logging
 
     import distributed
 
     logging.getLogger("distributed").setLevel(logging.ERROR)
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False,
-                           dashboard_address=None)
+    cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
     try:
         yield cluster.scheduler_address
     finally:
         _close_clients(distributed)
         cluster.close()
+
+
+def require_dask() -> None:
+    """A one-line error (exit 2 from the CLI) when the ``[dask]`` extra is missing."""
+    try:
+        import distributed  # noqa: F401
+        import apache_beam.runners.dask.dask_runner  # noqa: F401
+    except ImportError as exc:
+        from continual_synth.mechanisms.errors import InputError
+        raise InputError(f"--runner dask-local needs Dask ({exc.name or exc} is not "
+                         f"installed): pip install 'continual-synth[dask]'") from None
 
 
 def _close_clients(distributed) -> None:

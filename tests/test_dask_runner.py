@@ -1,23 +1,27 @@
-"""The batch pipeline on Beam's Dask runner against a local dask.distributed cluster
-gives a valid release, identical to the DirectRunner's with the same seed."""
+"""The ``dask-local`` preset: a local dask.distributed cluster of single-threaded worker
+*processes* (``--num_workers``), closed with its client and processes after the job; the
+CLI's release on it equals the DirectRunner's with the same seed; a missing ``[dask]``
+extra is a one-line error.  (Every batch job on every runner: test_runners_identical.py.)"""
 from __future__ import annotations
 
 import json
 import logging
+import sys
 
 import pytest
 
 pytest.importorskip("distributed")
 pytest.importorskip("apache_beam.runners.dask.dask_runner")
 
+from continual_synth.mechanisms.errors import InputError  # noqa: E402
 from continual_synth.mechanisms.window import WindowConfig  # noqa: E402
 from continual_synth.pipelines import window as window_jobs  # noqa: E402
 from continual_synth.pipelines.cli import main  # noqa: E402
 from continual_synth.runners.presets import DASK_RUNNER, resolved_beam_args  # noqa: E402
 from continual_synth.transforms.files import write_file  # noqa: E402
 
-from helpers_panels import (check_release, data_files, long_table, markov_codes,  # noqa: E402
-                            read_manifest, sorted_records, without_provenance)
+from helpers_panels import (check_release, long_table, markov_codes,  # noqa: E402
+                            read_manifest, sorted_records)
 
 SEED = 13
 CONFIG = WindowConfig(window=2, horizon=5, rho=5.0, neighbor="add-remove")
@@ -64,25 +68,13 @@ def test_dask_local_resolves_to_beams_dask_runner():
         assert args[0] == "--foo=1"
         assert args[1] == f"--runner={DASK_RUNNER}"
         assert args[2].startswith("--dask_client_address=")
+        assert args[3] == "--dask_partition_size=1"  # one task per row group / shard
     with resolved_beam_args(["--runner=DaskRunner"]) as args:
-        assert args == [f"--runner={DASK_RUNNER}"]
+        assert args == [f"--runner={DASK_RUNNER}", "--dask_partition_size=1"]
+    with resolved_beam_args(["--runner=DaskRunner", "--dask_npartitions=4"]) as args:
+        assert args == ["--dask_npartitions=4", f"--runner={DASK_RUNNER}"]
     with resolved_beam_args([]) as args:
         assert args == []
-
-
-def test_batch_run_on_dask_matches_direct_runner(panel, direct_release):
-    root, codes, path = panel
-    direct_out, direct_manifest = direct_release
-    out = str(root / "dask")
-    with resolved_beam_args(["--runner", "dask-local"]) as beam_args:
-        manifest = window_jobs.run(path, out, CONFIG, seed=SEED, num_shards=3,
-                                   beam_args=beam_args)
-    assert manifest == read_manifest(out)
-    check_release(out, manifest, codes)
-    check_release(direct_out, direct_manifest, codes)
-    assert data_files(out) == data_files(direct_out)
-    assert sorted_records(out).equals(sorted_records(direct_out))
-    assert without_provenance(manifest) == without_provenance(direct_manifest)
 
 
 def test_cli_window_run_with_dask_local(panel, direct_release, tmp_path, capsys):
@@ -100,11 +92,46 @@ def test_cli_window_run_with_dask_local(panel, direct_release, tmp_path, capsys)
     assert sorted_records(out).equals(sorted_records(direct_out))
 
 
-def test_dask_local_leaves_no_open_client(panel, tmp_path):
+def test_dask_local_runs_worker_processes_and_leaves_nothing_behind(panel, tmp_path):
+    import distributed
+    import psutil
     _, _, path = panel
     for client in open_clients():
         client.close(timeout=5)
-    with resolved_beam_args(["--runner", "dask-local"]) as beam_args:
+    me = psutil.Process()
+    before = {child.pid for child in me.children(recursive=True)}
+    with resolved_beam_args(["--runner", "dask-local", "--num_workers=3"]) as beam_args:
+        address, = (arg.split("=", 1)[1] for arg in beam_args
+                    if arg.startswith("--dask_client_address="))
+        with distributed.Client(address) as client:
+            workers = client.run(lambda: (__import__("os").getpid(),
+                                          __import__("threading").active_count()))
+            pids = {pid for pid, _ in workers.values()}
+        assert len(workers) == 3 and len(pids) == 3 and me.pid not in pids
+        assert pids <= {child.pid for child in me.children(recursive=True)}
         window_jobs.run(path, str(tmp_path / "release"), CONFIG, seed=SEED, num_shards=3,
                         beam_args=beam_args)
     assert open_clients() == []
+    psutil.wait_procs([psutil.Process(pid) for pid in pids if psutil.pid_exists(pid)],
+                      timeout=10)
+    assert not [pid for pid in pids if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert {child.pid for child in me.children(recursive=True)} <= before
+
+
+def test_num_workers_must_be_positive():
+    with pytest.raises(InputError, match="--num_workers must be a positive integer"):
+        with resolved_beam_args(["--runner", "dask-local", "--num_workers=0"]):
+            pass
+
+
+def test_missing_dask_extra_is_a_one_line_error(panel, tmp_path, capsys, monkeypatch):
+    _, _, path = panel
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import fails as if absent
+    out = tmp_path / "release"
+    code = main(["window", "run", "--input", path, "--output", str(out), "--window", "2",
+                 "--horizon", "5", "--rho", "5", "--seed", "1", "--runner", "dask-local"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and not out.exists()
+    assert err.startswith("continual-synth: error: --runner dask-local needs Dask")
+    assert "pip install 'continual-synth[dask]'" in err

@@ -67,11 +67,18 @@ class EmitSyntheticPanel(beam.PTransform):
         self.num_shards, self.synthesizer = num_shards, synthesizer
 
     def expand(self, plan):
+        # the (small) plan joins each shard by key, not as a side input: Beam's Dask runner
+        # recomputes a side input's whole upstream (read, shard, pivot) in every task that
+        # reads it.  The shards come from their own Create (one task each on Dask) so the
+        # join spreads them over the workers.
         num_shards, model = self.num_shards, self.synthesizer
-        return (plan.pipeline
-                | "Shards" >> beam.Create(range(num_shards))
-                | "Reshuffle" >> beam.Reshuffle()
-                | "EmitShard" >> beam.FlatMap(
-                    lambda shard, plan: emit_shard_panel(shard, plan, model),
-                    plan=beam.pvalue.AsSingleton(plan)))
+        shards = (plan.pipeline
+                  | "Shards" >> beam.Create(range(num_shards))
+                  | "KeyShards" >> beam.Map(lambda shard: (shard, None)))
+        plans = plan | "PlanPerShard" >> beam.FlatMap(
+            lambda p: ((shard, p) for shard in range(num_shards)))
+        return ({"shard": shards, "plan": plans}
+                | "JoinPlan" >> beam.CoGroupByKey()
+                | "EmitShard" >> beam.FlatMapTuple(
+                    lambda shard, joined: emit_shard_panel(shard, joined["plan"][0], model)))
 

@@ -17,8 +17,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms.errors import InputError
-from continual_synth.mechanisms.panel import pivot, shown
+from continual_synth.mechanisms.panel import pivot_people, shown
 from continual_synth.transforms import storage
+
+
+def dictionary_encode(ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """``(distinct ids in first-seen order, index of each record's id among them)``."""
+    encoded = pa.array(ids).dictionary_encode()
+    return (encoded.dictionary.to_numpy(zero_copy_only=False),
+            encoded.indices.to_numpy(zero_copy_only=False))
 
 
 class SumArrays(beam.CombineFn):
@@ -43,9 +50,14 @@ class SumArrays(beam.CombineFn):
 
 def shard_statistics(columns: Dict[str, np.ndarray], model, missing_code: Optional[int],
                      where: str = "panel") -> np.ndarray:
-    """[number of people, statistics of periods 1..T flattened]: one shard's contribution."""
-    _, matrix = pivot(columns["id"], columns["period"], columns["code"],
-                      1, model.horizon, missing_code=missing_code, where=where)
+    """[number of people, statistics of periods 1..T flattened]: one shard's contribution.
+
+    The ids are dictionary-encoded by hash (Arrow), O(n) in any row order: panels arrive
+    grouped by period with ids in no order, where sorting them (``np.unique``) would
+    cost O(n log n) and most of the stage."""
+    people, person = dictionary_encode(columns["id"])
+    matrix = pivot_people(people, person, columns["period"], columns["code"], 1,
+                          model.horizon, missing_code=missing_code, where=where)
     return np.concatenate([[matrix.shape[0]], model.panel_statistics(matrix).reshape(-1)])
 
 

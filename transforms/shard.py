@@ -43,6 +43,8 @@ def split_by_shard(table: pa.Table, num_shards: int) -> Iterator[Tuple[int, Dict
     columns = {name: table.column(name).to_numpy(zero_copy_only=False)
                for name in table.column_names}
     shard = shard_of(columns["id"], num_shards)
+    if num_shards <= np.iinfo(np.uint16).max:  # numpy's stable sort of 16-bit ints is a radix sort
+        shard = shard.astype(np.uint16)
     order = np.argsort(shard, kind="stable")
     bounds = np.searchsorted(shard[order], np.arange(num_shards + 1))
     ordered = {name: column[order] for name, column in columns.items()}
