@@ -95,6 +95,15 @@ def test_the_server_honours_conditional_create(s3_server):
         conditional_create.for_path("hdfs://namenode/state")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def fixed_creation_time():
+    """Byte-identical manifests across the local and the S3 runs: fix the manifests'
+    creation time (``SOURCE_DATE_EPOCH``, see :mod:`continual_synth.pipelines.provenance`)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SOURCE_DATE_EPOCH", "1790000000")
+        yield
+
+
 @pytest.fixture(scope="module")
 def local_run(panel):
     """The reference: ``window run`` on local paths (printed manifest, release folder)."""
