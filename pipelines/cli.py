@@ -3,7 +3,8 @@
     continual-synth window run  --input PANEL --output DIR --window K --horizon T --rho R [...]
     continual-synth window init --state STATE --window K --horizon T --rho R [...]
     continual-synth window step --state STATE --input PERIOD_FILE --output DIR
-    continual-synth cumulative run | init | step  (same options; --counter, --public-population)
+    continual-synth window stream --watch DIR --state STATE --output DIR [--until-period P] [...]
+    continual-synth cumulative run | init | step | stream  (same options; --counter, --public-population)
     continual-synth evaluate window --truth PANEL --synthetic DIR [--report REPORT_DIR]
     continual-synth evaluate cumulative --truth PANEL --synthetic DIR [--report REPORT_DIR]
     continual-synth demo --output DIR
@@ -97,6 +98,11 @@ def _add_job_commands(commands, name: str, help_text: str, add_options) -> None:
     step.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                       help="if another step owns the state, wait up to this long for it "
                            "(default 0: refuse at once)")
+    from continual_synth.pipelines.stream import add_stream_arguments
+    stream = jobs.add_parser("stream", help="release each period when its file lands in "
+                             "a watched directory (the state as init/step keep it)")
+    add_stream_arguments(stream)
+    add_options(stream)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -196,6 +202,13 @@ def _dispatch(args, beam_args: List[str]) -> dict:
                              period=args.period, beam_args=beam_args, kind=args.command,
                              wait=args.wait)
         model = _model(args)
+        if args.action == "stream":
+            from continual_synth.pipelines.stream import watch
+            return watch(jobs.PanelJob(args.command),
+                         jobs.initial_document(model, **_common(args, model.alphabet)),
+                         args.watch, args.state, args.output, until_period=args.until_period,
+                         poll_seconds=args.poll_interval, in_format=args.input_format,
+                         period_col=args.period_col, beam_args=beam_args, wait=args.wait)
         if args.action == "run":
             return jobs.run(model, args.input, args.output, in_format=args.input_format,
                             beam_args=beam_args, **_common(args, model.alphabet))

@@ -5,6 +5,8 @@
                                  [--counter simple] [--fit ipf|pgm|mw] [--horizon T] [--seed S] …
     continual-synth tabular init --state STATE --domain DOMAIN.json --epsilon E [same options]
     continual-synth tabular step --state STATE --input PERIOD_FILE --output DIR [--period P]
+    continual-synth tabular stream --watch DIR --state STATE --output DIR [--until-period P]
+                                 --domain DOMAIN.json --epsilon E [same options as init]
     continual-synth tabular example --output DIR [--construction randomized|ordered]
                                  [--batch-size 50] [--periods N] [--seed 0]
     continual-synth evaluate tabular --truth STREAM --synthetic DIR --domain DOMAIN.json
@@ -94,6 +96,11 @@ def add_commands(commands, evaluate) -> None:
     step.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                       help="if another step owns the state, wait up to this long for it "
                            "(default 0: refuse at once)")
+    from continual_synth.pipelines.stream import add_stream_arguments
+    stream = jobs.add_parser("stream", help="release each period when its file lands in a "
+                             "watched directory (the state as init/step keep it)")
+    add_stream_arguments(stream)
+    _add_synthesizer_options(stream, with_infer=False)
     example = jobs.add_parser("example", help="write a stream built from a real public "
                               "table (CCES 2016) and its domain.json")
     example.add_argument("--output", required=True)
@@ -161,6 +168,15 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     if args.action == "step":
         return tabular.step(args.state, args.input, args.output, in_format=args.input_format,
                             period=args.period, beam_args=beam_args, wait=args.wait)
+    if args.action == "stream":
+        from continual_synth.pipelines.stream import watch
+        document = tabular.initial_document(synthesizer_from_args(args), seed=args.seed,
+                                            out_format=args.out_format,
+                                            period_col=args.period_col)
+        return watch(tabular.TabularJob(), document, args.watch, args.state, args.output,
+                     until_period=args.until_period, poll_seconds=args.poll_interval,
+                     in_format=args.input_format, period_col=args.period_col,
+                     beam_args=beam_args, wait=args.wait)
     if args.action == "run":
         synthesizer = synthesizer_from_args(args, args.input)
         manifest = tabular.run(synthesizer, args.input, args.output, seed=args.seed,
