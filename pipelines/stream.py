@@ -233,7 +233,7 @@ class ReleaseCompletePeriods(beam.DoFn):
             if ingested is not None:
                 pending = state["pending"]
                 if pending is not None and pending["period"] == ingested:
-                    self._step(path, ingested, resumed=True)
+                    self._step(path, ingested, resumed=True)  # publish the saved plan
                 else:
                     _event("duplicate", file=path, period=ingested,
                            reason="this file was already ingested; ignored")
@@ -266,7 +266,10 @@ class ReleaseCompletePeriods(beam.DoFn):
 
     def _release_ready(self, arrived: Dict) -> None:
         while True:
-            seen = self.job.periods_seen(self._state())
+            state = self._state()
+            seen = self.job.periods_seen(state)
+            if state["pending"] is not None:  # resumed when its file is listed again
+                return
             if self.until_period is not None and seen >= self.until_period:
                 raise StreamStopped(f"period {self.until_period} released")
             if seen + 1 not in arrived:
