@@ -203,12 +203,10 @@ def _dispatch(args, beam_args: List[str]) -> dict:
                              wait=args.wait)
         model = _model(args)
         if args.action == "stream":
-            from continual_synth.pipelines.stream import watch
-            return watch(jobs.PanelJob(args.command),
-                         jobs.initial_document(model, **_common(args, model.alphabet)),
-                         args.watch, args.state, args.output, until_period=args.until_period,
-                         poll_seconds=args.poll_interval, in_format=args.input_format,
-                         period_col=args.period_col, beam_args=beam_args, wait=args.wait)
+            from continual_synth.pipelines.stream import run_stream
+            return run_stream(jobs.PanelJob(args.command),
+                              jobs.initial_document(model, **_common(args, model.alphabet)),
+                              args, beam_args, period_col=args.period_col, distinct_rows=True)
         if args.action == "run":
             return jobs.run(model, args.input, args.output, in_format=args.input_format,
                             beam_args=beam_args, **_common(args, model.alphabet))

@@ -63,25 +63,31 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
-from typing import Dict, Optional, Sequence
+from contextlib import contextmanager
+from typing import Dict, Iterator, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 from apache_beam.coders import PickleCoder
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-from apache_beam.transforms.userstate import BagStateSpec
+from apache_beam.transforms.userstate import BagStateSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.pipelines import lifecycle, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
-from continual_synth.transforms.files import read_file
+from continual_synth.transforms.files import read_file, write_file
+from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods, PeriodClock,
+                                                       read_event_records)
 
 LOG = logging.getLogger("continual_synth.stream")
 REJECTED = "_rejected"
@@ -103,10 +109,26 @@ class StreamStopped(Exception):
 def add_stream_arguments(parser) -> None:
     """The options every ``stream`` command adds to its synthesizer's (``run``'s) options."""
     from continual_synth.pipelines.options import POSITIVE_INT, POSITIVE_REAL
-    parser.add_argument("--watch", required=True,
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--watch",
                         help="directory or object-store prefix where period files land "
                              "(one file per period; land them atomically: write a hidden "
                              "'.name' and rename)")
+    source.add_argument("--pubsub-subscription", default=None,
+                        help="read JSON records from this Pub/Sub subscription "
+                             "(projects/P/subscriptions/S; event time from --timestamp-col)")
+    source.add_argument("--kafka-topic", default=None,
+                        help="read JSON records from this Kafka topic (with "
+                             "--kafka-bootstrap-servers; event time from --timestamp-col)")
+    parser.add_argument("--kafka-bootstrap-servers", default=None, metavar="HOST:PORT")
+    parser.add_argument("--timestamp-col", default=None,
+                        help="event sources: the record field holding its event time "
+                             "(seconds since the epoch or ISO 8601)")
+    parser.add_argument("--period-length", type=POSITIVE_REAL, default=None, metavar="SECONDS",
+                        help="event sources: the length of a period in event time")
+    parser.add_argument("--origin", type=float, default=0.0, metavar="SECONDS",
+                        help="event sources: the start of period 1 (seconds since the "
+                             "epoch, default 0)")
     parser.add_argument("--state", required=True,
                         help="state directory (created from the options if absent; the same "
                              "format as init/step)")
@@ -281,16 +303,177 @@ class ReleaseCompletePeriods(beam.DoFn):
                 reject(self.output_dir, path, seen + 1, str(exc))
 
     def _step(self, path: str, period: int, resumed: bool) -> None:
-        started = time.time()
-        summary = lifecycle.incremental_step(self.job, self.state_dir, path, self.output_dir,
-                                             in_format=self.in_format, period=period,
-                                             beam_args=self.beam_args, wait=self.wait)
-        _event(summary.get("status", "released"), file=path, period=period,
-               resumed=resumed or summary.get("resumed", False),
-               seconds=round(time.time() - started, 3), message=summary.get("message"))
+        release_period(self.job, self.state_dir, self.output_dir, path, period,
+                       in_format=self.in_format, beam_args=self.beam_args, wait=self.wait,
+                       resumed=resumed)
+
+
+def release_period(job: IncrementalJob, state_dir: str, output_dir: str, path: str,
+                   period: int, *, in_format: Optional[str], beam_args: Sequence[str],
+                   wait: float, resumed: bool = False) -> Dict:
+    """One period through the lifecycle's write-ahead step, logged."""
+    started = time.time()
+    summary = lifecycle.incremental_step(job, state_dir, path, output_dir,
+                                         in_format=in_format, period=period,
+                                         beam_args=beam_args, wait=wait)
+    _event(summary.get("status", "released"), file=path, period=period,
+           resumed=resumed or summary.get("resumed", False),
+           seconds=round(time.time() - started, 3), message=summary.get("message"))
+    return summary
+
+
+class ReleaseClosedPeriods(beam.DoFn):
+    """The event-time form: ``("stream", (period, pa.Table))`` batches in; when the
+    watermark passes a period's end (a watermark timer), every period up to it is
+    released in order through the lifecycle's step, its records spooled to a private
+    scratch file first (the step reads files).  A period with no records, or refused by
+    the step's validation, goes to the dead letter and holds the later periods back
+    (a panel needs every person's report each period)."""
+
+    BATCHES = BagStateSpec("batches", PickleCoder())
+    OPEN, CLOSE = OpenPeriods.specs()
+
+    def __init__(self, job: IncrementalJob, state_dir: str, output_dir: str, *,
+                 clock: PeriodClock, drop_columns: Sequence[str], distinct_rows: bool,
+                 until_period: Optional[int], beam_args: Sequence[str], wait: float):
+        super().__init__()
+        self.job, self.state_dir, self.output_dir, self.clock = job, state_dir, output_dir, clock
+        self.drop_columns, self.distinct_rows = list(drop_columns), distinct_rows
+        self.until_period, self.beam_args, self.wait = until_period, list(beam_args), wait
+
+    def process(self, element, batches=beam.DoFn.StateParam(BATCHES),
+                open_periods=beam.DoFn.StateParam(OPEN), close=beam.DoFn.TimerParam(CLOSE)):
+        _, (period, table) = element
+        batches.add((period, table))
+        OpenPeriods(self.clock).add(period, open_periods, close)
+
+    @on_timer(CLOSE)
+    def on_close(self, fire_time=beam.DoFn.TimestampParam,
+                 batches=beam.DoFn.StateParam(BATCHES),
+                 open_periods=beam.DoFn.StateParam(OPEN), close=beam.DoFn.TimerParam(CLOSE)):
+        closed = OpenPeriods(self.clock).close(fire_time, open_periods, close)
+        waiting: Dict[int, list] = {}
+        for period, table in batches.read():
+            waiting.setdefault(period, []).append(table)
+        batches.clear()
+        with _Stop.busy:
+            state = lifecycle.load_state(self.state_dir, self.job.kind or None)
+            period = self.job.periods_seen(state) + (state["pending"] is None)
+            while period <= closed and self._release(period, waiting.pop(period, [])):
+                period += 1
+            for later, tables in waiting.items():
+                for table in tables:
+                    batches.add((later, table))
+        if self.until_period is not None and period > self.until_period:
+            raise StreamStopped(f"period {self.until_period} released")
+        if _Stop.requested.is_set():
+            raise StreamStopped("SIGTERM")
+
+    def _release(self, period: int, tables) -> bool:
+        where = f"period {period} (event time {self.clock.start(period)} to " \
+                f"{self.clock.end(period)})"
+        if not tables:
+            reject(self.output_dir, where, period, f"{where}: no records arrived before the "
+                   f"watermark passed its end")
+            return False
+        table = pa.concat_tables(tables, promote_options="default")
+        table = table.drop_columns([c for c in self.drop_columns if c in table.column_names])
+        if self.distinct_rows:  # a redelivered message: the same report twice
+            table = table.group_by(table.column_names, use_threads=False).aggregate([])
+        spool = tempfile.mkdtemp(prefix="continual-synth-period-")
+        try:
+            path = os.path.join(spool, f"period_{period:04d}.parquet")
+            write_file(table, path, "parquet")
+            release_period(self.job, self.state_dir, self.output_dir, path, period,
+                           in_format="parquet", beam_args=self.beam_args, wait=self.wait)
+            return True
+        except InputError as exc:  # the lifecycle left state and output unchanged
+            reject(self.output_dir, where, period, str(exc).replace(path, where))
+            return False
+        finally:
+            shutil.rmtree(spool, ignore_errors=True)
+
+
+def write_late_records(output_dir: str, late) -> None:
+    """Dead-letter late records: ``OUT/_rejected/late-<period>-….json`` (private data:
+    the folder is never part of a release)."""
+    period, record, reason = late
+    release_dir.write_json_atomic(
+        os.path.join(output_dir, REJECTED, f"late-{period:04d}-{lifecycle.new_token()}.json"),
+        {"period": period, "reason": reason, "record": record})
+    _event("late", period=period, reason=reason)
+
+
+def event_pipeline(pipeline, job: IncrementalJob, state_dir: str, output_dir: str, *,
+                   clock: PeriodClock, timestamp_col: str, records=None,
+                   pubsub_subscription: Optional[str] = None,
+                   kafka_topic: Optional[str] = None, kafka_bootstrap: Optional[str] = None,
+                   distinct_rows: bool = False, until_period: Optional[int] = None,
+                   beam_args: Sequence[str] = (), wait: float = 0.0):
+    """Build the event-time stream on ``pipeline`` (``records``: a PCollection of JSON
+    records, e.g. a ``TestStream``'s, instead of Pub/Sub or Kafka)."""
+    if records is None:
+        records = read_event_records(pipeline, pubsub_subscription=pubsub_subscription,
+                                     kafka_topic=kafka_topic, kafka_bootstrap=kafka_bootstrap)
+    streams = records | "EventPeriods" >> EventPeriods(clock, timestamp_col)
+    _ = streams["late"] | "DeadLetter" >> beam.Map(lambda late: write_late_records(output_dir,
+                                                                                     late))
+    return (streams["periods"]
+            | "OneKey" >> beam.WithKeys(lambda _: "stream")
+            | "ReleaseClosed" >> beam.ParDo(ReleaseClosedPeriods(
+                job, state_dir, output_dir, clock=clock, drop_columns=[timestamp_col],
+                distinct_rows=distinct_rows, until_period=until_period,
+                beam_args=beam_args, wait=wait)))
+
+
+def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_dir: str, *,
+                  clock: PeriodClock, timestamp_col: str, beam_args: Sequence[str] = (),
+                  until_period: Optional[int] = None, **source) -> Dict:
+    """Run the event-time stream on the runner ``beam_args`` name (streaming); return a
+    summary.  ``source``: ``pubsub_subscription``, or ``kafka_topic`` and
+    ``kafka_bootstrap``; ``distinct_rows`` for panels."""
+    state = open_state(state_dir, document)
+    if state["output_dir"] not in (None, os.path.abspath(output_dir)):
+        raise StateError(f"this state releases into {state['output_dir']}, not {output_dir}")
+    options = PipelineOptions(list(beam_args))
+    options.view_as(StandardOptions).streaming = True
+    with _stopping():
+        with beam.Pipeline(options=options) as pipeline:
+            event_pipeline(pipeline, job, state_dir, output_dir, clock=clock,
+                           timestamp_col=timestamp_col, until_period=until_period,
+                           beam_args=(), **source)
+    return _summary(job, state_dir, output_dir)
 
 
 # --------------------------------------------------------------------- the job
+
+
+def run_stream(job: IncrementalJob, document: Dict, args, beam_args: Sequence[str], *,
+               period_col: str = "period", distinct_rows: bool = False) -> Dict:
+    """The ``stream`` command of any synthesizer family (``args`` from
+    :func:`add_stream_arguments`): watched files, or an event source."""
+    if args.watch is not None:
+        for name in ("timestamp_col", "period_length", "kafka_bootstrap_servers"):
+            if getattr(args, name) is not None:
+                raise InputError(f"--{name.replace('_', '-')} is for --pubsub-subscription "
+                                 f"or --kafka-topic, not --watch")
+        return watch(job, document, args.watch, args.state, args.output,
+                     until_period=args.until_period, poll_seconds=args.poll_interval,
+                     in_format=args.input_format, period_col=period_col,
+                     beam_args=beam_args, wait=args.wait)
+    for name in ("timestamp_col", "period_length"):
+        if getattr(args, name) is None:
+            raise InputError(f"--pubsub-subscription and --kafka-topic need "
+                             f"--{name.replace('_', '-')}")
+    return follow_events(job, document, args.state, args.output,
+                         clock=PeriodClock(args.period_length, args.origin),
+                         timestamp_col=args.timestamp_col, beam_args=beam_args,
+                         until_period=args.until_period,
+                         pubsub_subscription=args.pubsub_subscription,
+                         kafka_topic=args.kafka_topic,
+                         kafka_bootstrap=args.kafka_bootstrap_servers,
+                         distinct_rows=distinct_rows)
+
 
 
 def watch(job: IncrementalJob, document: Dict, watch_dir: str, state_dir: str,
@@ -310,6 +493,10 @@ def watch(job: IncrementalJob, document: Dict, watch_dir: str, state_dir: str,
     if until_period is None or job.periods_seen(state) < until_period:
         _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_seconds,
                      in_format, period_col, beam_args, wait)
+    return _summary(job, state_dir, output_dir)
+
+
+def _summary(job: IncrementalJob, state_dir: str, output_dir: str) -> Dict:
     state = lifecycle.load_state(state_dir, job.kind or None)
     rejected = os.path.join(output_dir, REJECTED)
     return {"status": "stopped", "periods_released": job.periods_seen(state),
@@ -326,10 +513,7 @@ def _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_secon
     release = ReleaseCompletePeriods(job, state_dir, output_dir, in_format=in_format,
                                      period_col=period_col, until_period=until_period,
                                      beam_args=beam_args, wait=wait)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    _Stop.requested.clear()
-    try:
-        with beam.Pipeline(options=options) as pipeline:
+    with _stopping(), beam.Pipeline(options=options) as pipeline:
             _ = (pipeline
                  | "Watch" >> fileio.MatchContinuously(pattern, interval=poll_seconds,
                                                        start_timestamp=Timestamp.now())
@@ -338,7 +522,17 @@ def _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_secon
                      lambda path: not os.path.basename(path).startswith((".", "_")))
                  | "OneKey" >> beam.WithKeys(lambda _: "stream")
                  | "ReleaseInOrder" >> beam.ParDo(release))
-    except Exception as exc:  # Beam wraps the DoFn's exception
+
+
+@contextmanager
+def _stopping() -> Iterator[None]:
+    """SIGTERM handling around a stream; a :class:`StreamStopped` raised in the pipeline
+    (Beam wraps it) ends the stream cleanly; a library error comes out unwrapped."""
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    _Stop.requested.clear()
+    try:
+        yield
+    except Exception as exc:
         if _STOP_MESSAGE not in str(exc):
             raise _unwrap(exc) from None
     finally:

@@ -169,14 +169,12 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         return tabular.step(args.state, args.input, args.output, in_format=args.input_format,
                             period=args.period, beam_args=beam_args, wait=args.wait)
     if args.action == "stream":
-        from continual_synth.pipelines.stream import watch
+        from continual_synth.pipelines.stream import run_stream
         document = tabular.initial_document(synthesizer_from_args(args), seed=args.seed,
                                             out_format=args.out_format,
                                             period_col=args.period_col)
-        return watch(tabular.TabularJob(), document, args.watch, args.state, args.output,
-                     until_period=args.until_period, poll_seconds=args.poll_interval,
-                     in_format=args.input_format, period_col=args.period_col,
-                     beam_args=beam_args, wait=args.wait)
+        return run_stream(tabular.TabularJob(), document, args, beam_args,
+                          period_col=args.period_col)
     if args.action == "run":
         synthesizer = synthesizer_from_args(args, args.input)
         manifest = tabular.run(synthesizer, args.input, args.output, seed=args.seed,
