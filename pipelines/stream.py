@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import re
 import shutil
@@ -89,7 +88,6 @@ from continual_synth.transforms.files import read_file, write_file
 from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods, PeriodClock,
                                                        read_event_records)
 
-LOG = logging.getLogger("continual_synth.stream")
 REJECTED = "_rejected"
 #: the period in a file's name: the number after the last "period" or "wave"
 PERIOD_IN_NAME = re.compile(r"(?:period|wave)[_\-. ]?0*(\d+)(?!.*(?:period|wave))", re.I)

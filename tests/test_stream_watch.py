@@ -18,10 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from continual_synth.mechanisms.marginals import Domain, all_workloads
-from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-from continual_synth.pipelines import jobs as panel_jobs
-from continual_synth.pipelines import tabular
+from continual_synth.mechanisms.errors import StateError
 from continual_synth.pipelines.cli import main
 from continual_synth.pipelines.lifecycle import load_state
 from continual_synth.pipelines.stream import PERIOD_IN_NAME, file_period
@@ -80,9 +77,10 @@ def start(kind: str, options, watch, state, out, *extra, env=None) -> subprocess
 
 def seen(state) -> int:
     """Periods the state has ingested (0 before the first)."""
-    if not os.path.exists(os.path.join(str(state), "versions")):
+    try:
+        return load_state(str(state))["synthesizer_state"]["period"]
+    except StateError:  # not created yet (or being created)
         return 0
-    return load_state(str(state))["synthesizer_state"]["period"]
 
 
 def wait_until(condition, process=None, timeout=TIMEOUT):
