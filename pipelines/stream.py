@@ -55,6 +55,9 @@ files); each period's computation runs on the runner ``run``'s options name.
 progress (the lifecycle's write-ahead commit makes any other stop, kill -9 included,
 recoverable too).  Any :class:`~continual_synth.pipelines.lifecycle.IncrementalJob`
 can be streamed: :func:`watch` takes the job and the document its ``init`` would create.
+Wiring ``bounded stream`` (continual PrivHP) is one call once its ``IncrementalJob`` and
+initial document exist: add :func:`add_stream_arguments` to its parser and dispatch
+``run_stream(BoundedJob(), bounded.initial_document(...), args, beam_args)``.
 """
 from __future__ import annotations
 

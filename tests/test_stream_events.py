@@ -9,20 +9,26 @@ import json
 import os
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.testing.test_stream import TestStream
+from apache_beam.transforms.window import TimestampedValue
 
 from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.marginals import Domain, all_workloads
+from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.panel_synthesizers import WindowSynthesizer
 from continual_synth.mechanisms.window import WindowConfig
-from continual_synth.pipelines import jobs
+from continual_synth.pipelines import jobs, tabular
 from continual_synth.pipelines.cli import main
 from continual_synth.pipelines.lifecycle import load_state
 from continual_synth.pipelines.stream import event_pipeline, open_state
-from continual_synth.transforms.files import write_file
+from continual_synth.transforms.files import read_dataset, write_file
 from continual_synth.transforms.stream_sources import (PeriodClock, event_seconds,
                                                        kafka_reader)
+from continual_synth.transforms.tabular_stream import SynthesizeTabularStream
 
 from helpers_panels import long_table, markov_codes, read_manifest, sorted_records
 
@@ -148,6 +154,8 @@ def test_event_time_and_period_clock():
         event_seconds("yesterday", "ts")
     with pytest.raises(InputError, match="--period-length"):
         PeriodClock(0)
+    with pytest.raises(InputError, match="--origin"):
+        PeriodClock(10, float("nan"))
 
 
 @pytest.mark.parametrize("argv, subject", [
@@ -162,3 +170,50 @@ def test_event_options_checked(tmp_path, capsys, argv, subject):
                  str(tmp_path / "out"), "--window", "2", "--horizon", "4", "--rho", "1"])
     assert code == 2 and subject in capsys.readouterr().err
     assert not (tmp_path / "state").exists()
+
+
+def test_tabular_state_in_beam_late_batch_and_empty_period_equal_run(tmp_path):
+    """The pure-Beam-state tabular stream (``SynthesizeTabularStream``): batches out of
+    order within periods, period 2 empty, a late batch for period 1 to the dead letter;
+    the tables equal ``run``'s on the same stream without the late batch."""
+    domain = Domain({"a": [0, 1, 2], "b": ["x", "y"]})
+    synthesizer = TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
+                                            epsilon=2.0, fit="mw", horizon=3)
+    rng = np.random.default_rng(8)
+    parts = {p: pa.table({"a": rng.integers(0, 3, 40), "b": rng.choice(["x", "y"], 40)})
+             for p in (1, 3)}
+    whole = pa.concat_tables([parts[p].append_column("period", pa.array([p] * 40))
+                              for p in (1, 3)])
+    write_file(whole, str(tmp_path / "stream.parquet"), "parquet")
+    tabular.run(synthesizer, str(tmp_path / "stream.parquet"), str(tmp_path / "run"), seed=4)
+    late = parts[1].slice(0, 7)
+    events = (TestStream()
+              .add_elements([TimestampedValue(parts[1].slice(20), 8),
+                             TimestampedValue(parts[1].slice(0, 20), 1)])
+              .advance_watermark_to(10).advance_watermark_to(20)  # period 2: no records
+              .add_elements([TimestampedValue(late, 5), TimestampedValue(parts[3], 25)])
+              .advance_watermark_to_infinity())
+    out, dead = tmp_path / "streamed", tmp_path / "dead"
+    out.mkdir()
+    dead.mkdir()
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    with beam.Pipeline(options=options) as pipeline:
+        late_sink = beam.Map(lambda item: write_file(
+            item[1].append_column("reason", pa.array([item[2]] * item[1].num_rows)),
+            str(dead / f"late-{item[0]}.parquet"), "parquet"))
+        _ = (pipeline
+             | events
+             | SynthesizeTabularStream(synthesizer, period_seconds=10, seed=4, late=late_sink)
+             | beam.MapTuple(lambda key, table: write_file(table, str(out / f"{key}.parquet"),
+                                                           "parquet")))
+    columns = ["period", "a", "b"]
+
+    def ordered(table):
+        table = table.select(columns)
+        table = table.set_column(0, "period", table["period"].cast(pa.int32()))
+        table = table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
+        return table.sort_by([(c, "ascending") for c in columns])
+    assert ordered(read_dataset(str(out))).equals(ordered(read_dataset(str(tmp_path / "run"))))
+    rejected_batch = read_dataset(str(dead / "late-1.parquet"))
+    assert rejected_batch.num_rows == 7 and "closed" in rejected_batch["reason"][0].as_py()

@@ -46,6 +46,8 @@ class PeriodClock:
         if not length > 0 or length == float("inf"):
             raise InputError(f"--period-length must be a positive number of seconds, "
                              f"not {length}")
+        if not abs(origin) < float("inf"):
+            raise InputError(f"--origin must be a finite number of seconds, not {origin}")
         self.length, self.origin = float(length), float(origin)
 
     def period(self, timestamp: float) -> int:
