@@ -462,6 +462,7 @@ def run_stream(job: IncrementalJob, document: Dict, args, beam_args: Sequence[st
                      until_period=args.until_period, poll_seconds=args.poll_interval,
                      in_format=args.input_format, period_col=period_col,
                      beam_args=beam_args, wait=args.wait)
+    lifecycle.Ownership(StateDir(args.state), args.wait)  # checks --wait; owns nothing yet
     for name in ("timestamp_col", "period_length"):
         if getattr(args, name) is None:
             raise InputError(f"--pubsub-subscription and --kafka-topic need "
@@ -488,6 +489,7 @@ def watch(job: IncrementalJob, document: Dict, watch_dir: str, state_dir: str,
                          f"not {poll_seconds}")
     if not FileSystems.exists(watch_dir):
         raise InputError(f"--watch {watch_dir}: no such directory or prefix")
+    lifecycle.Ownership(StateDir(state_dir), wait)  # checks --wait; owns nothing yet
     state = open_state(state_dir, document)
     if state["output_dir"] not in (None, os.path.abspath(output_dir)):
         raise StateError(f"this state releases into {state['output_dir']}, not {output_dir}")

@@ -290,6 +290,7 @@ def exit_code(argv) -> int:
     (["--poll-interval", "0"], "--poll-interval"),
     (["--until-period", "0"], "--until-period"),
     (["--poll-intervl", "1"], "did you mean --poll-interval"),
+    (["--wait", "-1"], "--wait"),
 ])
 def test_bad_stream_options_exit_2(tmp_path, capsys, argv, subject):
     watch = tmp_path / "watch"
