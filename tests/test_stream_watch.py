@@ -57,6 +57,20 @@ def panel(tmp_path_factory):
     return root, table, periods, runs
 
 
+STARTED = []
+
+
+@pytest.fixture(autouse=True)
+def no_stream_left_running():
+    """A failing test must not leave its stream process running."""
+    yield
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+
+
 def land(source: str, watch: str, name: str = None) -> str:
     """Land a file atomically (hidden name, then rename), as the README asks."""
     target = os.path.join(watch, name or os.path.basename(source))
@@ -71,8 +85,10 @@ def start(kind: str, options, watch, state, out, *extra, env=None) -> subprocess
                "--watch", str(watch), "--state", str(state), "--output", str(out),
                "--poll-interval", POLL, *options, *extra]
     log = open(os.path.join(os.path.dirname(str(state)), f"{kind}-stream.log"), "ab")
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
-                            env={**os.environ, **(env or {})})
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
+                               env={**os.environ, **(env or {})})
+    STARTED.append(process)
+    return process
 
 
 def seen(state) -> int:
