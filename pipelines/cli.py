@@ -3,7 +3,8 @@
     continual-synth window run  --input PANEL --output DIR --window K --horizon T --rho R [...]
     continual-synth window init --state STATE --window K --horizon T --rho R [...]
     continual-synth window step --state STATE --input PERIOD_FILE --output DIR
-    continual-synth cumulative run | init | step  (same options; --counter, --public-population)
+    continual-synth window stream --watch DIR --state STATE --output DIR [--until-period P] [...]
+    continual-synth cumulative run | init | step | stream  (same options; --counter, --public-population)
     continual-synth evaluate window --truth PANEL --synthetic DIR [--report REPORT_DIR]
     continual-synth evaluate cumulative --truth PANEL --synthetic DIR [--report REPORT_DIR]
     continual-synth demo --output DIR
@@ -33,7 +34,7 @@ from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT,  # noq
                                                POSITIVE_INT, POSITIVE_REAL, PROBABILITY,
                                                ArgumentParser, InitOptions, InputOptions,
                                                JobOptions, OutputOptions, StepOptions,
-                                               add_job_commands)
+                                               add_job_commands, add_job_options)
 
 
 class ReleaseOptions(JobOptions):
@@ -141,10 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show Beam's logs (accepted anywhere on the line)")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    add_job_commands(commands, "window", "fixed-time-window synthesizer (Bun et al. 2024, "
-                     "Algorithm 1)", JOBS)
-    add_job_commands(commands, "cumulative", "cumulative synthesizer (Bun et al. 2024, "
-                     "Algorithm 2)", JOBS)
+    from continual_synth.pipelines.stream import add_stream_command
+    window = add_job_commands(commands, "window", "fixed-time-window synthesizer (Bun et al. "
+                              "2024, Algorithm 1)", JOBS)
+    add_stream_command(window, lambda parser: add_job_options(parser, WindowOptions))
+    cumulative = add_job_commands(commands, "cumulative", "cumulative synthesizer (Bun et al. "
+                                  "2024, Algorithm 2)", JOBS)
+    add_stream_command(cumulative, lambda parser: add_job_options(parser, CumulativeOptions))
 
     evaluate = commands.add_parser("evaluate", help="evaluate a release against the truth"
                                    ).add_subparsers(dest="action", required=True)
@@ -230,6 +234,11 @@ def _dispatch(args, beam_args: List[str]) -> dict:
                              period=args.period, beam_args=beam_args, kind=args.command,
                              wait=args.wait)
         model = _model(args)
+        if args.action == "stream":
+            from continual_synth.pipelines.stream import run_stream
+            return run_stream(jobs.PanelJob(args.command),
+                              jobs.initial_document(model, **_common(args, model.alphabet)),
+                              args, beam_args, period_col=args.period_col, distinct_rows=True)
         if args.action == "run":
             return jobs.run(model, args.input, args.output, in_format=args.input_format,
                             beam_args=beam_args, **_common(args, model.alphabet))

@@ -109,19 +109,25 @@ def run(model, input_path: str, output_dir: str, *,
 # --------------------------------------------------------------------- incremental
 
 
-def init(model, state_dir: str, *, seed: Optional[int] = None,
-         out_format: str = "parquet", columns: PanelColumns = PanelColumns(),
-         missing_value=None, num_shards: int = DEFAULT_SHARDS) -> Dict:
-    """Create a state directory for an incremental release."""
+def init(model, state_dir: str, **options) -> Dict:
+    """Create a state directory for an incremental release (options: see
+    :func:`initial_document`)."""
+    state = initial_document(model, **options)
+    StateDir(state_dir).create(state)
+    return state
+
+
+def initial_document(model, *, seed: Optional[int] = None,
+                     out_format: str = "parquet", columns: PanelColumns = PanelColumns(),
+                     missing_value=None, num_shards: int = DEFAULT_SHARDS) -> Dict:
+    """The state document :func:`init` creates (version 0), checked but not written."""
     check_format(out_format)
     missing_code(missing_value, model.alphabet)
-    state = lifecycle.new_state_document(
+    return lifecycle.new_state_document(
         model.kind, seed, out_format, config=model.config.to_dict(),
         synthesizer_state=model.initial_state().to_dict(), columns=vars(columns),
         missing_value=missing_value, num_shards=num_shards, shard_sizes=None,
         shard_code_counts=None)
-    StateDir(state_dir).create(state)
-    return state
 
 
 class PanelJob(IncrementalJob):

@@ -119,16 +119,22 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
 # --------------------------------------------------------------------- incremental
 
 
-def init(synthesizer: TabularSynthesizer, state_dir: str, *, seed: Optional[int] = None,
-         out_format: str = "parquet", period_col: str = "period") -> Dict:
-    """Create the state directory of an incremental tabular release."""
+def init(synthesizer: TabularSynthesizer, state_dir: str, **options) -> Dict:
+    """Create the state directory of an incremental tabular release (options: see
+    :func:`initial_document`)."""
+    state = initial_document(synthesizer, **options)
+    StateDir(state_dir).create(state)
+    return state
+
+
+def initial_document(synthesizer: TabularSynthesizer, *, seed: Optional[int] = None,
+                     out_format: str = "parquet", period_col: str = "period") -> Dict:
+    """The state document :func:`init` creates (version 0), checked but not written."""
     check_format(out_format)
-    state = lifecycle.new_state_document(
+    return lifecycle.new_state_document(
         KIND, seed, out_format, config=synthesizer.config_dict(),
         synthesizer_state=synthesizer.state_to_dict(synthesizer.initial_state()),
         period_col=period_col)
-    StateDir(state_dir).create(state)
-    return state
 
 
 class TabularJob(IncrementalJob):

@@ -5,6 +5,8 @@
                                  [--counter simple] [--fit ipf|pgm|mw] [--horizon T] [--seed S] …
     continual-synth tabular init --state STATE --domain DOMAIN.json --epsilon E [same options]
     continual-synth tabular step --state STATE --input PERIOD_FILE --output DIR [--period P]
+    continual-synth tabular stream --watch DIR --state STATE --output DIR [--until-period P]
+                                 --domain DOMAIN.json --epsilon E [same options as init]
     continual-synth tabular example --output DIR [--construction randomized|ordered]
                                  [--batch-size 50] [--periods N] [--seed 0]
     continual-synth evaluate tabular --truth STREAM --synthetic DIR --domain DOMAIN.json
@@ -98,6 +100,8 @@ def add_commands(commands, evaluate) -> None:
     """Add ``tabular run|init|step|example`` and ``evaluate tabular``."""
     jobs = add_job_commands(commands, "tabular", "synthetic tabular streams (Kumar et al. "
                             "2024, Algorithms 2-3)", JOBS)
+    from continual_synth.pipelines.stream import add_stream_command
+    add_stream_command(jobs, lambda parser: _add_synthesizer_options(parser, with_infer=False))
     example = jobs.add_parser("example", help="write a stream built from a real public "
                               "table (CCES 2016) and its domain.json")
     example.add_argument("--output", required=True)
@@ -165,6 +169,13 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     if args.action == "step":
         return tabular.step(args.state, args.input, args.output, in_format=args.input_format,
                             period=args.period, beam_args=beam_args, wait=args.wait)
+    if args.action == "stream":
+        from continual_synth.pipelines.stream import run_stream
+        document = tabular.initial_document(synthesizer_from_args(args), seed=args.seed,
+                                            out_format=args.out_format,
+                                            period_col=args.period_col)
+        return run_stream(tabular.TabularJob(), document, args, beam_args,
+                          period_col=args.period_col)
     if args.action == "run":
         synthesizer = synthesizer_from_args(args, args.input)
         manifest = tabular.run(synthesizer, args.input, args.output, seed=args.seed,

@@ -14,7 +14,9 @@ ledger.  Algorithm 3 is a feedback loop — period t's selection depends on g_{t
 counter — so the counters of one stream live under one key: they cannot be split across
 keys without a cycle in the pipeline graph, which Beam does not allow.  A period is
 processed when the watermark passes the end of its window (an event-time timer), in
-order; a window with no records is an empty period.  Each period's noise is drawn with
+order; a window with no records is an empty period; a batch arriving after its period
+closed goes to the ``late`` dead letter (:class:`~continual_synth.transforms.
+stream_sources.SplitLateRecords`).  Each period's noise is drawn with
 the same per-period sampler seed as the batch and incremental jobs, so the three drivers
 release the same tables for the same seed.
 """
@@ -32,6 +34,7 @@ from apache_beam.transforms.window import FixedWindows, GlobalWindows
 from apache_beam.utils.timestamp import Timestamp
 
 from continual_synth.mechanisms.synthesizer import period_sampler
+from continual_synth.transforms.stream_sources import LATE, PeriodClock, SplitLateRecords
 from continual_synth.transforms.tabular import (WorkloadHistogramsFn, encode_stream_batch,
                                                 sample_tasks, synthetic_table, table_tasks,
                                                 task_codes)
@@ -121,12 +124,18 @@ def _period_tables(release, domain, period_col: str):
 class SynthesizeTabularStream(beam.PTransform):
     """``PCollection[pa.Table]`` (timestamped record batches) →
     ``PCollection[(key, pa.Table)]``: every period's synthetic table, ready for
-    :class:`continual_synth.transforms.write.WriteRecordBatches`."""
+    :class:`continual_synth.transforms.write.WriteRecordBatches`.
+
+    A batch whose period has closed (the watermark passed its end) never joins it or a
+    later period: it goes to ``late`` (a PTransform of ``(period, pa.Table, reason)``,
+    e.g. a dead-letter writer), or is dropped — counted nowhere — if ``late`` is None."""
 
     def __init__(self, synthesizer, *, period_seconds: float, origin: float = 0.0,
                  seed: Optional[int] = None, period_col: str = "period",
-                 key: str = "stream", where: str = "stream"):
+                 key: str = "stream", where: str = "stream",
+                 late: Optional[beam.PTransform] = None):
         super().__init__()
+        self.late = late
         self.synthesizer, self.seed, self.key, self.where = synthesizer, seed, key, where
         self.period_seconds, self.origin, self.period_col = period_seconds, origin, period_col
 
@@ -134,7 +143,13 @@ class SynthesizeTabularStream(beam.PTransform):
         synthesizer, seed, key, where = self.synthesizer, self.seed, self.key, self.where
         period_seconds, origin, period_col = self.period_seconds, self.origin, self.period_col
         domain = synthesizer.domain
-        return (batches
+        split = (batches
+                 | "KeyForLateness" >> beam.WithKeys(lambda _: key)
+                 | "SplitLate" >> beam.ParDo(SplitLateRecords(
+                     PeriodClock(period_seconds, origin))).with_outputs(LATE, main="on_time"))
+        if self.late is not None:
+            _ = split[LATE] | "DeadLetter" >> self.late
+        return (split.on_time
                 | "Periods" >> beam.WindowInto(FixedWindows(period_seconds, offset=origin))
                 | "Encode" >> beam.ParDo(_PeriodOfWindow(domain, period_seconds, origin, where))
                 | "Histograms" >> beam.CombinePerKey(

@@ -1,0 +1,572 @@
+"""Streaming jobs: ``<synthesizer> stream --watch DIR --state STATE --output OUT``.
+
+A streaming job is the incremental release of :mod:`continual_synth.pipelines.lifecycle`
+driven by arrivals instead of a scheduler: files land in a watched directory or prefix,
+each holding one period's records; a period is *complete* when its file has landed, and
+complete periods are released in order, each by exactly the write-ahead step
+(:func:`~continual_synth.pipelines.lifecycle.incremental_step`) that ``step`` runs::
+
+    fileio.MatchContinuously(DIR/*, --poll-interval)   the watcher (Beam, streaming)
+      ─ drop hidden names (".x", "_x": files still being written, Beam's temp dirs)
+      ─ key every arrival to one key ("stream")
+      ─ ReleaseCompletePeriods (stateful DoFn)          a bag of arrived, waiting periods;
+                                                        releases next = seen + 1 while its
+                                                        file is waiting
+
+Arrivals, for a state that has released periods 1..s:
+
+* a file already ingested (the lifecycle's fingerprint: path and bytes) — a restart
+  re-matches every file, a copy re-listed — is a **duplicate**: logged and ignored; if
+  the state holds that period computed but unpublished (a crash after the commit), the
+  step is resumed from the saved plan (no data read, no noise drawn, nothing spent);
+* a file for period p > s + 1 **waits** in the bag until p − 1 is released; a second
+  file for a waiting period with the same bytes is a duplicate, with other bytes it is
+  rejected;
+* a file for a released period p ≤ s (not a duplicate), beyond the horizon, without a
+  readable period, or refused by the step's validation (the lifecycle leaves state and
+  output byte-identical) goes to the **dead letter** ``OUT/_rejected/`` — one JSON
+  document per file naming the file, the period and the reason. The records are not
+  copied (``OUT`` is the public release; the file stays where it landed): never silently
+  dropped, never counted in a later period.
+
+A file's period is in its name (``period_07.parquet``, ``wave-7.csv``: the last
+``period``/``wave`` number) or else in its period column (one value per file).
+
+**Why the synthesizer's state is in the state directory, not in Beam state.** The issue
+asks for per-person history and counters in stateful DoFns keyed by shard.  Here they
+stay where ``step`` keeps them — the state directory's versioned document and its
+per-shard Arrow/numpy files, updated by the sharded Beam pipelines of the step — and
+the stateful DoFn holds only the arrival buffer.  That is what makes two promises exact:
+(1) ``step`` ↔ ``stream`` interchange: both commit the very same state format, the same
+way (write-ahead, fenced), so a team can alternate monthly steps and a stream; (2)
+restart on any runner, including a killed DirectRunner whose Beam state is gone: the
+restarted stream reads the last committed version and resumes after the last released
+period without re-spending or re-drawing noise.  Beam state held the history would be
+lost with the runner (DirectRunner) or tied to one runner's checkpoints (Flink,
+Dataflow), and would have to be copied back to the state directory after every period
+anyway.  The same per-period seeds (:func:`~continual_synth.mechanisms.synthesizer.
+period_sampler`) make the stream release exactly what ``run`` and ``init`` + ``step``
+release.  The event-time form (Pub/Sub, Kafka) is :mod:`continual_synth.transforms.
+stream_sources`.
+
+The watcher runs in-process on Beam's DirectRunner in streaming mode (it only lists
+files); each period's computation runs on the runner ``run``'s options name.
+``--until-period P`` stops cleanly after releasing P; SIGTERM stops after the step in
+progress (the lifecycle's write-ahead commit makes any other stop, kill -9 included,
+recoverable too).  Any :class:`~continual_synth.pipelines.lifecycle.IncrementalJob`
+can be streamed: :func:`watch` takes the job and the document its ``init`` would create.
+Wiring ``bounded stream`` (continual PrivHP) is one call once its ``IncrementalJob`` and
+initial document exist: add :func:`add_stream_arguments` to its parser and dispatch
+``run_stream(BoundedJob(), bounded.initial_document(...), args, beam_args)``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from typing import Dict, Iterator, Optional, Sequence
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+from apache_beam.coders import PickleCoder
+from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.transforms.userstate import BagStateSpec, on_timer
+from apache_beam.utils.timestamp import Timestamp
+
+from continual_synth.mechanisms.errors import InputError, StateError
+from continual_synth.pipelines import lifecycle, release_dir
+from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
+from continual_synth.transforms.files import read_file, write_file
+from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods, PeriodClock,
+                                                       read_event_records)
+
+REJECTED = "_rejected"
+#: the period in a file's name: the number after the last "period" or "wave"
+PERIOD_IN_NAME = re.compile(r"(?:period|wave)[_\-. ]?0*(\d+)(?!.*(?:period|wave))", re.I)
+#: state fields that change as the release goes on (not the options a stream is given)
+_PROGRESS_FIELDS = {"state_id", "synthesizer_state", "fingerprints", "pending", "output_dir",
+                    "files", "shard_sizes", "shard_code_counts"}
+_STOP_MESSAGE = "continual-synth stream stopped"
+
+
+class StreamStopped(Exception):
+    """Raised inside the pipeline to end a stream cleanly (``--until-period``, SIGTERM)."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"{_STOP_MESSAGE}: {reason}")
+
+
+def add_stream_command(actions, add_options) -> None:
+    """``continual-synth FAMILY stream``: the family's sub-parsers ``actions`` get a
+    ``stream`` command with :func:`add_stream_arguments` and the synthesizer's options
+    (``add_options(parser)``, those of ``run`` without its input and output)."""
+    from continual_synth.pipelines.options import HelpFormatter
+    description = ("release each period when its file lands in a watched directory (the "
+                   "state as init/step keep it)")
+    stream = actions.add_parser("stream", help=description, description=description,
+                                formatter_class=HelpFormatter)
+    add_stream_arguments(stream)
+    add_options(stream)
+
+
+def add_stream_arguments(parser) -> None:
+    """The options every ``stream`` command adds to its synthesizer's (``run``'s) options."""
+    from continual_synth.pipelines.options import POSITIVE_INT, POSITIVE_REAL
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--watch",
+                        help="directory or object-store prefix where period files land "
+                             "(one file per period; land them atomically: write a hidden "
+                             "'.name' and rename)")
+    source.add_argument("--pubsub-subscription", default=None,
+                        help="read JSON records from this Pub/Sub subscription "
+                             "(projects/P/subscriptions/S; event time from --timestamp-col)")
+    source.add_argument("--kafka-topic", default=None,
+                        help="read JSON records from this Kafka topic (with "
+                             "--kafka-bootstrap-servers; event time from --timestamp-col)")
+    parser.add_argument("--kafka-bootstrap-servers", default=None, metavar="HOST:PORT")
+    parser.add_argument("--timestamp-col", default=None,
+                        help="event sources: the record field holding its event time "
+                             "(seconds since the epoch or ISO 8601)")
+    parser.add_argument("--period-length", type=POSITIVE_REAL, default=None, metavar="SECONDS",
+                        help="event sources: the length of a period in event time")
+    parser.add_argument("--origin", type=float, default=0.0, metavar="SECONDS",
+                        help="event sources: the start of period 1 (seconds since the "
+                             "epoch, default 0)")
+    parser.add_argument("--state", required=True,
+                        help="state directory (created from the options if absent; the same "
+                             "format as init/step)")
+    parser.add_argument("--output", required=True, help="release directory")
+    parser.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
+    parser.add_argument("--until-period", type=POSITIVE_INT, default=None,
+                        help="stop cleanly after releasing this period (default: run until "
+                             "cancelled)")
+    parser.add_argument("--poll-interval", type=POSITIVE_REAL, default=5.0, metavar="SECONDS",
+                        help="how often the watched directory is listed (default 5)")
+    parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                        help="if a step owns the state when a period is due, wait up to this "
+                             "long for it (default 0: stop with an error)")
+
+
+# ------------------------------------------------------------------ the state
+
+
+def open_state(state_dir: str, document: Dict) -> Dict:
+    """The current state of ``state_dir``, created from ``document`` (what ``init`` would
+    write) if there is none; refused if the options given differ from the state's."""
+    store = StateDir(state_dir)
+    if not store.exists():
+        store.create(document)
+        return store.read(document["kind"])[1]
+    state = store.read(document["kind"])[1]
+    given = json.loads(json.dumps(document, default=str))
+    differ = sorted(key for key in given
+                    if key not in _PROGRESS_FIELDS and state.get(key) != given[key])
+    if differ:
+        details = "; ".join(f"{key}: state {state.get(key)!r}, options {given[key]!r}"
+                            for key in differ)
+        raise StateError(f"{state_dir}: holds a state created with other options ({details}); "
+                         f"pass the options it was created with, or use a new --state")
+    return state
+
+
+def file_period(path: str, period_col: str, in_format: Optional[str]) -> int:
+    """The period a landed file holds: from its name, else its period column."""
+    match = PERIOD_IN_NAME.search(os.path.basename(path))
+    if match:
+        return int(match.group(1))
+    table = read_file(path, in_format)
+    if period_col not in table.column_names:
+        raise InputError(f"{path}: no period in the file name (as in period_07.parquet) and "
+                         f"no {period_col!r} column")
+    periods = np.unique(table.column(period_col).drop_null().to_numpy(zero_copy_only=False))
+    if len(periods) != 1:
+        raise InputError(f"{path}: a watched file holds one period; column {period_col!r} "
+                         f"holds {len(periods)} different values")
+    return int(periods[0])
+
+
+def content_digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with FileSystems.open(path) as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def reject(output_dir: str, path: str, period: Optional[int], reason: str) -> None:
+    """Dead-letter one file: ``OUT/_rejected/<time>-<name>.json`` with the reason."""
+    name = f"{time.strftime('%Y%m%dT%H%M%S')}-{lifecycle.new_token()[-6:]}-" \
+           f"{os.path.basename(path)}.json"
+    release_dir.write_json_atomic(
+        os.path.join(output_dir, REJECTED, name),
+        {"file": path, "period": period, "reason": reason,
+         "rejected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    _event("rejected", file=path, period=period, reason=reason)
+
+
+def _event(event: str, **fields) -> None:
+    """One JSON line on stderr per arrival or release (the stream's log)."""
+    print(json.dumps({"event": event, **fields}, default=str), file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------- the stateful DoFn
+
+
+class _Stop:
+    """SIGTERM while a step runs: finish it, then stop (process-wide, in-process runner)."""
+
+    requested = threading.Event()
+    busy = threading.Lock()
+
+
+class ReleaseCompletePeriods(beam.DoFn):
+    """``("stream", path)`` in (every landed file, one key): releases complete periods in
+    order through the lifecycle's step; the bag holds files of periods still waiting for
+    an earlier one (see the module docstring for every case)."""
+
+    WAITING = BagStateSpec("waiting", PickleCoder())
+
+    def __init__(self, job: IncrementalJob, state_dir: str, output_dir: str, *,
+                 in_format: Optional[str], period_col: str, until_period: Optional[int],
+                 beam_args: Sequence[str], wait: float):
+        super().__init__()
+        self.job, self.state_dir, self.output_dir = job, state_dir, output_dir
+        self.in_format, self.period_col, self.until_period = in_format, period_col, until_period
+        self.beam_args, self.wait = list(beam_args), wait
+
+    def process(self, element, waiting=beam.DoFn.StateParam(WAITING)):
+        _, path = element
+        with _Stop.busy:
+            arrived = {period: (p, digest) for period, p, digest in waiting.read()}
+            self._arrive(path, arrived)
+            self._release_ready(arrived)
+            waiting.clear()
+            for period, (p, digest) in sorted(arrived.items()):
+                waiting.add((period, p, digest))
+        if _Stop.requested.is_set():
+            raise StreamStopped("SIGTERM")
+        return ()
+
+    def _state(self) -> Dict:
+        return lifecycle.load_state(self.state_dir, self.job.kind or None)
+
+    def _arrive(self, path: str, arrived: Dict) -> None:
+        state = self._state()
+        seen = self.job.periods_seen(state)
+        try:
+            ingested = state["fingerprints"].get(lifecycle.fingerprint(path))
+            if ingested is not None:
+                pending = state["pending"]
+                if pending is not None and pending["period"] == ingested:
+                    self._step(path, ingested, resumed=True)  # publish the saved plan
+                else:
+                    _event("duplicate", file=path, period=ingested,
+                           reason="this file was already ingested; ignored")
+                return
+            period = file_period(path, self.period_col, self.in_format)
+        except InputError as exc:
+            reject(self.output_dir, path, None, str(exc))
+            return
+        horizon = self.job.horizon(state)
+        if period < 1 or (horizon is not None and period > horizon):
+            reject(self.output_dir, path, period,
+                   f"period {period} is outside 1..{horizon or '∞'} (the horizon)")
+        elif period <= seen:
+            reject(self.output_dir, path, period,
+                   f"period {period} was already released from another file; a late file "
+                   f"is never counted in a later period")
+        elif period in arrived:
+            other, digest = arrived[period]
+            if content_digest(path) == digest:
+                _event("duplicate", file=path, period=period,
+                       reason=f"same bytes as {other}, waiting; ignored")
+            else:
+                reject(self.output_dir, path, period,
+                       f"period {period} already has a different file waiting ({other})")
+        else:
+            arrived[period] = (path, content_digest(path))
+            if period > seen + 1:
+                _event("waiting", file=path, period=period,
+                       reason=f"period {seen + 1} has not landed yet")
+
+    def _release_ready(self, arrived: Dict) -> None:
+        while True:
+            state = self._state()
+            seen = self.job.periods_seen(state)
+            if state["pending"] is not None:  # resumed when its file is listed again
+                return
+            if self.until_period is not None and seen >= self.until_period:
+                raise StreamStopped(f"period {self.until_period} released")
+            if seen + 1 not in arrived:
+                return
+            path, _ = arrived.pop(seen + 1)
+            try:
+                self._step(path, seen + 1, resumed=False)
+            except InputError as exc:  # the lifecycle left state and output unchanged
+                reject(self.output_dir, path, seen + 1, str(exc))
+
+    def _step(self, path: str, period: int, resumed: bool) -> None:
+        release_period(self.job, self.state_dir, self.output_dir, path, period,
+                       in_format=self.in_format, beam_args=self.beam_args, wait=self.wait,
+                       resumed=resumed)
+
+
+def release_period(job: IncrementalJob, state_dir: str, output_dir: str, path: str,
+                   period: int, *, in_format: Optional[str], beam_args: Sequence[str],
+                   wait: float, resumed: bool = False) -> Dict:
+    """One period through the lifecycle's write-ahead step, logged."""
+    started = time.time()
+    summary = lifecycle.incremental_step(job, state_dir, path, output_dir,
+                                         in_format=in_format, period=period,
+                                         beam_args=beam_args, wait=wait)
+    _event(summary.get("status", "released"), file=path, period=period,
+           resumed=resumed or summary.get("resumed", False),
+           seconds=round(time.time() - started, 3), message=summary.get("message"))
+    return summary
+
+
+class ReleaseClosedPeriods(beam.DoFn):
+    """The event-time form: ``("stream", (period, pa.Table))`` batches in; when the
+    watermark passes a period's end (a watermark timer), every period up to it is
+    released in order through the lifecycle's step, its records spooled to a private
+    scratch file first (the step reads files).  A period with no records, or refused by
+    the step's validation, goes to the dead letter and holds the later periods back
+    (a panel needs every person's report each period)."""
+
+    BATCHES = BagStateSpec("batches", PickleCoder())
+    OPEN, CLOSE = OpenPeriods.specs()
+
+    def __init__(self, job: IncrementalJob, state_dir: str, output_dir: str, *,
+                 clock: PeriodClock, drop_columns: Sequence[str], distinct_rows: bool,
+                 until_period: Optional[int], beam_args: Sequence[str], wait: float):
+        super().__init__()
+        self.job, self.state_dir, self.output_dir, self.clock = job, state_dir, output_dir, clock
+        self.drop_columns, self.distinct_rows = list(drop_columns), distinct_rows
+        self.until_period, self.beam_args, self.wait = until_period, list(beam_args), wait
+
+    def process(self, element, batches=beam.DoFn.StateParam(BATCHES),
+                open_periods=beam.DoFn.StateParam(OPEN), close=beam.DoFn.TimerParam(CLOSE)):
+        _, (period, table) = element
+        batches.add((period, table))
+        OpenPeriods(self.clock).add(period, open_periods, close)
+
+    @on_timer(CLOSE)
+    def on_close(self, fire_time=beam.DoFn.TimestampParam,
+                 batches=beam.DoFn.StateParam(BATCHES),
+                 open_periods=beam.DoFn.StateParam(OPEN), close=beam.DoFn.TimerParam(CLOSE)):
+        closed = OpenPeriods(self.clock).close(fire_time, open_periods, close)
+        waiting: Dict[int, list] = {}
+        for period, table in batches.read():
+            waiting.setdefault(period, []).append(table)
+        batches.clear()
+        with _Stop.busy:
+            state = lifecycle.load_state(self.state_dir, self.job.kind or None)
+            period = self.job.periods_seen(state) + (state["pending"] is None)
+            while period <= closed and self._release(period, waiting.pop(period, [])):
+                period += 1
+            for later, tables in waiting.items():
+                for table in tables:
+                    batches.add((later, table))
+        if self.until_period is not None and period > self.until_period:
+            raise StreamStopped(f"period {self.until_period} released")
+        if _Stop.requested.is_set():
+            raise StreamStopped("SIGTERM")
+
+    def _release(self, period: int, tables) -> bool:
+        where = f"period {period} (event time {self.clock.start(period)} to " \
+                f"{self.clock.end(period)})"
+        if not tables:
+            reject(self.output_dir, where, period, f"{where}: no records arrived before the "
+                   f"watermark passed its end")
+            return False
+        table = pa.concat_tables(tables, promote_options="default")
+        table = table.drop_columns([c for c in self.drop_columns if c in table.column_names])
+        if self.distinct_rows:  # a redelivered message: the same report twice
+            table = table.group_by(table.column_names, use_threads=False).aggregate([])
+        spool = tempfile.mkdtemp(prefix="continual-synth-period-")
+        try:
+            path = os.path.join(spool, f"period_{period:04d}.parquet")
+            write_file(table, path, "parquet")
+            release_period(self.job, self.state_dir, self.output_dir, path, period,
+                           in_format="parquet", beam_args=self.beam_args, wait=self.wait)
+            return True
+        except InputError as exc:  # the lifecycle left state and output unchanged
+            reject(self.output_dir, where, period, str(exc).replace(path, where))
+            return False
+        finally:
+            shutil.rmtree(spool, ignore_errors=True)
+
+
+def write_late_records(output_dir: str, late) -> None:
+    """Dead-letter late records: ``OUT/_rejected/late-<period>-….json`` (private data:
+    the folder is never part of a release)."""
+    period, record, reason = late
+    release_dir.write_json_atomic(
+        os.path.join(output_dir, REJECTED, f"late-{period:04d}-{lifecycle.new_token()}.json"),
+        {"period": period, "reason": reason, "record": record})
+    _event("late", period=period, reason=reason)
+
+
+def event_pipeline(pipeline, job: IncrementalJob, state_dir: str, output_dir: str, *,
+                   clock: PeriodClock, timestamp_col: str, records=None,
+                   pubsub_subscription: Optional[str] = None,
+                   kafka_topic: Optional[str] = None, kafka_bootstrap: Optional[str] = None,
+                   distinct_rows: bool = False, until_period: Optional[int] = None,
+                   beam_args: Sequence[str] = (), wait: float = 0.0):
+    """Build the event-time stream on ``pipeline`` (``records``: a PCollection of JSON
+    records, e.g. a ``TestStream``'s, instead of Pub/Sub or Kafka)."""
+    if records is None:
+        records = read_event_records(pipeline, pubsub_subscription=pubsub_subscription,
+                                     kafka_topic=kafka_topic, kafka_bootstrap=kafka_bootstrap)
+    streams = records | "EventPeriods" >> EventPeriods(clock, timestamp_col)
+    _ = streams["late"] | "DeadLetter" >> beam.Map(lambda late: write_late_records(output_dir,
+                                                                                     late))
+    return (streams["periods"]
+            | "OneKey" >> beam.WithKeys(lambda _: "stream")
+            | "ReleaseClosed" >> beam.ParDo(ReleaseClosedPeriods(
+                job, state_dir, output_dir, clock=clock, drop_columns=[timestamp_col],
+                distinct_rows=distinct_rows, until_period=until_period,
+                beam_args=beam_args, wait=wait)))
+
+
+def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_dir: str, *,
+                  clock: PeriodClock, timestamp_col: str, beam_args: Sequence[str] = (),
+                  until_period: Optional[int] = None, **source) -> Dict:
+    """Run the event-time stream on the runner ``beam_args`` name (streaming); return a
+    summary.  ``source``: ``pubsub_subscription``, or ``kafka_topic`` and
+    ``kafka_bootstrap``; ``distinct_rows`` for panels."""
+    state = open_state(state_dir, document)
+    if state["output_dir"] not in (None, os.path.abspath(output_dir)):
+        raise StateError(f"this state releases into {state['output_dir']}, not {output_dir}")
+    options = PipelineOptions(list(beam_args))
+    options.view_as(StandardOptions).streaming = True
+    with _stopping():
+        with beam.Pipeline(options=options) as pipeline:
+            event_pipeline(pipeline, job, state_dir, output_dir, clock=clock,
+                           timestamp_col=timestamp_col, until_period=until_period,
+                           beam_args=(), **source)
+    return _summary(job, state_dir, output_dir)
+
+
+# --------------------------------------------------------------------- the job
+
+
+def run_stream(job: IncrementalJob, document: Dict, args, beam_args: Sequence[str], *,
+               period_col: str = "period", distinct_rows: bool = False) -> Dict:
+    """The ``stream`` command of any synthesizer family (``args`` from
+    :func:`add_stream_arguments`): watched files, or an event source."""
+    if args.watch is not None:
+        for name in ("timestamp_col", "period_length", "kafka_bootstrap_servers"):
+            if getattr(args, name) is not None:
+                raise InputError(f"--{name.replace('_', '-')} is for --pubsub-subscription "
+                                 f"or --kafka-topic, not --watch")
+        return watch(job, document, args.watch, args.state, args.output,
+                     until_period=args.until_period, poll_seconds=args.poll_interval,
+                     in_format=args.input_format, period_col=period_col,
+                     beam_args=beam_args, wait=args.wait)
+    lifecycle.Ownership(StateDir(args.state), args.wait)  # checks --wait; owns nothing yet
+    for name in ("timestamp_col", "period_length"):
+        if getattr(args, name) is None:
+            raise InputError(f"--pubsub-subscription and --kafka-topic need "
+                             f"--{name.replace('_', '-')}")
+    return follow_events(job, document, args.state, args.output,
+                         clock=PeriodClock(args.period_length, args.origin),
+                         timestamp_col=args.timestamp_col, beam_args=beam_args,
+                         until_period=args.until_period,
+                         pubsub_subscription=args.pubsub_subscription,
+                         kafka_topic=args.kafka_topic,
+                         kafka_bootstrap=args.kafka_bootstrap_servers,
+                         distinct_rows=distinct_rows)
+
+
+
+def watch(job: IncrementalJob, document: Dict, watch_dir: str, state_dir: str,
+          output_dir: str, *, until_period: Optional[int] = None, poll_seconds: float = 5.0,
+          in_format: Optional[str] = None, period_col: str = "period",
+          beam_args: Sequence[str] = (), wait: float = 0.0) -> Dict:
+    """Release every period whose file lands in ``watch_dir`` (see the module docstring)
+    until ``until_period`` is released, SIGTERM, or cancellation; return a summary."""
+    if not poll_seconds > 0:
+        raise InputError(f"--poll-interval must be a positive number of seconds, "
+                         f"not {poll_seconds}")
+    if not FileSystems.exists(watch_dir):
+        raise InputError(f"--watch {watch_dir}: no such directory or prefix")
+    lifecycle.Ownership(StateDir(state_dir), wait)  # checks --wait; owns nothing yet
+    state = open_state(state_dir, document)
+    if state["output_dir"] not in (None, os.path.abspath(output_dir)):
+        raise StateError(f"this state releases into {state['output_dir']}, not {output_dir}")
+    if until_period is None or job.periods_seen(state) < until_period:
+        _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_seconds,
+                     in_format, period_col, beam_args, wait)
+    return _summary(job, state_dir, output_dir)
+
+
+def _summary(job: IncrementalJob, state_dir: str, output_dir: str) -> Dict:
+    state = lifecycle.load_state(state_dir, job.kind or None)
+    rejected = os.path.join(output_dir, REJECTED)
+    return {"status": "stopped", "periods_released": job.periods_seen(state),
+            "pending": state["pending"] is not None,
+            "rejected_files": len(os.listdir(rejected)) if os.path.isdir(rejected) else 0,
+            "state": state_dir, "output": output_dir}
+
+
+def _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_seconds,
+                 in_format, period_col, beam_args, wait) -> None:
+    options = PipelineOptions(["--runner", "DirectRunner"])
+    options.view_as(StandardOptions).streaming = True
+    pattern = FileSystems.join(watch_dir, "*")
+    release = ReleaseCompletePeriods(job, state_dir, output_dir, in_format=in_format,
+                                     period_col=period_col, until_period=until_period,
+                                     beam_args=beam_args, wait=wait)
+    with _stopping(), beam.Pipeline(options=options) as pipeline:
+            _ = (pipeline
+                 | "Watch" >> fileio.MatchContinuously(pattern, interval=poll_seconds,
+                                                       start_timestamp=Timestamp.now())
+                 | "Landed" >> beam.Map(lambda metadata: metadata.path)
+                 | "NotHidden" >> beam.Filter(
+                     lambda path: not os.path.basename(path).startswith((".", "_")))
+                 | "OneKey" >> beam.WithKeys(lambda _: "stream")
+                 | "ReleaseInOrder" >> beam.ParDo(release))
+
+
+@contextmanager
+def _stopping() -> Iterator[None]:
+    """SIGTERM handling around a stream; a :class:`StreamStopped` raised in the pipeline
+    (Beam wraps it) ends the stream cleanly; a library error comes out unwrapped."""
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    _Stop.requested.clear()
+    try:
+        yield
+    except Exception as exc:
+        if _STOP_MESSAGE not in str(exc):
+            raise _unwrap(exc) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _on_sigterm(signum, frame) -> None:
+    """Stop at once if no step is running (the state is clean), else after the step."""
+    _Stop.requested.set()
+    if _Stop.busy.acquire(blocking=False):
+        raise StreamStopped("SIGTERM")
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The library error a DoFn raised, out of Beam's wrapping (for a clean exit 2)."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, (InputError, StateError)):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return exc

@@ -1,0 +1,219 @@
+"""The event-time form of ``stream`` (Pub/Sub, Kafka): ``TestStream`` drives the same
+pipeline the command builds — out-of-order and duplicated arrival, late records to the
+dead letter, an empty period — and the releases equal ``run``'s for the same seed; the
+Pub/Sub and Kafka graphs are built and checked without a server."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.transforms.window import TimestampedValue
+
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.marginals import Domain, all_workloads
+from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
+from continual_synth.mechanisms.panel_synthesizers import WindowSynthesizer
+from continual_synth.mechanisms.window import WindowConfig
+from continual_synth.pipelines import jobs, tabular
+from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.lifecycle import load_state
+from continual_synth.pipelines.stream import event_pipeline, open_state
+from continual_synth.transforms.files import read_dataset, write_file
+from continual_synth.transforms.stream_sources import (PeriodClock, event_seconds,
+                                                       kafka_reader)
+from continual_synth.transforms.tabular_stream import SynthesizeTabularStream
+
+from helpers_panels import long_table, markov_codes, read_manifest, sorted_records
+
+N, T, K, SEED, SHARDS = 40, 4, 2, 5, 2
+LENGTH, ORIGIN = 10.0, 1000.0
+CONFIG = WindowConfig(window=K, horizon=T, rho=1.0, alphabet=(0, 1))
+
+
+@pytest.fixture(scope="module")
+def panel(tmp_path_factory):
+    root = tmp_path_factory.mktemp("events")
+    table = long_table(markov_codes(N, T, seed=9))
+    write_file(table, str(root / "panel.parquet"), "parquet")
+    run_dir = str(root / "run")
+    jobs.run(WindowSynthesizer(CONFIG), str(root / "panel.parquet"), run_dir, seed=SEED,
+             num_shards=SHARDS)
+    records = {p: [] for p in range(1, T + 1)}
+    for row in table.to_pylist():
+        # event times spread inside the period; the period column is not sent
+        offset = (row["id"] * 7919 % 97) / 97 * (LENGTH - 0.01)
+        records[row["period"]].append({"id": row["id"], "value": row["value"],
+                                       "ts": ORIGIN + (row["period"] - 1) * LENGTH + offset})
+    return root, records, run_dir
+
+
+def run_events(events: TestStream, state: str, out: str):
+    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
+    open_state(state, document)
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    with beam.Pipeline(options=options) as pipeline:
+        event_pipeline(pipeline, jobs.PanelJob("window"), state, out,
+                       clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
+                       records=pipeline | events, distinct_rows=True)
+
+
+def rejected(out):
+    return [json.load(open(path)) for path in sorted(glob.glob(os.path.join(out, "_rejected",
+                                                                             "*.json")))]
+
+
+def test_out_of_order_duplicated_and_late_records_equal_run(panel, tmp_path):
+    _, records, run_dir = panel
+    events = TestStream()
+    # period 2's first half arrives before period 1's records, within period 1's time
+    events = events.add_elements(records[2][: N // 2] + records[1][::-1])
+    events = events.advance_watermark_to(ORIGIN + LENGTH)  # period 1 complete
+    events = events.add_elements(records[2][N // 2:] + records[3][:5])
+    events = events.advance_watermark_to(ORIGIN + 2 * LENGTH)  # period 2 complete
+    late = dict(records[2][0], value=1 - records[2][0]["value"])  # a late, changed report
+    events = events.add_elements([late] + records[3][5:] + records[3][:5])  # 5 redelivered
+    events = events.advance_watermark_to(ORIGIN + 3 * LENGTH)
+    events = events.add_elements(records[4]).advance_watermark_to_infinity()
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    run_events(events, state, out)
+    assert sorted_records(out).equals(sorted_records(run_dir))
+    entries = load_state(state)["synthesizer_state"]["ledger"]["entries"]
+    assert [e["label"] for e in entries] == [f"period {p}" for p in range(K, T + 1)]
+    assert read_manifest(out)["rho_spent"] == pytest.approx(read_manifest(run_dir)["rho_spent"])
+    dead = rejected(out)
+    assert len(dead) == 1 and dead[0]["period"] == 2 and dead[0]["record"] == late
+    assert "closed" in dead[0]["reason"]
+
+
+def test_empty_period_is_dead_lettered_and_holds_later_periods(panel, tmp_path):
+    _, records, _ = panel
+    events = (TestStream()
+              .add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
+              .advance_watermark_to(ORIGIN + 2 * LENGTH)  # period 2: nothing arrived
+              .add_elements(records[3]).advance_watermark_to_infinity())
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    run_events(events, state, out)
+    assert load_state(state)["synthesizer_state"]["period"] == 1
+    dead = rejected(out)
+    assert [d["period"] for d in dead] == [2]
+    assert "no records arrived" in dead[0]["reason"]
+
+
+def test_pubsub_graph(tmp_path):
+    """The command's Pub/Sub pipeline, built (not run): source, event time, late split,
+    per-period batching and the stateful release, in that order."""
+    pipeline = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    event_pipeline(pipeline, jobs.PanelJob("window"), str(tmp_path / "s"), str(tmp_path / "o"),
+                   clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
+                   pubsub_subscription="projects/my-project/subscriptions/panel")
+    proto = pipeline.to_runner_api()
+    labels = [t.unique_name for t in proto.components.transforms.values()]
+    order = ["ReadPubSub", "Json", "EventPeriods/EventTime", "EventPeriods/SplitLate",
+             "EventPeriods/PeriodBatches/Periods", "EventPeriods/PeriodBatches/Batch",
+             "ReleaseClosed", "DeadLetter"]
+    for label in order:
+        assert label in labels, (label, sorted(labels))
+    stateful = {t.unique_name for t in proto.components.transforms.values()
+                if t.spec.urn == "beam:transform:pardo:v1"
+                and _timers(t.spec.payload)}
+    assert {"EventPeriods/SplitLate/ParDo(SplitLateRecords)",
+            "ReleaseClosed"} <= stateful
+
+
+def _timers(payload: bytes) -> bool:
+    from apache_beam.portability.api import beam_runner_api_pb2
+    pardo = beam_runner_api_pb2.ParDoPayload.FromString(payload)
+    return bool(pardo.timer_family_specs) and bool(pardo.state_specs)
+
+
+def test_kafka_reader_configuration():
+    reader = kafka_reader("panel-reports", "broker:9092")
+    assert reader._urn.startswith("beam:transform:org.apache.beam:kafka_read")
+    for expected in (b"panel-reports", b"broker:9092", b"CreateTime"):
+        assert expected in reader._payload
+    with pytest.raises(InputError, match="--kafka-bootstrap-servers"):
+        kafka_reader("panel-reports", None)
+
+
+def test_event_time_and_period_clock():
+    clock = PeriodClock(LENGTH, ORIGIN)
+    assert [clock.period(ORIGIN), clock.period(ORIGIN + 9.99), clock.period(ORIGIN + 10)] == \
+        [1, 1, 2]
+    assert float(clock.end(2)) == ORIGIN + 20
+    assert event_seconds("1970-01-01T00:16:40Z", "ts") == 1000.0
+    assert event_seconds(12.5, "ts") == 12.5
+    with pytest.raises(InputError, match="--timestamp-col ts"):
+        event_seconds("yesterday", "ts")
+    with pytest.raises(InputError, match="--period-length"):
+        PeriodClock(0)
+    with pytest.raises(InputError, match="--origin"):
+        PeriodClock(10, float("nan"))
+
+
+@pytest.mark.parametrize("argv, subject", [
+    (["--pubsub-subscription", "projects/p1/subscriptions/s", "--period-length", "10"],
+     "--timestamp-col"),
+    (["--watch", "WATCH", "--timestamp-col", "ts"], "--timestamp-col is for"),
+])
+def test_event_options_checked(tmp_path, capsys, argv, subject):
+    (tmp_path / "w").mkdir()
+    argv = [str(tmp_path / "w") if a == "WATCH" else a for a in argv]
+    code = main(["window", "stream", *argv, "--state", str(tmp_path / "state"), "--output",
+                 str(tmp_path / "out"), "--window", "2", "--horizon", "4", "--rho", "1"])
+    assert code == 2 and subject in capsys.readouterr().err
+    assert not (tmp_path / "state").exists()
+
+
+def test_tabular_state_in_beam_late_batch_and_empty_period_equal_run(tmp_path):
+    """The pure-Beam-state tabular stream (``SynthesizeTabularStream``): batches out of
+    order within periods, period 2 empty, a late batch for period 1 to the dead letter;
+    the tables equal ``run``'s on the same stream without the late batch."""
+    domain = Domain({"a": [0, 1, 2], "b": ["x", "y"]})
+    synthesizer = TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
+                                            epsilon=2.0, fit="mw", horizon=3)
+    rng = np.random.default_rng(8)
+    parts = {p: pa.table({"a": rng.integers(0, 3, 40), "b": rng.choice(["x", "y"], 40)})
+             for p in (1, 3)}
+    whole = pa.concat_tables([parts[p].append_column("period", pa.array([p] * 40))
+                              for p in (1, 3)])
+    write_file(whole, str(tmp_path / "stream.parquet"), "parquet")
+    tabular.run(synthesizer, str(tmp_path / "stream.parquet"), str(tmp_path / "run"), seed=4)
+    late = parts[1].slice(0, 7)
+    events = (TestStream()
+              .add_elements([TimestampedValue(parts[1].slice(20), 8),
+                             TimestampedValue(parts[1].slice(0, 20), 1)])
+              .advance_watermark_to(10).advance_watermark_to(20)  # period 2: no records
+              .add_elements([TimestampedValue(late, 5), TimestampedValue(parts[3], 25)])
+              .advance_watermark_to_infinity())
+    out, dead = tmp_path / "streamed", tmp_path / "dead"
+    out.mkdir()
+    dead.mkdir()
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    with beam.Pipeline(options=options) as pipeline:
+        late_sink = beam.Map(lambda item: write_file(
+            item[1].append_column("reason", pa.array([item[2]] * item[1].num_rows)),
+            str(dead / f"late-{item[0]}.parquet"), "parquet"))
+        _ = (pipeline
+             | events
+             | SynthesizeTabularStream(synthesizer, period_seconds=10, seed=4, late=late_sink)
+             | beam.MapTuple(lambda key, table: write_file(table, str(out / f"{key}.parquet"),
+                                                           "parquet")))
+    columns = ["period", "a", "b"]
+
+    def ordered(table):
+        table = table.select(columns)
+        table = table.set_column(0, "period", table["period"].cast(pa.int32()))
+        table = table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
+        return table.sort_by([(c, "ascending") for c in columns])
+    assert ordered(read_dataset(str(out))).equals(ordered(read_dataset(str(tmp_path / "run"))))
+    rejected_batch = read_dataset(str(dead / "late-1.parquet"))
+    assert rejected_batch.num_rows == 7 and "closed" in rejected_batch["reason"][0].as_py()

@@ -1,0 +1,338 @@
+"""``stream --watch``: files landing with delays and out of order, duplicates, late and
+empty files, kill -9 and SIGTERM, step ↔ stream interchange — every release equal to
+``run``'s for the same seed, with each period charged once in the ledger.
+
+The streams run as real processes of the console script (tiny panels, a 0.2 s poll)."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from continual_synth.mechanisms.errors import StateError
+from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.lifecycle import load_state
+from continual_synth.pipelines.stream import PERIOD_IN_NAME, file_period
+from continual_synth.transforms.files import read_dataset, write_file
+
+from helpers_panels import (long_table, markov_codes, period_table, read_manifest,
+                            snapshot, sorted_records)
+
+N, T, K, SEED, SHARDS = 150, 4, 2, 7, 2
+WINDOW = ["--window", str(K), "--horizon", str(T), "--rho", "1", "--seed", str(SEED),
+          "--shards", str(SHARDS)]
+CUMULATIVE = ["--horizon", str(T), "--rho", "1", "--seed", str(SEED), "--shards", str(SHARDS)]
+POLL = "0.2"
+TIMEOUT = 90
+
+
+# ------------------------------------------------------------------ helpers
+
+
+@pytest.fixture(scope="module")
+def panel(tmp_path_factory):
+    """A tiny binary panel: the whole panel, one file per period, and run's releases."""
+    root = tmp_path_factory.mktemp("stream")
+    table = long_table(markov_codes(N, T, seed=3))
+    write_file(table, str(root / "panel.parquet"), "parquet")
+    periods = {}
+    for period in range(1, T + 1):
+        periods[period] = str(root / "periods" / f"period_{period:02d}.parquet")
+        os.makedirs(os.path.dirname(periods[period]), exist_ok=True)
+        write_file(period_table(table, period), periods[period], "parquet")
+    runs = {}
+    for kind, options in (("window", WINDOW), ("cumulative", CUMULATIVE)):
+        runs[kind] = str(root / f"run-{kind}")
+        assert main([kind, "run", "--input", str(root / "panel.parquet"), "--output",
+                     runs[kind], *options]) == 0
+    return root, table, periods, runs
+
+
+STARTED = []
+
+
+@pytest.fixture(autouse=True)
+def no_stream_left_running():
+    """A failing test must not leave its stream process running."""
+    yield
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+
+
+def land(source: str, watch: str, name: str = None) -> str:
+    """Land a file atomically (hidden name, then rename), as the README asks."""
+    target = os.path.join(watch, name or os.path.basename(source))
+    hidden = os.path.join(watch, "." + os.path.basename(target))
+    shutil.copyfile(source, hidden)
+    os.replace(hidden, target)
+    return target
+
+
+def start(kind: str, options, watch, state, out, *extra, env=None) -> subprocess.Popen:
+    command = [sys.executable, "-m", "continual_synth.pipelines.cli", kind, "stream",
+               "--watch", str(watch), "--state", str(state), "--output", str(out),
+               "--poll-interval", POLL, *options, *extra]
+    log = open(os.path.join(os.path.dirname(str(state)), f"{kind}-stream.log"), "ab")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
+                               env={**os.environ, **(env or {})})
+    STARTED.append(process)
+    return process
+
+
+def seen(state) -> int:
+    """Periods the state has ingested (0 before the first)."""
+    try:
+        return load_state(str(state))["synthesizer_state"]["period"]
+    except StateError:  # not created yet (or being created)
+        return 0
+
+
+def wait_until(condition, process=None, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process is None or process.poll() is None, "the stream exited early"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def finish(process, timeout=TIMEOUT) -> dict:
+    out, _ = process.communicate(timeout=timeout)
+    assert process.returncode == 0, process.returncode
+    return json.loads(out)
+
+
+def events(state, kind: str):
+    path = os.path.join(os.path.dirname(str(state)), f"{kind}-stream.log")
+    with open(path) as handle:
+        return [json.loads(line) for line in handle if line.startswith("{")]
+
+
+def rejected(out):
+    return [json.load(open(path)) for path in sorted(glob.glob(os.path.join(str(out),
+                                                                             "_rejected", "*")))]
+
+
+def assert_equals_run(out, state, run_dir):
+    """Same records as ``run`` and every period charged exactly once."""
+    assert sorted_records(str(out)).equals(sorted_records(run_dir))
+    ledger = load_state(str(state))["synthesizer_state"]["ledger"]["entries"]
+    labels = [entry["label"] for entry in ledger]
+    assert len(labels) == len(set(labels)), labels
+    spent = sum(entry["amount"] for entry in ledger)
+    assert spent == pytest.approx(read_manifest(run_dir)["rho_spent"], rel=1e-12)
+    assert read_manifest(str(out))["rho_spent"] == pytest.approx(spent, rel=1e-12)
+
+
+# ------------------------------------------------------------------ the watched stream
+
+
+def test_out_of_order_duplicate_late_and_empty_files(panel, tmp_path):
+    _, table, periods, runs = panel
+    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
+    watch.mkdir()
+    land(periods[3], watch)  # 3 and 4 land before 1 and 2: they wait
+    land(periods[4], watch)
+    land(periods[4], watch, "period_04_again.parquet")  # same bytes: a duplicate
+    land(periods[1], watch)
+    process = start("window", WINDOW, watch, state, out, "--until-period", str(T))
+    wait_until(lambda: seen(state) >= 1, process)
+    # a different file for released period 1 is late: dead letter, never a later period;
+    # an empty file for period 2 is refused by the step (state untouched): dead letter
+    write_file(period_table(table, 1).slice(0, 10), str(tmp_path / "late.parquet"), "parquet")
+    land(str(tmp_path / "late.parquet"), watch, "period_01_late.parquet")
+    write_file(period_table(table, 2).slice(0, 0), str(tmp_path / "empty.parquet"), "parquet")
+    land(str(tmp_path / "empty.parquet"), watch, "period_02_empty.parquet")
+    wait_until(lambda: len(rejected(out)) >= 2, process)
+    assert seen(state) == 1  # 3 and 4 still wait for 2
+    land(periods[2], watch)
+    summary = finish(process)
+    assert summary["periods_released"] == T and not summary["pending"]
+    assert_equals_run(out, state, runs["window"])
+    reasons = {os.path.basename(doc["file"]): (doc["period"], doc["reason"])
+               for doc in rejected(out)}
+    assert set(reasons) == {"period_01_late.parquet", "period_02_empty.parquet"}
+    assert reasons["period_01_late.parquet"][0] == 1
+    assert "already released" in reasons["period_01_late.parquet"][1]
+    assert reasons["period_02_empty.parquet"][0] == 2
+    assert "period_02_empty.parquet: holds no records" in reasons["period_02_empty.parquet"][1]
+    log = events(state, "window")
+    duplicates = [e for e in log if e["event"] == "duplicate"]
+    # one poll may list the two copies in either order: one of them is the duplicate
+    assert [e["period"] for e in duplicates] == [4]
+    assert os.path.basename(duplicates[0]["file"]) in ("period_04.parquet",
+                                                       "period_04_again.parquet")
+    assert [e["period"] for e in log if e["event"] in ("released", "ingested")] == [1, 2, 3, 4]
+
+
+def test_step_then_stream_then_kill_9_and_restart(panel, tmp_path):
+    """init + step for period 1, a stream for 2.., killed (SIGKILL) after releasing 3 and
+    restarted: the files of released periods are recognised, nothing is re-spent."""
+    _, _, periods, runs = panel
+    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
+    watch.mkdir()
+    for period in (1, 2, 3):
+        land(periods[period], watch)
+    assert main(["window", "init", "--state", str(state), *WINDOW]) == 0
+    assert main(["window", "step", "--state", str(state), "--input",
+                 str(watch / "period_01.parquet"), "--output", str(out)]) == 0
+    process = start("window", WINDOW, watch, state, out)
+    wait_until(lambda: seen(state) >= 3 and load_state(str(state))["pending"] is None, process)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=TIMEOUT)
+    before = load_state(str(state))["synthesizer_state"]["ledger"]["entries"]
+    restarted = start("window", WINDOW, watch, state, out, "--until-period", str(T))
+    land(periods[4], watch)
+    summary = finish(restarted)
+    assert summary["periods_released"] == T and summary["rejected_files"] == 0
+    assert_equals_run(out, state, runs["window"])
+    after = load_state(str(state))["synthesizer_state"]["ledger"]["entries"]
+    assert after[:len(before)] == before and len(after) == len(before) + 1
+    duplicates = {os.path.basename(e["file"]) for e in events(state, "window")
+                  if e["event"] == "duplicate"}
+    # re-listed files of released periods are duplicates (those processed before the stop)
+    assert duplicates <= {"period_01.parquet", "period_02.parquet", "period_03.parquet"}
+
+
+def test_crash_after_commit_resumes_without_new_noise(panel, tmp_path):
+    """Killed between the commit (ledger charged) and the publication of period 1: the
+    restarted stream publishes the saved plan; cumulative synthesizer."""
+    _, _, periods, runs = panel
+    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
+    watch.mkdir()
+    land(periods[1], watch)
+    crashed = start("cumulative", CUMULATIVE, watch, state, out,
+                    env={"CONTINUAL_SYNTH_CRASH_AT": "committed"})
+    assert crashed.wait(timeout=TIMEOUT) == -signal.SIGKILL
+    committed = load_state(str(state))
+    assert committed["pending"]["period"] == 1
+    for period in range(2, T + 1):
+        land(periods[period], watch)
+    summary = finish(start("cumulative", CUMULATIVE, watch, state, out,
+                           "--until-period", str(T)))
+    assert summary["periods_released"] == T
+    assert_equals_run(out, state, runs["cumulative"])
+    resumed = [e for e in events(state, "cumulative") if e.get("resumed")]
+    assert [e["period"] for e in resumed] == [1]
+    entries = committed["synthesizer_state"]["ledger"]["entries"]
+    final = load_state(str(state))["synthesizer_state"]["ledger"]["entries"]
+    assert final[:len(entries)] == entries
+
+
+def test_sigterm_stops_cleanly_between_periods(panel, tmp_path):
+    _, _, periods, _ = panel
+    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
+    watch.mkdir()
+    land(periods[1], watch)
+    process = start("window", WINDOW, watch, state, out)
+    wait_until(lambda: seen(state) >= 1 and load_state(str(state))["pending"] is None, process)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGTERM)
+    summary = finish(process, timeout=30)
+    assert summary["periods_released"] == 1 and not summary["pending"]
+    assert not glob.glob(str(out / ".staging-*"))
+    # a step carries on from the stream's state (stream ↔ step interchange)
+    assert main(["window", "step", "--state", str(state), "--input", periods[2],
+                 "--output", str(out)]) == 0
+    assert seen(state) == 2
+
+
+def test_tabular_stream_equals_run(tmp_path):
+    domain = {"a": [0, 1, 2], "b": ["x", "y"]}
+    rng = np.random.default_rng(4)
+    periods, batch = 3, 60
+    stream = pa.table({"period": np.repeat(np.arange(1, periods + 1), batch),
+                       "a": rng.integers(0, 3, periods * batch),
+                       "b": pa.array(rng.choice(["x", "y"], periods * batch))})
+    write_file(stream, str(tmp_path / "stream.parquet"), "parquet")
+    (tmp_path / "domain.json").write_text(json.dumps(domain))
+    options = ["--domain", str(tmp_path / "domain.json"), "--epsilon", "2", "--seed", "5",
+               "--horizon", str(periods)]
+    assert main(["tabular", "run", "--input", str(tmp_path / "stream.parquet"), "--output",
+                 str(tmp_path / "run"), *options]) == 0
+    watch = tmp_path / "watch"
+    watch.mkdir()
+    for period in (2, 1, 3):  # the period is in the period column (names carry none)
+        rows = stream.filter(np.asarray(stream["period"]) == period)
+        write_file(rows, str(watch / f"batch-{chr(96 + period)}.parquet"), "parquet")
+    assert main(["tabular", "stream", "--watch", str(watch), "--state", str(tmp_path / "state"),
+                 "--output", str(tmp_path / "out"), "--poll-interval", POLL,
+                 "--until-period", str(periods), *options]) == 0
+    released = read_dataset(str(tmp_path / "out")).sort_by([(c, "ascending") for c in
+                                                            ("period", "a", "b")])
+    expected = read_dataset(str(tmp_path / "run")).sort_by([(c, "ascending") for c in
+                                                            ("period", "a", "b")])
+    assert released.num_rows == expected.num_rows > 0
+    assert released.equals(expected)
+
+
+# ------------------------------------------------------------------ refusals
+
+
+def test_state_with_other_options_is_refused(panel, tmp_path, capsys):
+    _, _, periods, _ = panel
+    state, out, watch = tmp_path / "state", tmp_path / "out", tmp_path / "watch"
+    watch.mkdir()
+    assert main(["window", "init", "--state", str(state), *WINDOW]) == 0
+    before = snapshot(str(state))
+    other = [v if v != "1" else "2" for v in WINDOW]  # --rho 2
+    assert main(["window", "stream", "--watch", str(watch), "--state", str(state),
+                 "--output", str(out), "--until-period", "1", *other]) == 2
+    message = capsys.readouterr().err
+    assert "created with other options" in message and "rho" in message
+    assert snapshot(str(state)) == before and not out.exists()
+
+
+def exit_code(argv) -> int:
+    """``main``'s status, whether argparse (SystemExit) or the command refused."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+@pytest.mark.parametrize("argv, subject", [
+    (["--poll-interval", "0"], "--poll-interval"),
+    (["--until-period", "0"], "--until-period"),
+    (["--poll-intervl", "1"], "did you mean --poll-interval"),
+    (["--wait", "-1"], "--wait"),
+])
+def test_bad_stream_options_exit_2(tmp_path, capsys, argv, subject):
+    watch = tmp_path / "watch"
+    watch.mkdir()
+    assert exit_code(["window", "stream", "--watch", str(watch), "--state",
+                      str(tmp_path / "state"), "--output", str(tmp_path / "out"), *WINDOW,
+                      *argv]) == 2
+    assert subject in capsys.readouterr().err
+    assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists()
+
+
+def test_missing_watch_directory_exit_2(tmp_path, capsys):
+    assert exit_code(["window", "stream", "--watch", str(tmp_path / "nowhere"), "--state",
+                      str(tmp_path / "state"), "--output", str(tmp_path / "out"),
+                      *WINDOW]) == 2
+    assert "--watch" in capsys.readouterr().err
+    assert not (tmp_path / "state").exists()
+
+
+def test_period_from_name_or_column(tmp_path):
+    assert PERIOD_IN_NAME.search("period_07.parquet").group(1) == "7"
+    assert PERIOD_IN_NAME.search("2026-wave-12.csv").group(1) == "12"
+    assert PERIOD_IN_NAME.search("p07.parquet") is None
+    mixed = pa.table({"period": [1, 2], "value": [0, 1]})
+    write_file(mixed, str(tmp_path / "x.parquet"), "parquet")
+    with pytest.raises(Exception, match="holds 2 different values"):
+        file_period(str(tmp_path / "x.parquet"), "period", None)
+    write_file(mixed.slice(1), str(tmp_path / "y.parquet"), "parquet")
+    assert file_period(str(tmp_path / "y.parquet"), "period", None) == 2
