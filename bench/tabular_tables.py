@@ -244,6 +244,8 @@ def main() -> None:
     parser.add_argument("--batches", default="50,200")
     parser.add_argument("--constructions", default="randomized,ordered")
     parser.add_argument("--selections", type=int, default=3)
+    parser.add_argument("--methods", default="baseline,proposed",
+                        help="methods to run (with --append, the others' rows are kept)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--last", type=int, default=10)
@@ -261,7 +263,7 @@ def main() -> None:
              args.last)
             for b, c, e, m, seed in itertools.product(
                 args.batches.split(","), args.constructions.split(","),
-                args.epsilons.split(","), ("baseline", "proposed"),
+                args.epsilons.split(","), args.methods.split(","),
                 range(args.first_seed, args.first_seed + args.repeats))]
     results, elapsed = [], 0.0
     if args.append and os.path.exists(args.out + ".json"):

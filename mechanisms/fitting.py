@@ -57,7 +57,7 @@ FIT_METHODS = ("ipf", "pgm", "mw")
 PGM_MODELS = ("auto", "mrf", "mixture")
 DEFAULT_MAX_CELLS = 1 << 22    # dense MW distributions
 DEFAULT_MODEL_CELLS = 1 << 17  # junction trees of the graphical-model fits
-IPF_TOLERANCE = 1e-7  # on proportions
+IPF_TOLERANCE = 1e-5  # on proportions
 SUPPORT_FLOOR = 1e-6  # weight of the uniform distribution mixed into an IPF warm start
 
 
