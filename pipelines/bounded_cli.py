@@ -10,6 +10,8 @@
     continual-synth bounded run  ... --horizon T [--period-col period] [--counter auto]
     continual-synth bounded init --state STATE --horizon T [run's options, no --input/--output]
     continual-synth bounded step --state STATE --input PERIOD_FILE --output DIR [--period P]
+    continual-synth bounded stream --watch DIR --state STATE --output DIR --horizon T
+                                [init's options] [--until-period P] [--poll-interval S]
     continual-synth evaluate bounded --truth POINTS --synthetic DIR --columns x,y [--report DIR]
 
 Wired into :mod:`continual_synth.pipelines.cli` through :func:`add_commands`
@@ -25,7 +27,7 @@ from continual_synth.mechanisms.errors import (InputError, ParameterError, forma
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
                                                POSITIVE_REAL, InputOptions, StateOptions,
                                                JobOptions, OutputOptions, StepOptions,
-                                               add_job_commands)
+                                               add_job_commands, add_job_options)
 
 MAX_SHARD_VALUES = 2 ** 25  # float64 coordinates sampled in one shard (256 MiB)
 
@@ -124,10 +126,19 @@ JOBS = {"bounded_run": BoundedRunOptions, "bounded_init": BoundedInitOptions,
         "bounded_step": StepOptions}
 
 
+def _add_stream_options(parser) -> None:
+    """``bounded stream``: continual PrivHP's options (those of ``init``)."""
+    add_job_options(parser, BoundedReleaseOptions)
+    parser.add_argument("--horizon", type=POSITIVE_INT, required=True,
+                        help="number of periods T")
+
+
 def add_commands(commands, evaluate) -> None:
     """Add this family's sub-commands to ``commands`` and ``evaluate``'s sub-parsers."""
-    add_job_commands(commands, "bounded", "bounded-memory one-pass synthetic points (PrivHP, "
-                     "Holland et al. 2025)", JOBS)
+    from continual_synth.pipelines.stream import add_stream_command
+    actions = add_job_commands(commands, "bounded", "bounded-memory one-pass synthetic points "
+                               "(PrivHP, Holland et al. 2025)", JOBS)
+    add_stream_command(actions, _add_stream_options)
     ev = evaluate.add_parser("bounded", help="1-Wasserstein distance between synthetic and "
                              "real points, with plots")
     ev.add_argument("--truth", required=True, help="the real points (file or directory)")
@@ -194,6 +205,13 @@ def _config(args):
 def _continual(args, beam_args: List[str]) -> dict:
     """``bounded init|step`` and ``bounded run --horizon T`` (continual PrivHP)."""
     from continual_synth.pipelines import bounded_continual
+    if args.action == "stream":
+        from continual_synth.pipelines.stream import run_stream
+        columns, bounds, config, _ = _config(args)
+        document = bounded_continual.initial_document(
+            config, columns, bounds, args.samples, seed=args.seed, out_format=args.out_format,
+            clip=args.clip, num_shards=args.shards)
+        return run_stream(bounded_continual.ContinualPrivHPJob(), document, args, beam_args)
     if args.action == "step":
         return bounded_continual.step(args.state, args.input, args.output,
                                       in_format=args.input_format, period=args.period,
@@ -216,7 +234,7 @@ def _continual(args, beam_args: List[str]) -> dict:
 
 def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     """Run the parsed command if it is ours; otherwise return None."""
-    if args.command == "bounded" and args.action in ("init", "step") or (
+    if args.command == "bounded" and args.action in ("init", "step", "stream") or (
             args.command == "bounded" and args.action == "run" and args.horizon is not None):
         return _continual(args, beam_args)
     if args.command == "bounded" and args.action == "run":

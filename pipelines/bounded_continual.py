@@ -61,16 +61,22 @@ def _check(columns, bounds: Bounds, config: ContinualPrivHPConfig, samples: int,
 # --------------------------------------------------------------------- incremental
 
 
-def init(config: ContinualPrivHPConfig, state_dir: str, columns: Sequence[str],
-         bounds: Bounds, samples: int, *, seed: Optional[int] = None,
-         out_format: str = "parquet", clip: bool = False, num_shards: int = 8) -> Dict:
-    """Create the state directory of a continual PrivHP release (version 0)."""
+def initial_document(config: ContinualPrivHPConfig, columns: Sequence[str], bounds: Bounds,
+                     samples: int, *, seed: Optional[int] = None, out_format: str = "parquet",
+                     clip: bool = False, num_shards: int = 8) -> Dict:
+    """The state document ``init`` creates (version 0); ``stream`` creates it too."""
     _check(columns, bounds, config, samples, num_shards, out_format)
     fresh = ContinualPrivHPSynthesizer(config, samples).initial_state().to_dict()
     fresh.pop("counters")  # zero counters: made again from the configuration at period 1
-    state = lifecycle.new_state_document(
+    return lifecycle.new_state_document(
         KIND, seed, out_format, config=config.to_dict(), synthesizer_state=fresh,
         samples=int(samples), **_extras(columns, bounds, num_shards, clip))
+
+
+def init(config: ContinualPrivHPConfig, state_dir: str, columns: Sequence[str],
+         bounds: Bounds, samples: int, **options) -> Dict:
+    """Create the state directory of a continual PrivHP release (version 0)."""
+    state = initial_document(config, columns, bounds, samples, **options)
     StateDir(state_dir).create(state)
     return state
 
@@ -91,7 +97,7 @@ def _load_tree(path: str) -> privhp.PrivHPTree:
 
 
 class ContinualPrivHPJob(IncrementalJob):
-    """The write-ahead step of continual PrivHP (the lead wires ``bounded stream`` here)."""
+    """The write-ahead step of continual PrivHP (``bounded step`` and ``bounded stream``)."""
 
     kind = KIND
 
