@@ -77,7 +77,7 @@ from continual_synth.mechanisms.cumulative import (BUDGET_SPLITS, CumulativeConf
                                                    CumulativeState, step, threshold_counts)
 from continual_synth.mechanisms.emission import assign_group_values
 from continual_synth.mechanisms.samplers import SeededSampler
-from continual_synth.pipelines.plots import _draw_series, _figure, _finish_axes, _save
+from continual_synth.pipelines.plots import _draw_series, _figure, _finish_axes, save_figure
 from continual_synth.pipelines.sipp_like import all_ones_panel, generate_panel
 
 PERCENTILES = (2.5, 50.0, 97.5)
@@ -211,7 +211,7 @@ def draw_error_figure(path: str, periods: np.ndarray, results: Dict, configs: Di
     fig.suptitle(f"Algorithm 2, worst error over b per period: median and 2.5–97.5 % of "
                  f"{runs} runs (n = {n}, ρ = {any_config.rho}, {any_config.neighbor})",
                  fontsize="medium")
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def draw_histogram_figure(path: str, results: Dict, configs: Dict, n: int,
@@ -241,7 +241,7 @@ def draw_histogram_figure(path: str, results: Dict, configs: Dict, n: int,
     fig.suptitle(f"Distribution of the worst-case error over {runs} runs (arXiv v1 Fig. 7"
                  f" form; n = {n}, ρ = {any_config.rho}, {any_config.neighbor})",
                  fontsize="medium")
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def draw_share_figure(path: str, periods: np.ndarray, shares: Dict, shown: List[str],
@@ -273,7 +273,7 @@ def draw_share_figure(path: str, periods: np.ndarray, shares: Dict, shown: List[
     fig.suptitle(f"Share with at least b ones, synthetic mean and 2.5–97.5 % of runs vs truth,"
                  f" SIPP-like simulated panel (n = {n}, ρ = {rho},"
                  f" {runs} runs)", fontsize="medium")
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 # ---------------------------------------------------------------------------- main

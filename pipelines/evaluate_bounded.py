@@ -24,7 +24,6 @@ synthetic per column; in d ≥ 2, 2-D histograms of the first two columns).
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, Optional, Sequence
 
 import numpy as np
@@ -34,7 +33,8 @@ from scipy import stats
 
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.pipelines import release_dir
-from continual_synth.pipelines.plots import privacy_subtitle
+from continual_synth.pipelines.plots import privacy_subtitle, save_figure
+from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_dataset
 from continual_synth.transforms.points import table_points
 
@@ -153,7 +153,7 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
     columns = list(columns)
     truth = load_points(truth_path, columns, in_format, where=truth_path)
     synthetic = load_points(synthetic_dir, columns, where=synthetic_dir)
-    manifest = release_dir.read_json(os.path.join(synthetic_dir, "manifest.json")) or {}
+    manifest = release_dir.read_json(storage.join(synthetic_dir, "manifest.json")) or {}
     summary: Dict = {"columns": columns}
     summary.update(wasserstein_summary(truth, synthetic, ot_points=ot_points,
                                        projections=projections, seed=seed))
@@ -173,12 +173,12 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
         summary["prune_k"] = manifest.get("parameters", {}).get("prune_k")
         summary["depth"] = manifest.get("parameters", {}).get("depth")
     if report_dir:
-        os.makedirs(report_dir, exist_ok=True)
+        storage.makedirs(report_dir)
         subtitle = privacy_subtitle(manifest, unit="point")
         if "w1_verdict" in summary:
             subtitle += "\n" + summary["w1_verdict"]
         summary["plots"] = plot_points(truth, synthetic, columns, report_dir, subtitle)
-        release_dir.write_json_atomic(os.path.join(report_dir, "summary.json"), summary)
+        release_dir.write_summary(report_dir, summary)
     return summary
 
 
@@ -204,9 +204,7 @@ def plot_points(truth: np.ndarray, synthetic: np.ndarray, columns: Sequence[str]
         ax.set_ylabel("density")
         ax.legend()
     fig.tight_layout()
-    path = os.path.join(report_dir, "marginals.png")
-    fig.savefig(path, dpi=100)
-    written.append(path)
+    written.append(save_figure(fig, storage.join(report_dir, "marginals.png"), dpi=100))
     if dims >= 2:
         fig = Figure(figsize=(10, 5.2))
         FigureCanvasAgg(fig)
@@ -221,7 +219,5 @@ def plot_points(truth: np.ndarray, synthetic: np.ndarray, columns: Sequence[str]
             ax.set_xlabel(columns[0])
             ax.set_ylabel(columns[1])
         fig.tight_layout()
-        path = os.path.join(report_dir, "joint.png")
-        fig.savefig(path, dpi=100)
-        written.append(path)
+        written.append(save_figure(fig, storage.join(report_dir, "joint.png"), dpi=100))
     return written

@@ -8,8 +8,6 @@ Figure 8.
 """
 from __future__ import annotations
 
-import json
-import os
 from typing import Optional
 
 import numpy as np
@@ -17,7 +15,8 @@ import numpy as np
 from continual_synth.pipelines.evaluate_window import SYNTHETIC_COLUMNS, panel_indices
 from continual_synth.pipelines.plots import (plot_error_over_time, plot_query_panels,
                                              privacy_subtitle)
-from continual_synth.pipelines.release_dir import read_json
+from continual_synth.pipelines.release_dir import read_json, write_summary
+from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset
 
 MANIFEST_KEYS = ("algorithm", "horizon", "neighbor", "rho", "rho_spent", "num_synthetic",
@@ -42,7 +41,7 @@ def evaluate_cumulative(truth: str, synthetic: str, report_dir: Optional[str] = 
     """Compare a cumulative release directory with the true panel; return the summary and,
     with ``report_dir``, write ``summary.json``, ``cumulative_error.png`` and
     ``cumulative_shares.png`` there."""
-    manifest = read_json(os.path.join(synthetic, "manifest.json"))
+    manifest = read_json(storage.join(synthetic, "manifest.json"))
     if manifest is None:
         raise InputError(f"{synthetic}: no manifest.json; not a release directory")
     missing = [key for key in MANIFEST_KEYS if key not in manifest]
@@ -90,16 +89,14 @@ def evaluate_cumulative(truth: str, synthetic: str, report_dir: Optional[str] = 
 
 def write_report(summary: dict, shares_true: np.ndarray, shares_synthetic: np.ndarray,
                  report_dir: str) -> None:
-    os.makedirs(report_dir, exist_ok=True)
-    with open(os.path.join(report_dir, "summary.json"), "w", encoding="utf-8") as handle:
-        json.dump(summary, handle, indent=2, allow_nan=False)
+    write_summary(report_dir, summary)
     periods = [row["period"] for row in summary["periods"]]
     subtitle = privacy_subtitle(summary["manifest"])
     beta = summary["error_bound"]["beta"]
     plot_error_over_time(
         periods, {"count error, max over thresholds b: |synthetic − true| / n":
                   [row["max_abs_error_proportion"] for row in summary["periods"]]},
-        summary["error_bound"]["proportion"], os.path.join(report_dir, "cumulative_error.png"),
+        summary["error_bound"]["proportion"], storage.join(report_dir, "cumulative_error.png"),
         "Cumulative counts: worst error over thresholds b, per period",
         bound_label=f"error bound / n (Lemma 4.2, counters' tails; probability ≥ {1 - beta:g}, "
                     f"all b and t)",
@@ -110,6 +107,6 @@ def write_report(summary: dict, shares_true: np.ndarray, shares_synthetic: np.nd
     panels = {f"at least {b} one{'s' if b > 1 else ''} so far":
               {"truth": shares_true[:, b], "synthetic": shares_synthetic[:, b]}
               for b in thresholds}
-    plot_query_panels(periods, panels, os.path.join(report_dir, "cumulative_shares.png"),
+    plot_query_panels(periods, panels, storage.join(report_dir, "cumulative_shares.png"),
                       "Share of people with at least b ones by period (Figure 8 style)",
                       xlabel="period t", subtitle=subtitle)

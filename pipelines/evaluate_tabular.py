@@ -32,7 +32,9 @@ import pyarrow.compute as pc
 from continual_synth.mechanisms.marginals import Domain, encode_records, parse_workloads
 from continual_synth.mechanisms.workload_error import (METRICS, average_last,
                                                        period_histograms, stream_metrics)
-from continual_synth.pipelines.plots import _figure, _finish_axes, _save
+from continual_synth.pipelines.plots import _figure, _finish_axes, save_figure
+from continual_synth.pipelines.release_dir import write_summary
+from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, list_data_files, read_dataset, read_file
 
 MANIFEST_NAME = "manifest.json"
@@ -66,13 +68,12 @@ def _periods_of(table: pa.Table, period_col: str, where: str) -> np.ndarray:
 
 
 def _read_manifest(synthetic_dir: str) -> Optional[dict]:
-    path = os.path.join(synthetic_dir, MANIFEST_NAME)
-    if not os.path.isfile(path):
+    path = storage.join(synthetic_dir, MANIFEST_NAME)
+    if not storage.is_file(path):
         return None
     try:
-        with open(path, encoding="utf-8") as handle:
-            manifest = json.load(handle)
-    except json.JSONDecodeError as exc:
+        manifest = json.loads(storage.read_bytes(path).decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(manifest, dict):
         raise InputError(f"{path} is not a JSON object")
@@ -249,11 +250,8 @@ def _finite(value) -> Optional[float]:
 
 def write_report(summary: dict, report_dir: str) -> None:
     """``summary.json`` and ``tabular_metrics.png`` (one release) into ``report_dir``."""
-    os.makedirs(report_dir, exist_ok=True)
-    with open(os.path.join(report_dir, "summary.json"), "w", encoding="utf-8") as handle:
-        json.dump(summary, handle, indent=2, allow_nan=False)
-        handle.write("\n")
-    plot_metrics_over_time({summary["label"]: summary}, os.path.join(report_dir, PLOT_NAME))
+    write_summary(report_dir, summary)
+    plot_metrics_over_time({summary["label"]: summary}, storage.join(report_dir, PLOT_NAME))
 
 
 def _as_columns(metrics) -> Dict[str, List]:
@@ -301,4 +299,4 @@ def plot_metrics_over_time(series: Mapping[str, object], path: str,
         ax.set_title(PANEL_TITLES[name], fontsize="medium")
         ax.legend(frameon=False, fontsize="small")
     fig.suptitle(title or "Workload errors over time (Kumar et al. 2024, §7.3)")
-    return _save(fig, path)
+    return save_figure(fig, path)

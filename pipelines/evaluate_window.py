@@ -20,7 +20,6 @@ data and debiased.  Everything is vectorised: both panels are pivoted to
 from __future__ import annotations
 
 import json
-import os
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -30,6 +29,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from continual_synth.mechanisms.panel import decode_windows, encode_values, pivot, window_histograms
 from continual_synth.pipelines.plots import (plot_error_over_time, plot_query_panels,
                                              privacy_subtitle)
+from continual_synth.pipelines.release_dir import write_summary
+from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset
 
 MANIFEST_NAME = "manifest.json"
@@ -115,15 +116,14 @@ def evaluate_window(truth: str, synthetic: str, report_dir: Optional[str] = None
 
 def read_manifest(release_dir: str) -> dict:
     """The manifest of a release directory, checked for the keys evaluation needs."""
-    if not os.path.isdir(release_dir):
+    if not storage.is_dir(release_dir):
         raise InputError(f"{release_dir}: not a release directory"
                          f" (data files plus {MANIFEST_NAME})")
-    path = os.path.join(release_dir, MANIFEST_NAME)
-    if not os.path.isfile(path):
+    path = storage.join(release_dir, MANIFEST_NAME)
+    if not storage.is_file(path):
         raise InputError(f"{path}: missing; a release directory must carry its {MANIFEST_NAME}")
     try:
-        with open(path, encoding="utf-8") as handle:
-            manifest = json.load(handle)
+        manifest = json.loads(storage.read_bytes(path).decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot read as JSON: {exc}") from exc
     missing = [key for key in MANIFEST_KEYS if key not in manifest]
@@ -341,9 +341,7 @@ def _query_summary(truth_panel: np.ndarray, synthetic_panel: np.ndarray, window:
 
 def write_report(summary: dict, report_dir: str) -> None:
     """``summary.json``, ``window_error.png`` and ``quarterly_queries.png`` in ``report_dir``."""
-    os.makedirs(report_dir, exist_ok=True)
-    with open(os.path.join(report_dir, "summary.json"), "w", encoding="utf-8") as handle:
-        json.dump(summary, handle, indent=2, allow_nan=False)
+    write_summary(report_dir, summary)
     rows = summary["periods"]
     k, beta = summary["window"], summary["error_bound"]["beta"]
     subtitle = privacy_subtitle(summary["manifest"])
@@ -356,7 +354,7 @@ def write_report(summary: dict, report_dir: str) -> None:
                     f"for debiased counts)",
         uncovered={"raw share error, max over patterns: |p / n* − C / n|":
                    [row["raw_max_abs_error_proportion"] for row in rows]},
-        path=os.path.join(report_dir, "window_error.png"),
+        path=storage.join(report_dir, "window_error.png"),
         title=f"Window histogram error per period (k = {k},"
               f" n = {summary['num_people']}, n_pad = {summary['n_pad']})",
         subtitle=subtitle,
@@ -378,7 +376,7 @@ def write_report(summary: dict, report_dir: str) -> None:
     query_periods = [row["period"] for row in next(iter(queries["results"].values()))["rows"]]
     if query_periods:
         plot_query_panels(query_periods, panels,
-                          path=os.path.join(report_dir, "quarterly_queries.png"),
+                          path=storage.join(report_dir, "quarterly_queries.png"),
                           title=f"Proportion with value {queries['positive_value']!r} in the"
                                 f" {QUERY_WINDOW} periods ending at t (quarter ends marked;"
                                 f" no error bound is claimed for these queries)",

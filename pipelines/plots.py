@@ -14,13 +14,15 @@ backend is switched and no window is ever opened.
 """
 from __future__ import annotations
 
-import os
+import io
 import textwrap
 from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from continual_synth.transforms import storage
 
 Values = Sequence[Optional[float]]
 Series = Union[Values, Tuple[Values, Optional[Values], Optional[Values]]]
@@ -91,7 +93,7 @@ def plot_error_over_time(periods: Sequence[int], series: Mapping[str, Series],
         axes[-1].text(0, 1, notes, fontsize="small", va="top", ha="left",
                       transform=axes[-1].transAxes)
     fig.suptitle(f"{title}\n{subtitle}" if subtitle else title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_query_panels(periods: Sequence[int], panels: Mapping[str, Mapping[str, Series]],
@@ -127,7 +129,7 @@ def plot_query_panels(periods: Sequence[int], panels: Mapping[str, Mapping[str, 
     for ax in axes.ravel():
         ax.yaxis.set_tick_params(labelleft=True)
     fig.suptitle(f"{title}\n{subtitle}" if subtitle else title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _draw_series(ax, periods: Sequence[int], label: str, values: Series) -> None:
@@ -163,7 +165,9 @@ def _figure(width: float, height: float) -> Figure:
     return fig
 
 
-def _save(fig: Figure, path: str) -> str:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
+def save_figure(fig: Figure, path: str, dpi: int = 120) -> str:
+    """Write ``fig`` as a PNG to ``path`` (any filesystem Beam knows) and return the path."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    storage.write_bytes(path, buffer.getvalue())
     return path

@@ -53,6 +53,14 @@ def write_json_atomic(path: str, document: Dict) -> None:
     fsync_directory(directory)
 
 
+def write_summary(report_dir: str, summary: Dict) -> str:
+    """An evaluation's ``summary.json`` in ``report_dir`` (any filesystem); its path."""
+    path = storage.join(report_dir, "summary.json")
+    storage.write_bytes(path, (json.dumps(summary, indent=2, allow_nan=False) + "\n")
+                        .encode("utf-8"))
+    return path
+
+
 def read_json(path: str) -> Optional[Dict]:
     if not storage.is_file(path):
         return None

@@ -276,3 +276,29 @@ def test_tabular_steps_with_s3_state_release_what_local_steps_release(s3_server,
     assert summaries["s3"] == summaries["local"] and summaries["s3"]["rows"] > 0
     assert release(objects(s3_server, f"{root}/out")) == snapshot(str(tmp_path / "out"))
     assert not [name for name in objects(s3_server, f"{root}/state") if name.startswith("runs/")]
+
+
+def test_evaluate_reads_a_release_and_writes_its_report_on_s3(s3_server, panel, local_run,
+                                                              tmp_path, monkeypatch):
+    """``evaluate window`` with the release and the report on s3://: the same summary as
+    on local paths, and the plots land in the bucket (no ./s3: folder)."""
+    monkeypatch.chdir(tmp_path)
+    root = s3_server.prefix()
+    _, local_out = local_run
+    upload(s3_server, local_out, f"{root}/release")
+    code, local = cli("evaluate", "window", "--truth", str(panel / "panel"), "--synthetic",
+                      local_out, "--report", str(tmp_path / "report"))
+    assert code == 0, local
+    code, remote = cli("evaluate", "window", "--truth", str(panel / "panel"), "--synthetic",
+                       f"{root}/release", "--report", f"{root}/report", *s3_server.beam_args)
+    assert code == 0, remote
+    def without_path(summary):
+        return {key: value for key, value in summary.items() if key != "synthetic"}
+    assert remote["synthetic"] == f"{root}/release"
+    assert without_path(remote) == without_path(local)
+    report = objects(s3_server, f"{root}/report")
+    assert without_path(json.loads(report["summary.json"])) == without_path(json.loads(
+        (tmp_path / "report" / "summary.json").read_bytes()))
+    assert {"window_error.png", "quarterly_queries.png"} <= set(report)
+    assert report["window_error.png"].startswith(b"\x89PNG")
+    assert sorted(os.listdir(tmp_path)) == ["report"]  # no ./s3: folder

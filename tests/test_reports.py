@@ -23,7 +23,7 @@ def test_privacy_subtitle_names_the_budget_and_the_relation():
 @pytest.fixture
 def figures(monkeypatch):
     drawn = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig) or path)
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path, dpi=120: drawn.append(fig) or path)
     return drawn
 
 
