@@ -515,6 +515,12 @@ def _seen_period(state: Dict, input_path: str) -> Optional[int]:
     return state["fingerprints"].get(fingerprint(input_path))
 
 
+def check_release_target(state: Dict, output_dir: str) -> None:
+    """Refuse ``output_dir`` if the state already releases somewhere else."""
+    if state["output_dir"] not in (None, storage.absolute(output_dir)):
+        raise StateError(f"this state releases into {state['output_dir']}, not {output_dir}")
+
+
 def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, output_dir: str,
                      *, in_format: Optional[str] = None, period: Optional[int] = None,
                      beam_args=(), wait: float = 0.0) -> Dict:
@@ -527,9 +533,7 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         version, state = store.read(job.kind)
         if state["output_dir"] is None:
             check_fresh_output(output_dir)
-        elif storage.absolute(output_dir) != state["output_dir"]:
-            raise StateError(f"this state releases into {state['output_dir']}, "
-                             f"not {output_dir}")
+        check_release_target(state, output_dir)
         pending = state["pending"]
         if pending is not None:
             seen = _seen_period(state, input_path)

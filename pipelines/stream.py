@@ -87,6 +87,7 @@ from apache_beam.utils.timestamp import Timestamp
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.pipelines import lifecycle, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
+from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_file, write_file
 from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods, PeriodClock,
                                                        read_event_records)
@@ -209,7 +210,7 @@ def reject(output_dir: str, path: str, period: Optional[int], reason: str) -> No
     name = f"{time.strftime('%Y%m%dT%H%M%S')}-{lifecycle.new_token()[-6:]}-" \
            f"{os.path.basename(path)}.json"
     release_dir.write_json_atomic(
-        os.path.join(output_dir, REJECTED, name),
+        storage.join(output_dir, REJECTED, name),
         {"file": path, "period": period, "reason": reason,
          "rejected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     _event("rejected", file=path, period=period, reason=reason)
@@ -413,7 +414,7 @@ def write_late_records(output_dir: str, late) -> None:
     the folder is never part of a release)."""
     period, record, reason = late
     release_dir.write_json_atomic(
-        os.path.join(output_dir, REJECTED, f"late-{period:04d}-{lifecycle.new_token()}.json"),
+        storage.join(output_dir, REJECTED, f"late-{period:04d}-{lifecycle.new_token()}.json"),
         {"period": period, "reason": reason, "record": record})
     _event("late", period=period, reason=reason)
 
@@ -447,8 +448,7 @@ def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_di
     summary.  ``source``: ``pubsub_subscription``, or ``kafka_topic`` and
     ``kafka_bootstrap``; ``distinct_rows`` for panels."""
     state = open_state(state_dir, document)
-    if state["output_dir"] not in (None, os.path.abspath(output_dir)):
-        raise StateError(f"this state releases into {state['output_dir']}, not {output_dir}")
+    lifecycle.check_release_target(state, output_dir)
     options = PipelineOptions(list(beam_args))
     options.view_as(StandardOptions).streaming = True
     with _stopping():
@@ -504,8 +504,7 @@ def watch(job: IncrementalJob, document: Dict, watch_dir: str, state_dir: str,
         raise InputError(f"--watch {watch_dir}: no such directory or prefix")
     lifecycle.Ownership(StateDir(state_dir), wait)  # checks --wait; owns nothing yet
     state = open_state(state_dir, document)
-    if state["output_dir"] not in (None, os.path.abspath(output_dir)):
-        raise StateError(f"this state releases into {state['output_dir']}, not {output_dir}")
+    lifecycle.check_release_target(state, output_dir)
     if until_period is None or job.periods_seen(state) < until_period:
         _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_seconds,
                      in_format, period_col, beam_args, wait)
@@ -514,10 +513,9 @@ def watch(job: IncrementalJob, document: Dict, watch_dir: str, state_dir: str,
 
 def _summary(job: IncrementalJob, state_dir: str, output_dir: str) -> Dict:
     state = lifecycle.load_state(state_dir, job.kind or None)
-    rejected = os.path.join(output_dir, REJECTED)
     return {"status": "stopped", "periods_released": job.periods_seen(state),
             "pending": state["pending"] is not None,
-            "rejected_files": len(os.listdir(rejected)) if os.path.isdir(rejected) else 0,
+            "rejected_files": len(storage.list_files(storage.join(output_dir, REJECTED))),
             "state": state_dir, "output": output_dir}
 
 
