@@ -4,8 +4,11 @@ mechanisms/privhp_synthesizer.py, pipelines/bounded_continual.py).
 * Calibration: each level's counter spends ε_ℓ for Δ_ℓ changed cells (Σ_ℓ = ε), and the
   empirical variance of every level's noisy prefix sum at t matches the counter's exact
   variance (chi-square interval over seeded repetitions).
-* With T = 1 and the Simple II counter the continual release *is* one-shot PrivHP (same
-  noise draws, same tree, same emission seed).
+* With T = 1 and the Simple II counter the continual release is one-shot PrivHP's noisy
+  counts (same draws) through the least-squares step, then the same growth (same
+  emission seed); the least-squares step is the generalised least-squares estimate
+  (checked against numpy's solve) and lowers the root's variance to its formula.
+* The continual default split is uniform; one-shot's stays sqrt.
 * Memory is constant over the stream, ≤ the budget, ≤ the plain continual tree, and
   non-decreasing in prune_k.
 * Empirical privacy: the threshold test of mechanisms/privacy_tester.py on a tiny
@@ -129,17 +132,59 @@ def test_noisy_prefix_sums_have_the_counters_variance(counter):
         start += cells
 
 
-def test_horizon_one_with_simple_ii_is_one_shot_privhp():
+def test_horizon_one_with_simple_ii_is_one_shot_privhp_then_least_squares():
     config = cp.ContinualPrivHPConfig.create(horizon=1, counter="simple", **STRUCTURE)
+    s = config.structure
+    assert s.budget_split == "uniform"
     points = clustered(3000, 7)
-    acc = privhp.accumulate(points, config.structure)
+    acc = privhp.accumulate(points, s)
     continual = ContinualPrivHPSynthesizer(config, 100)
-    one_shot = PrivHPSynthesizer(config.structure, 100)
+    one_shot = PrivHPSynthesizer(s, 100)
     _, a = continual.step(continual.initial_state(), acc, period_sampler(3, 1))
     _, b = one_shot.step(one_shot.initial_state(), acc, period_sampler(3, 1))
     assert a.emission_seed == b.emission_seed
-    for x, y in zip(a.tree.counts + a.tree.thetas, b.tree.counts + b.tree.thetas):
-        np.testing.assert_array_equal(x, y)
+    # one-shot's draws, in its order, through the least-squares step
+    sampler = period_sampler(3, 1)
+    noisy = acc.tree.astype(np.float64)
+    scales = s.noise_scales()
+    for level in range(s.exact_depth + 1):
+        noisy[2 ** level - 1:2 ** (level + 1) - 1] += sampler.discrete_laplace(
+            scales[level], 2 ** level)
+    sketches = [s.sketch(level, acc.sketches[i]).privatized(sampler, s.epsilons()[level],
+                                                           s.neighbor)
+                for i, level in enumerate(s.sketch_levels)]
+    q = np.exp(-1.0 / scales)
+    expected = privhp.grow(s, privhp.least_squares_tree(noisy, 2 * q / (1 - q) ** 2,
+                                                        s.exact_depth), sketches)
+    for x, y in zip(a.tree.counts + a.tree.thetas, expected.counts + expected.thetas):
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-9)
+    # without the step the trees differ (the step is not a no-op here)
+    assert not all(np.array_equal(x, y) for x, y in zip(a.tree.counts, b.tree.counts))
+
+
+def test_least_squares_tree_is_the_weighted_least_squares_estimate():
+    levels, rng = 4, np.random.default_rng(5)
+    variances = np.array([9.0, 4.0, 1.0, 2.5, 0.5])
+    nodes = 2 ** (levels + 1) - 1
+    x = np.concatenate([rng.normal(0, 20, nodes), [7.0, -3.0]])  # two entries beyond
+    design = np.zeros((nodes, 2 ** levels))  # node × leaf: which leaves a node sums
+    for level in range(levels + 1):
+        for theta in range(2 ** level):
+            width = 2 ** (levels - level)
+            design[2 ** level - 1 + theta, theta * width:(theta + 1) * width] = 1.0
+    weights = 1.0 / np.repeat(variances, 2 ** np.arange(levels + 1))
+    gram = design.T @ (weights[:, None] * design)
+    leaves = np.linalg.solve(gram, design.T @ (weights * x[:nodes]))
+    out = privhp.least_squares_tree(x, variances, levels)
+    np.testing.assert_allclose(out[:nodes], design @ leaves, rtol=1e-10, atol=1e-9)
+    np.testing.assert_array_equal(out[nodes:], [7.0, -3.0])
+    # the root's variance: the formula u_0 = (design gram inverse) and by simulation
+    root_var = float(np.linalg.inv(gram).sum())
+    noise = rng.normal(size=(20000, nodes)) * np.sqrt(np.repeat(variances,
+                                                                2 ** np.arange(levels + 1)))
+    roots = np.array([privhp.least_squares_tree(e, variances, levels)[0] for e in noise])
+    assert abs(roots.var() / root_var - 1) < 4 * np.sqrt(2 / roots.size)
+    assert root_var < 0.5 * variances[0]  # the children's evidence halves it at least
 
 
 # ------------------------------------------------------------------------- memory
