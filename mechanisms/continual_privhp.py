@@ -110,7 +110,7 @@ class ContinualPrivHPConfig:
         kind, e.g. ``{"block_size": 25}``), size the structure from ``memory`` words (if
         given) and check the budget covers it."""
         horizon = whole_number("horizon", horizon)
-        if structure.get("budget_split") is None and structure.get("level_epsilons") is None:
+        if structure.get("budget_split") is None:
             structure["budget_split"] = DEFAULT_SPLIT
         kind, options = resolve_counter(counter, horizon)
         if counter_options:

@@ -228,7 +228,7 @@ def _continual(args, beam_args: List[str]) -> dict:
     manifest = bounded_continual.run(config, args.input, args.output, columns, bounds,
                                      args.samples, period_col=args.period_col,
                                      in_format=args.input_format, beam_args=beam_args,
-                                     **common)
+                                     batch_rows=args.batch_rows, **common)
     return {"status": "released", "output": args.output, "periods": config.horizon,
             **{k: manifest[k] for k in ("epsilon", "neighbor", "memory_counters", "sampler",
                                         "for_publication")}}

@@ -27,6 +27,7 @@ import signal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv  # noqa: F401
 import pytest
 
 from continual_synth.mechanisms import continual_privhp as cp
@@ -333,6 +334,62 @@ def test_run_equals_init_plus_steps_and_reruns_spend_nothing(stream, stepped, tm
     assert manifest["memory"]["budget"] == 2500
     assert manifest["memory"]["counters_used"] <= 2500
     assert manifest["counter"]["kind"] == "simple"
+
+
+def test_run_reads_one_period_at_a_time(stream, stepped, tmp_path, monkeypatch):
+    """``bounded run --horizon`` never holds the whole stream: with a counting reader, at
+    the release of period t it has read at most the points of periods 1..t plus one
+    batch (the input is ordered by period); interleaved periods release the same files;
+    a bad point in the last batch exits 2 and publishes nothing."""
+    from continual_synth.pipelines import bounded_continual
+    read, seen = {"points": 0}, []
+    file_batches, write_release = (bounded_continual.file_batches,
+                                   bounded_continual._write_release)
+
+    def counting_batches(path, fmt, columns, batch_rows):
+        for offset, table in file_batches(path, fmt, columns, batch_rows):
+            if "x" in columns:
+                read["points"] += table.num_rows
+            yield offset, table
+
+    def noting_release(release, *args):
+        seen.append((release.period, read["points"]))
+        write_release(release, *args)
+
+    monkeypatch.setattr(bounded_continual, "file_batches", counting_batches)
+    monkeypatch.setattr(bounded_continual, "_write_release", noting_release)
+    out = str(tmp_path / "ordered")
+    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"), "--output",
+                            out, "--horizon", "3", "--batch-rows", "256"] + OPTIONS)
+    assert code == 0, err
+    cumulative = np.cumsum([900, 1000, 1100])
+    assert [t for t, _ in seen] == [1, 2, 3]
+    for t, points in seen:
+        assert cumulative[t - 1] <= points <= cumulative[t - 1] + 256, (t, points)
+    assert read["points"] == cumulative[-1]
+    data = [n for n in snapshot(stepped[1]) if n.startswith("synthetic-")]
+    assert {n: snapshot(out)[n] for n in data} == {n: snapshot(stepped[1])[n] for n in data}
+
+    table = pa.concat_tables([pa.Table.from_pandas(pa.csv.read_csv(
+        str(stream / "all.csv")).to_pandas().sample(frac=1.0, random_state=1),
+        preserve_index=False)])
+    write_file(table, str(tmp_path / "shuffled.csv"), "csv")
+    out = str(tmp_path / "shuffled")
+    code, _, err = run_cli(["bounded", "run", "--input", str(tmp_path / "shuffled.csv"),
+                            "--output", out, "--horizon", "3", "--batch-rows", "256"]
+                           + OPTIONS)
+    assert code == 0, err
+    assert {n: snapshot(out)[n] for n in data} == {n: snapshot(stepped[1])[n] for n in data}
+
+    bad = table.to_pandas()
+    bad.loc[len(bad) - 1, "x"] = 11.0
+    write_file(pa.Table.from_pandas(bad, preserve_index=False), str(tmp_path / "bad.csv"),
+               "csv")
+    code, _, err = run_cli(["bounded", "run", "--input", str(tmp_path / "bad.csv"),
+                            "--output", str(tmp_path / "bad"), "--horizon", "3",
+                            "--batch-rows", "256"] + OPTIONS)
+    assert code == 2 and "outside the bounds" in err and f"row {len(bad) - 1}" in err, err
+    assert not os.path.exists(tmp_path / "bad") or not os.listdir(tmp_path / "bad")
 
 
 def _killed_step(args, phase):
