@@ -72,9 +72,11 @@ class BoundedReleaseOptions(JobOptions):
                             help="neighbouring relation: add/remove one point (the paper's) "
                                  "or replace one point (sensitivities doubled)")
         parser.add_argument("--budget-split", choices=["sqrt", "sqrt-sensitivity", "uniform"],
-                            default=None, help="per-level split of ε: ε_ℓ ∝ √(N_ℓ·diam_ℓ) "
-                            "(sqrt), ∝ √(N_ℓ·Δ_ℓ·diam_ℓ) (sqrt-sensitivity) or equal (uniform); "
-                            "default sqrt, uniform for continual PrivHP (--horizon, init)")
+                            default=None,
+                            help="per-level split of ε: ε_ℓ ∝ √(N_ℓ·diam_ℓ) (sqrt), "
+                                 "∝ √(N_ℓ·Δ_ℓ·diam_ℓ) (sqrt-sensitivity) or equal "
+                                 "(uniform); default sqrt, uniform for continual PrivHP "
+                                 "(--horizon, init)")
         parser.add_argument("--level-epsilons", default=None,
                             help="explicit ε_0,…,ε_r (r + 1 values summing to --epsilon); "
                                  "overrides --budget-split")
