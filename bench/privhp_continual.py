@@ -80,6 +80,8 @@ def main():
     parser.add_argument("--counter", default="auto")
     parser.add_argument("--block-size", type=int, default=None,
                         help="the block counter's block size (with --counter block)")
+    parser.add_argument("--final-share", type=float, default=None,
+                        help="the anchored counter's final share (with --counter anchored)")
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--eval-points", type=int, default=200_000)
     parser.add_argument("--projections", type=int, default=64)
@@ -91,7 +93,9 @@ def main():
     structure = dict(epsilon=args.epsilon, dims=2, prune_k=args.prune_k, depth=args.depth)
     continual = ContinualPrivHPConfig.create(
         horizon=args.periods, counter=args.counter, memory=args.memory,
-        counter_options=None if args.block_size is None else {"block_size": args.block_size},
+        counter_options={k: v for k, v in (("block_size", args.block_size),
+                                           ("final_share", args.final_share))
+                         if v is not None} or None,
         **{**structure, "depth": args.continual_depth or args.depth,
            "prune_k": args.continual_prune_k or args.prune_k})
     one_shot = privhp.PrivHPConfig(**structure, memory=args.memory)

@@ -67,7 +67,7 @@ from continual_synth.mechanisms.errors import ParameterError, whole_number
 from continual_synth.mechanisms.samplers import Sampler
 from continual_synth.mechanisms.sketch import CountMinSketch
 
-COUNTERS = ("auto", "simple", "block", "tree", "honaker", "kary")
+COUNTERS = ("auto", "simple", "block", "tree", "honaker", "kary", "anchored")
 DEFAULT_SPLIT = "uniform"  # the levels' budget split unless one is given (see above)
 
 

@@ -60,6 +60,7 @@ from continual_synth.mechanisms import hierarchy
 from continual_synth.mechanisms.accounting import check_neighbor, laplace_scale
 from continual_synth.mechanisms.errors import (ParameterError, format_bytes, positive_real,
                                                whole_number)
+from continual_synth.mechanisms.samplers import discrete_laplace_variance
 from continual_synth.mechanisms.sketch import CountMinSketch, sketch_sensitivity, splitmix64
 from continual_synth.mechanisms.synthesizer import emission_seed as draw_emission_seed
 
@@ -562,10 +563,13 @@ def release_manifest(config: PrivHPConfig, released_tree_nodes: Optional[int] = 
     return manifest
 
 
-def release(accumulator: PrivHPAccumulator, sampler) -> PrivHPRelease:
+def release(accumulator: PrivHPAccumulator, sampler, least_squares: bool = False
+            ) -> PrivHPRelease:
     """Add the noise once (levels 0..r in order, see the module docstring for the
     calibration), grow and make the tree consistent.  ``sampler`` comes from
-    :func:`continual_synth.mechanisms.samplers.make_sampler`."""
+    :func:`continual_synth.mechanisms.samplers.make_sampler`.  ``least_squares``: first
+    replace the exact levels by :func:`least_squares_tree` (the post-processing continual
+    PrivHP applies; not the paper's, off by default)."""
     config = accumulator.config
     scales = config.noise_scales()
     noisy_tree = accumulator.tree.astype(np.float64)
@@ -575,6 +579,9 @@ def release(accumulator: PrivHPAccumulator, sampler) -> PrivHPRelease:
     eps = config.epsilons()
     noisy_sketches = [config.sketch(level, accumulator.sketches[i]).privatized(
         sampler, eps[level], config.neighbor) for i, level in enumerate(config.sketch_levels)]
+    if least_squares:
+        noisy_tree = least_squares_tree(noisy_tree, [discrete_laplace_variance(b)
+                                                     for b in scales], config.exact_depth)
     tree = grow(config, noisy_tree, noisy_sketches)
     return PrivHPRelease(config, tree, draw_emission_seed(sampler), sampler.name, sampler.for_publication,
                          clipped=accumulator.clipped)

@@ -93,7 +93,8 @@ class BoundedReleaseOptions(JobOptions):
         parser.add_argument("--hash-seed", type=NON_NEGATIVE_INT, default=0,
                             help="public seed of the sketches' hash functions")
         parser.add_argument("--counter", default="auto",
-                            choices=["auto", "simple", "block", "tree", "honaker", "kary"],
+                            choices=["auto", "simple", "block", "tree", "honaker", "kary",
+                                     "anchored"],
                             help="continual PrivHP (init, run --horizon): the continual "
                                  "counter of every cell; auto = the k-ary tree of least "
                                  "variance for T (Simple II for small T)")

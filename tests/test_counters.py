@@ -42,6 +42,7 @@ import pytest
 
 from continual_synth.mechanisms import accounting
 from continual_synth.mechanisms.counters import (
+    INTEGER_KINDS,
     UNBOUNDED_KINDS,
     StreamCounter,
     counter_kinds,
@@ -123,7 +124,7 @@ def rows_privacy_cost(counter, n):
 
 def test_counter_kinds():
     assert KINDS == ["simple", "block", "tree", "honaker", "kary", "sqrt-factorisation",
-                     "blt", "hybrid", "unbounded-block"]
+                     "blt", "hybrid", "unbounded-block", "anchored"]
     assert [k for k in KINDS if "epsilon" not in counter_units(k)] == list(GAUSSIAN_KINDS)
     assert set(UNBOUNDED_KINDS) == {"simple", "hybrid", "unbounded-block"}
 
@@ -388,7 +389,8 @@ def test_scalar_and_vector_inputs():
 @pytest.mark.parametrize("kind,unit", CASES, ids=IDS)
 def test_opendp_sampler(kind, unit):
     """The publication sampler drives every counter; sums of discrete noise keep integer
-    errors; the continuous Gaussian does not (honaker's weighted averages neither)."""
+    errors; the continuous Gaussian does not (nor the weighted averages of honaker and
+    anchored)."""
     counter = make_counter(kind, horizon_for(kind, 8), dim=2, **budget(unit))
     sampler = OpenDPSampler()
     truth = np.zeros(2)
@@ -401,7 +403,7 @@ def test_opendp_sampler(kind, unit):
     assert np.isfinite(errors).all()
     if kind in GAUSSIAN_KINDS:
         assert not np.allclose(errors, np.round(errors))
-    elif kind != "honaker":
+    elif kind in INTEGER_KINDS:
         np.testing.assert_array_equal(errors, np.round(errors))
 
 
@@ -626,3 +628,34 @@ def test_tails_match_the_noise_distributions():
         p = 2 * q ** m / (1 + q)
         freq = np.mean(np.abs(errors[0]) >= m)
         assert abs(freq - p) < Z * math.sqrt(p * (1 - p) / N_RUNS), m
+
+
+@pytest.mark.parametrize("unit", ["rho", "epsilon"])
+def test_anchored_counter_variance_formula_and_trade_off(unit):
+    """anchored = Simple II on 1 − a of the budget and one node of all T entries on a,
+    combined at T by least squares: its variance is t·v_s before T and
+    T·v_s·v_F/(T·v_s + v_F) at T (v at share s: the node variance of E/(s·budget)),
+    checked empirically at every t (the generic moment test) and here against Simple
+    II: lower at T, higher before, by the stated factors."""
+    horizon, share = 16, 0.3
+    counter = make_counter("anchored", horizon, final_share=share, **budget(unit))
+    simple = make_counter("simple", horizon, **budget(unit))
+    # σ² (ρ) or b (ε) of a node on a share s of the budget: the whole budget's / s
+    assert counter.param == pytest.approx(simple.param / (1 - share), rel=1e-12)
+    assert counter.final_param == pytest.approx(simple.param / share, rel=1e-12)
+    v_s = counter.node_variance(counter.param)
+    v_f = counter.node_variance(counter.final_param)
+    ts = np.arange(1, horizon + 1)
+    expected = ts * v_s
+    expected[-1] = horizon * v_s * v_f / (horizon * v_s + v_f)
+    np.testing.assert_allclose(counter.variances(ts), expected, rtol=1e-12)
+    assert counter.variance(horizon) < simple.variance(horizon)
+    assert (counter.variances(ts[:-1]) > simple.variances(ts[:-1])).all()
+    # empirically, with a final share large enough that the T figure differs from t·v_s
+    errors = empirical_errors("anchored", unit, horizon, seed=17)[1]
+    default = make_counter("anchored", horizon, **budget(unit))
+    mean_z, var_z = moment_checks(errors, default.variances(ts))
+    assert mean_z.max() < Z and var_z.max() < Z
+    _, wrong = moment_checks(errors[-1:], np.array([horizon * default.node_variance(
+        default.param)]))
+    assert wrong.max() > Z   # the plain Simple II sum at T is rejected: the test has power

