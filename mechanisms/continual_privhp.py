@@ -32,7 +32,7 @@ Split.  The default split is ``uniform`` (ε_ℓ = ε/(r+1)), not one-shot PrivH
 ``sqrt`` (:meth:`PrivHPConfig.epsilons`; any split can still be given): with the
 least-squares step every level's noise also informs the levels above it, and on the
 benchmark's data (1e6 points, T = 50, ε = 1, M = 65 536) the uniform split lowers the
-last period's W1 by 15-20 % against ``sqrt`` at every depth and prune_k tried
+last period's W1 by 8-17 % against ``sqrt`` at every depth and prune_k tried
 (bench/results/privhp_continual_tuning.md).
 
 Counter.  Pure ε needs discrete Laplace noise; among the library's pure-ε counters the
@@ -44,7 +44,10 @@ counter: one word per cell instead of two.  For T = 50 that is the choice (varia
 T: 92/ε² per unit sensitivity, against 63 for ``block`` with 3 words per cell, 122 for
 ``honaker`` and 216 for ``tree``).  The variance of a cell at t is the counter's exact
 ``variance(t)``; one-shot PrivHP at the same ε has 2q/(1−q)² (≈ 1.84/ε²): the price of
-releasing T times.
+releasing T times.  ``anchored`` (Simple II plus one node of all T periods at T, least-
+squares combined) lowers the variance at T to 0.38× Simple II's for 1.56× before T (T = 50,
+final share 0.2): measured, the last period's W1 improves and the other periods' worsen
+(bench/results/privhp_continual_anchored.md), so it is an option, not ``auto``.
 
 Memory.  The counters hold ``words_per_cell`` floats per cell (the counter's state:
 1 for ``simple``, 2 per tree level for ``kary``, …), never anything per point or per
