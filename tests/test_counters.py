@@ -631,14 +631,18 @@ def test_tails_match_the_noise_distributions():
 
 
 @pytest.mark.parametrize("unit", ["rho", "epsilon"])
-def test_anchored_counter_variance_formula_and_trade_off(unit):
-    """anchored = Simple II on 1 − a of the budget and one node of all T entries on a,
-    combined at T by least squares: its variance is t·v_s before T and
-    T·v_s·v_F/(T·v_s + v_F) at T (v at share s: the node variance of E/(s·budget)),
-    checked empirically at every t (the generic moment test) and here against Simple
-    II: lower at T, higher before, by the stated factors."""
+@pytest.mark.parametrize("block", [None, 4])
+def test_anchored_counter_variance_formula_and_trade_off(unit, block):
+    """anchored = Simple II on 1 − a of the budget and a node per block of B entries on
+    a, combined at block ends by least squares: Var = ⌊t/B⌋·w + (t mod B)·v_s with
+    w = B·v_s·v_F/(B·v_s + v_F) (v at share s: the node variance of E/(s·budget)),
+    checked against the formula, empirically at every t, and against Simple II: higher
+    inside the first block, lower at T with one anchor (B = T; with a small B the anchor
+    does not pay); the privacy cost of its rows is the budget."""
     horizon, share = 16, 0.3
-    counter = make_counter("anchored", horizon, final_share=share, **budget(unit))
+    b = horizon if block is None else block
+    options = {} if block is None else {"block_size": block}
+    counter = make_counter("anchored", horizon, final_share=share, **options, **budget(unit))
     simple = make_counter("simple", horizon, **budget(unit))
     # σ² (ρ) or b (ε) of a node on a share s of the budget: the whole budget's / s
     assert counter.param == pytest.approx(simple.param / (1 - share), rel=1e-12)
@@ -646,16 +650,27 @@ def test_anchored_counter_variance_formula_and_trade_off(unit):
     v_s = counter.node_variance(counter.param)
     v_f = counter.node_variance(counter.final_param)
     ts = np.arange(1, horizon + 1)
-    expected = ts * v_s
-    expected[-1] = horizon * v_s * v_f / (horizon * v_s + v_f)
-    np.testing.assert_allclose(counter.variances(ts), expected, rtol=1e-12)
-    assert counter.variance(horizon) < simple.variance(horizon)
-    assert (counter.variances(ts[:-1]) > simple.variances(ts[:-1])).all()
-    # empirically, with a final share large enough that the T figure differs from t·v_s
-    errors = empirical_errors("anchored", unit, horizon, seed=17)[1]
-    default = make_counter("anchored", horizon, **budget(unit))
-    mean_z, var_z = moment_checks(errors, default.variances(ts))
+    w = b * v_s * v_f / (b * v_s + v_f)
+    np.testing.assert_allclose(counter.variances(ts), ts // b * w + ts % b * v_s,
+                               rtol=1e-12)
+    assert (counter.variances(ts[ts < b]) > simple.variances(ts[ts < b])).all()
+    if block is None:   # one anchor of 16 entries: less variance at T than Simple II
+        assert counter.variance(horizon) < simple.variance(horizon)
+    assert rows_privacy_cost(counter, horizon) == pytest.approx(budget(unit)[unit], rel=1e-12)
+    # empirically (N_RUNS coordinates, every t), and the test has power: the plain
+    # Simple II sum at the first block end is rejected
+    errors = np.empty((horizon, N_RUNS))
+    sampler, rng = SeededSampler(17), np.random.default_rng(17)
+    empirical = make_counter("anchored", horizon, final_share=share, dim=N_RUNS, **options,
+                             **budget(unit))
+    truth = np.zeros(N_RUNS)
+    for t in range(horizon):
+        z = rng.integers(0, 3, size=N_RUNS)
+        truth += z
+        errors[t] = empirical.feed(z, sampler) - truth
+    mean_z, var_z = moment_checks(errors, counter.variances(ts))
     assert mean_z.max() < Z and var_z.max() < Z
-    _, wrong = moment_checks(errors[-1:], np.array([horizon * default.node_variance(
-        default.param)]))
-    assert wrong.max() > Z   # the plain Simple II sum at T is rejected: the test has power
+    _, wrong = moment_checks(errors[b - 1:b], np.array([b * v_s]))
+    assert wrong.max() > Z
+    with pytest.raises(ValueError, match="divide"):
+        make_counter("anchored", horizon, block_size=5, **budget(unit))
