@@ -73,27 +73,37 @@ def main():
     parser.add_argument("--depth", type=int, default=20)
     parser.add_argument("--prune-k", type=int, default=64)
     parser.add_argument("--memory", type=int, default=65_536)
+    parser.add_argument("--continual-depth", type=int, default=None,
+                        help="continual PrivHP's depth (default: --depth)")
+    parser.add_argument("--continual-prune-k", type=int, default=None,
+                        help="continual PrivHP's prune_k (default: --prune-k)")
     parser.add_argument("--counter", default="auto")
     parser.add_argument("--block-size", type=int, default=None,
                         help="the block counter's block size (with --counter block)")
+    parser.add_argument("--final-share", type=float, default=None,
+                        help="the anchored counter's final share (with --counter anchored)")
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--eval-points", type=int, default=200_000)
     parser.add_argument("--projections", type=int, default=64)
     parser.add_argument("--out", default=os.path.join(RESULTS, "privhp_continual"))
     args = parser.parse_args()
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     truth = skewed(args.n, 2, np.random.default_rng(102))
     edges = np.linspace(0, args.n, args.periods + 1).astype(int)
     structure = dict(epsilon=args.epsilon, dims=2, prune_k=args.prune_k, depth=args.depth)
     continual = ContinualPrivHPConfig.create(
         horizon=args.periods, counter=args.counter, memory=args.memory,
-        counter_options=None if args.block_size is None else {"block_size": args.block_size},
-        **structure)
+        counter_options={k: v for k, v in (("block_size", args.block_size),
+                                           ("final_share", args.final_share))
+                         if v is not None} or None,
+        **{**structure, "depth": args.continual_depth or args.depth,
+           "prune_k": args.continual_prune_k or args.prune_k})
     one_shot = privhp.PrivHPConfig(**structure, memory=args.memory)
     rows, floors, sliced = [], {}, []
     # leaf boundaries lie on the 2^(cuts of level r) grid; 8 more bits resolve the points
     # inside a cell, so the figure is exact up to 2^-(cuts + 8) per coordinate
-    cuts = int(hierarchy.cuts_per_coordinate(args.depth, 2).max()) + 8
+    deepest = max(args.depth, continual.structure.depth)
+    cuts = int(hierarchy.cuts_per_coordinate(deepest, 2).max()) + 8
     for rep in range(args.reps):
         synthesizer = ContinualPrivHPSynthesizer(continual, 0)
         state = synthesizer.initial_state()
@@ -129,7 +139,12 @@ def main():
         print("sliced W1 at the last period", sliced[-1], flush=True)
     meta = {"n": args.n, "periods": args.periods, "epsilon": args.epsilon,
             "depth": args.depth, "prune_k": args.prune_k, "memory_budget": args.memory,
-            "counter": continual.counter, "counter_options": dict(continual.counter_options),
+            "continual_depth": continual.structure.depth,
+            "continual_prune_k": continual.structure.prune_k,
+            "counter": continual.counter,
+            "budget_split": continual.structure.budget_split,
+            "one_shot_budget_split": one_shot.budget_split,
+            "counter_options": dict(continual.counter_options),
             "words_per_cell": continual.words_per_cell,
             "continual_cells": continual.cells, "continual_sketch_width":
                 continual.structure.sketch_width, "continual_exact_depth":
@@ -139,7 +154,9 @@ def main():
             "full_tree_counters": one_shot.full_tree_counters,
             "reps": args.reps, "eval_points": args.eval_points,
             "projections": args.projections, "grid_cells_per_axis": 2 ** cuts,
-            "seconds_total": time.time() - started}
+            "seconds_total": time.time() - started,
+            "cpu_seconds": time.process_time() - cpu_started,
+            "load_1min_at_end": os.getloadavg()[0]}
     summary = summarise(rows, args.periods)
     summary["sliced_last_period"] = {k: float(np.mean([s[k] for s in sliced]))
                                      for k in ("continual", "one_shot", "floor")}
@@ -157,7 +174,11 @@ def summarise(rows, periods):
     def mean(key, t):
         return float(np.mean([r[key] for r in rows if r["period"] == t]))
     last = {k: mean(k, periods) for k in ("w1_continual", "w1_one_shot", "w1_floor")}
+    ratios = np.array([mean("w1_continual", t) / mean("w1_one_shot", t)
+                       for t in range(1, periods + 1)])
     return {"last_period": last,
+            "ratio_worst": float(ratios.max()), "ratio_worst_period": int(ratios.argmax() + 1),
+            "ratio_median": float(np.median(ratios)),
             "ratio_continual_to_one_shot": last["w1_continual"] / last["w1_one_shot"],
             "excess_ratio": ((last["w1_continual"] - last["w1_floor"])
                              / (last["w1_one_shot"] - last["w1_floor"])),
@@ -178,11 +199,15 @@ def write_table(meta, summary, rows, path):
         f"dyadic grid of {meta['grid_cells_per_axis']:,} cells per axis: no subsampling, "
         "no evaluation noise); floor = the same for the noise-free tree of depth r (the "
         "resolution term).  Continual: one release per period, ε = "
-        f"{meta['epsilon']} for the whole stream (event level), counter "
+        f"{meta['epsilon']} for the whole stream (event level), {meta['budget_split']} "
+        "split over levels, least squares over the exact levels (Hay et al. 2010, the "
+        "counters' variances at t) before growth, counter "
         f"`{meta['counter']}` {meta['counter_options'] or ''} ({meta['words_per_cell']} "
         "word(s) per cell).  One-shot: PrivHP "
-        f"afresh on each prefix at ε = {meta['epsilon']} (each alone spends ε) with the "
-        "same budget M.", "",
+        f"afresh on each prefix at ε = {meta['epsilon']} (each alone spends ε; the paper's "
+        f"{meta['one_shot_budget_split']} split) with the same budget M, depth "
+        f"{meta['depth']} and prune_k {meta['prune_k']}; continual depth "
+        f"{meta['continual_depth']}, prune_k {meta['continual_prune_k']}.", "",
         f"Structure: continual {meta['continual_cells']:,} cells (sketch width "
         f"{meta['continual_sketch_width']}, exact levels 0..{meta['continual_exact_depth']}); "
         f"one-shot {meta['one_shot_counters']:,} counters (sketch width "
@@ -192,7 +217,9 @@ def write_table(meta, summary, rows, path):
         f"{last['w1_one_shot']:.4g}, floor {last['w1_floor']:.4g}: ratio "
         f"{summary['ratio_continual_to_one_shot']:.2f} (target ≤ 1.5: "
         f"{'met' if summary['target_met'] else 'NOT met'}); excess over the floor "
-        f"{summary['excess_ratio']:.2f}× one-shot's.  Continual memory over all periods: "
+        f"{summary['excess_ratio']:.2f}× one-shot's.  Over all periods the ratio's median is "
+        f"{summary['ratio_median']:.2f} and its worst {summary['ratio_worst']:.2f} (period "
+        f"{summary['ratio_worst_period']}).  Continual memory over all periods: "
         f"{', '.join(f'{w:,}' for w in summary['continual_words'])} words (flat).", "",
         "Cross-check at the last period, sliced W1 on subsamples "
         f"({meta['projections']} projections, {min(meta['eval_points'], meta['n'] // 2):,} "
@@ -210,7 +237,9 @@ def write_table(meta, summary, rows, path):
         lines.append(f"| {t} | {sel[0]['points']:,} | {c:.4g} | {o:.4g} | {f:.4g} | "
                      f"{c / o:.2f} | {sel[0]['continual_words']:,} | "
                      f"{sel[0]['one_shot_words']:,} |")
-    lines += ["", f"Run time {meta['seconds_total']:.0f} s (python bench/privhp_continual.py)."]
+    lines += ["", f"Run time {meta['seconds_total']:.0f} s wall, {meta['cpu_seconds']:.0f} CPU s, "
+              f"1-min load {meta['load_1min_at_end']:.2f} at the end, 2 shared cores "
+              "(python bench/privhp_continual.py)."]
     with open(path, "w") as handle:
         handle.write("\n".join(lines) + "\n")
 

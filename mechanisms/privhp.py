@@ -60,6 +60,7 @@ from continual_synth.mechanisms import hierarchy
 from continual_synth.mechanisms.accounting import check_neighbor, laplace_scale
 from continual_synth.mechanisms.errors import (ParameterError, format_bytes, positive_real,
                                                whole_number)
+from continual_synth.mechanisms.samplers import discrete_laplace_variance
 from continual_synth.mechanisms.sketch import CountMinSketch, sketch_sensitivity, splitmix64
 from continual_synth.mechanisms.synthesizer import emission_seed as draw_emission_seed
 
@@ -400,6 +401,43 @@ def make_consistent(parent: np.ndarray, left: np.ndarray, right: np.ndarray
     return a, b
 
 
+def least_squares_tree(noisy_tree: np.ndarray, variances: Sequence[float], levels: int
+                       ) -> np.ndarray:
+    """The best linear unbiased estimate of the complete binary tree of levels
+    0..``levels`` (heap order) from noisy counts whose errors are uncorrelated with
+    variance ``variances[ℓ]`` at level ℓ: Hay et al. 2010 ("Boosting the accuracy of
+    differentially private histograms through consistency", §4, the two-pass estimator)
+    with per-level variances.  The parent's count x_v and the sum of its children's
+    estimates are two unbiased estimates of the same count; bottom up,
+
+        z_v = (x_v·c_ℓ + (z_left + z_right)·v_ℓ) / (v_ℓ + c_ℓ),   c_ℓ = 2·u_{ℓ+1},
+        u_ℓ = v_ℓ·c_ℓ / (v_ℓ + c_ℓ)   (u_L = v_L, z = x at level L),
+
+    then top down each family's children share the difference f_parent − z_left −
+    z_right equally (equal variances within a level), so f_left + f_right = f_parent.
+    Linear post-processing of the noisy counts: no privacy cost.  Entries beyond the
+    tree are returned unchanged."""
+    tree = np.asarray(noisy_tree, dtype=np.float64)
+    v = np.asarray(variances, dtype=np.float64)[:levels + 1]
+    z, u = [None] * (levels + 1), np.empty(levels + 1)
+    z[levels] = tree[2 ** levels - 1: 2 ** (levels + 1) - 1]
+    u[levels] = v[levels]
+    for level in range(levels - 1, -1, -1):
+        children = z[level + 1][0::2] + z[level + 1][1::2]
+        c = 2.0 * u[level + 1]
+        z[level] = (tree[2 ** level - 1: 2 ** (level + 1) - 1] * c + children * v[level]) \
+            / (v[level] + c)
+        u[level] = v[level] * c / (v[level] + c)
+    final = [z[0]]
+    for level in range(1, levels + 1):
+        half = (final[-1] - z[level][0::2] - z[level][1::2]) / 2.0
+        final.append(np.column_stack([z[level][0::2] + half,
+                                      z[level][1::2] + half]).reshape(-1))
+    out = tree.copy()
+    out[:2 ** (levels + 1) - 1] = np.concatenate(final)
+    return out
+
+
 @dataclass
 class PrivHPTree:
     """The released decomposition: per level the nodes' θ (sorted), their consistent
@@ -525,10 +563,13 @@ def release_manifest(config: PrivHPConfig, released_tree_nodes: Optional[int] = 
     return manifest
 
 
-def release(accumulator: PrivHPAccumulator, sampler) -> PrivHPRelease:
+def release(accumulator: PrivHPAccumulator, sampler, least_squares: bool = False
+            ) -> PrivHPRelease:
     """Add the noise once (levels 0..r in order, see the module docstring for the
     calibration), grow and make the tree consistent.  ``sampler`` comes from
-    :func:`continual_synth.mechanisms.samplers.make_sampler`."""
+    :func:`continual_synth.mechanisms.samplers.make_sampler`.  ``least_squares``: first
+    replace the exact levels by :func:`least_squares_tree` (the post-processing continual
+    PrivHP applies; not the paper's, off by default)."""
     config = accumulator.config
     scales = config.noise_scales()
     noisy_tree = accumulator.tree.astype(np.float64)
@@ -538,6 +579,9 @@ def release(accumulator: PrivHPAccumulator, sampler) -> PrivHPRelease:
     eps = config.epsilons()
     noisy_sketches = [config.sketch(level, accumulator.sketches[i]).privatized(
         sampler, eps[level], config.neighbor) for i, level in enumerate(config.sketch_levels)]
+    if least_squares:
+        noisy_tree = least_squares_tree(noisy_tree, [discrete_laplace_variance(b)
+                                                     for b in scales], config.exact_depth)
     tree = grow(config, noisy_tree, noisy_sketches)
     return PrivHPRelease(config, tree, draw_emission_seed(sampler), sampler.name, sampler.for_publication,
                          clipped=accumulator.clipped)

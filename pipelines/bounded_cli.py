@@ -72,8 +72,11 @@ class BoundedReleaseOptions(JobOptions):
                             help="neighbouring relation: add/remove one point (the paper's) "
                                  "or replace one point (sensitivities doubled)")
         parser.add_argument("--budget-split", choices=["sqrt", "sqrt-sensitivity", "uniform"],
-                            default="sqrt", help="per-level split of ε: ε_ℓ ∝ √(N_ℓ·diam_ℓ) "
-                            "(sqrt), ∝ √(N_ℓ·Δ_ℓ·diam_ℓ) (sqrt-sensitivity) or equal (uniform)")
+                            default=None,
+                            help="per-level split of ε: ε_ℓ ∝ √(N_ℓ·diam_ℓ) (sqrt), "
+                                 "∝ √(N_ℓ·Δ_ℓ·diam_ℓ) (sqrt-sensitivity) or equal "
+                                 "(uniform); default sqrt, uniform for continual PrivHP "
+                                 "(--horizon, init)")
         parser.add_argument("--level-epsilons", default=None,
                             help="explicit ε_0,…,ε_r (r + 1 values summing to --epsilon); "
                                  "overrides --budget-split")
@@ -90,7 +93,8 @@ class BoundedReleaseOptions(JobOptions):
         parser.add_argument("--hash-seed", type=NON_NEGATIVE_INT, default=0,
                             help="public seed of the sketches' hash functions")
         parser.add_argument("--counter", default="auto",
-                            choices=["auto", "simple", "block", "tree", "honaker", "kary"],
+                            choices=["auto", "simple", "block", "tree", "honaker", "kary",
+                                     "anchored"],
                             help="continual PrivHP (init, run --horizon): the continual "
                                  "counter of every cell; auto = the k-ary tree of least "
                                  "variance for T (Simple II for small T)")
@@ -194,6 +198,7 @@ def _config(args):
     if horizon is None:
         if args.counter != "auto":
             raise InputError("--counter applies to continual PrivHP: give --horizon T")
+        structure["budget_split"] = args.budget_split or "sqrt"
         return columns, bounds, privhp.PrivHPConfig(**structure, memory=args.memory), \
             depth_from
     from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
@@ -226,7 +231,7 @@ def _continual(args, beam_args: List[str]) -> dict:
     manifest = bounded_continual.run(config, args.input, args.output, columns, bounds,
                                      args.samples, period_col=args.period_col,
                                      in_format=args.input_format, beam_args=beam_args,
-                                     **common)
+                                     batch_rows=args.batch_rows, **common)
     return {"status": "released", "output": args.output, "periods": config.horizon,
             **{k: manifest[k] for k in ("epsilon", "neighbor", "memory_counters", "sampler",
                                         "for_publication")}}

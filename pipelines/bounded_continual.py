@@ -1,5 +1,6 @@
 """Continual PrivHP jobs: ``bounded init`` + ``bounded step`` (incremental, write-ahead)
-and ``bounded run --horizon T`` (the whole stream at once, a period column).
+and ``bounded run --horizon T`` (the whole stream at once, a period column, read one
+period at a time).
 
 After every period t the release is ``samples`` synthetic points of all the points seen
 so far (:class:`~continual_synth.mechanisms.privhp_synthesizer.ContinualPrivHPSynthesizer`),
@@ -33,7 +34,8 @@ from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import (check_format, detect_format,
                                               list_data_files)
-from continual_synth.transforms.points import (BuildPrivHP, ReadPointBatches,
+from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
+                                               ReadPointBatches,
                                                SampleSyntheticPoints, file_batches,
                                                point_schema, table_points)
 from continual_synth.transforms.write import WriteRecordBatches
@@ -210,52 +212,88 @@ def _write_release(release: PointsRelease, staging_dir: str, bounds: Bounds, col
 # --------------------------------------------------------------------------- run
 
 
-def read_periods(input_path: str, columns: Sequence[str], bounds: Bounds, period_col: str,
-                 horizon: int, clip: bool = False, in_format: Optional[str] = None):
-    """(points in [0,1]^d, period of each point) of a whole stream; every period must
-    be a whole number in 1..T (an error names the file and row)."""
+def _period_column(table, period_col: str, horizon: int, path: str, offset: int
+                   ) -> np.ndarray:
+    """The batch's periods as integers; an error names the file and row of a value that
+    is not a whole number in 1..T."""
+    raw = table_points(table, [period_col], path, offset)[:, 0]
+    bad = (raw != np.floor(raw)) | (raw < 1) | (raw > horizon)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{path}: column {period_col!r} value {raw[row]:g} at row "
+                         f"{row + offset} is not a period in 1..{horizon} (--horizon)")
+    return raw.astype(np.int64)
+
+
+def _batches(files, fmt: str, columns: Sequence[str], batch_rows: int):
+    """(file, row offset, table) of every non-empty batch, in a fixed order."""
+    for path in files:
+        for offset, table in file_batches(path, fmt, columns, batch_rows):
+            if table.num_rows:
+                yield path, offset, table
+
+
+def period_accumulators(input_path: str, structure: privhp.PrivHPConfig,
+                        columns: Sequence[str], bounds: Bounds, period_col: str,
+                        horizon: int, clip: bool = False, in_format: Optional[str] = None,
+                        batch_rows: int = DEFAULT_BATCH_ROWS):
+    """The exact PrivHP state of each period t = 1..T in order (an empty period gives
+    the zero state), in memory bounded like the stream's: never the whole stream.
+
+    Two passes over Arrow batches of ``batch_rows`` rows.  The first reads only the
+    period column, validates it (an error names the file and row) and notes the last
+    batch holding each period; the second reads the points, adds each batch's points to
+    the open state of their period, and hands period t over as soon as the batches
+    holding periods ≤ t have all been read.  Memory: one batch, plus one state per
+    period still open — one or two when the input is ordered by period (a file per
+    period, or sorted rows), at most T states (T × the structure's counters, never
+    anything per point) when periods are interleaved."""
     fmt = detect_format(input_path, in_format)
-    parts, periods = [], []
-    for path in list_data_files(input_path):
-        for offset, table in file_batches(path, fmt, list(columns) + [period_col], 1 << 18):
-            if table.num_rows == 0:
-                continue
-            raw = table_points(table, [period_col], path, offset)[:, 0]
-            bad = (raw != np.floor(raw)) | (raw < 1) | (raw > horizon)
-            if bad.any():
-                row = int(np.flatnonzero(bad)[0])
-                raise InputError(f"{path}: column {period_col!r} value {raw[row]:g} at row "
-                                 f"{row + offset} is not a period in 1..{horizon} "
-                                 f"(--horizon)")
-            unit, _ = check_points(table_points(table, columns, path, offset), bounds,
-                                   columns, clip, where=path, row_offset=offset)
-            parts.append(unit)
-            periods.append(raw.astype(np.int64))
-    if not parts:
+    files = list_data_files(input_path)
+    last = np.full(horizon + 1, -1, dtype=np.int64)
+    batches = 0
+    for i, (path, offset, table) in enumerate(_batches(files, fmt, [period_col],
+                                                        batch_rows)):
+        last[np.unique(_period_column(table, period_col, horizon, path, offset))] = i
+        batches = i + 1
+    if not batches:
         raise InputError(f"{input_path}: the stream holds no points")
-    return np.concatenate(parts), np.concatenate(periods)
+    complete = np.maximum.accumulate(last)[1:]  # periods 1..t all read after this batch
+    open_states: Dict[int, privhp.PrivHPAccumulator] = {}
+    period = 1
+    for i, (path, offset, table) in enumerate(_batches(files, fmt, list(columns)
+                                                       + [period_col], batch_rows)):
+        periods = _period_column(table, period_col, horizon, path, offset)
+        unit, _ = check_points(table_points(table, columns, path, offset), bounds, columns,
+                               clip, where=path, row_offset=offset)
+        for t in np.unique(periods):
+            state = open_states.setdefault(int(t), privhp.PrivHPAccumulator(structure))
+            state.add_unit_points(unit[periods == t])
+        while period <= horizon and complete[period - 1] <= i:
+            yield period, open_states.pop(period, None) or privhp.PrivHPAccumulator(structure)
+            period += 1
+    for t in range(period, horizon + 1):
+        yield t, open_states.pop(t, None) or privhp.PrivHPAccumulator(structure)
 
 
 def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
         columns: Sequence[str], bounds: Bounds, samples: int, *, period_col: str = "period",
         seed: Optional[int] = None, in_format: Optional[str] = None,
         out_format: str = "parquet", clip: bool = False, num_shards: int = 8,
-        beam_args: Sequence[str] = ()) -> Dict:
-    """The whole stream at once: every period's release (as ``init`` + ``step`` per
-    period with the same seed) published together, manifest last."""
+        batch_rows: int = DEFAULT_BATCH_ROWS, beam_args: Sequence[str] = ()) -> Dict:
+    """The whole stream at once, read one period at a time
+    (:func:`period_accumulators`): every period's release (as ``init`` + ``step`` per
+    period with the same seed) published together, manifest last.  Bad input found
+    while reading leaves the output untouched (releases are staged)."""
     _check(columns, bounds, config, samples, num_shards, out_format)
-    unit, periods = read_periods(input_path, columns, bounds, period_col, config.horizon,
-                                 clip, in_format)
     synthesizer = ContinualPrivHPSynthesizer(config, samples)
 
     def write(staging: str, plan_path: str) -> None:
         state = synthesizer.initial_state()
-        order = np.argsort(periods, kind="stable")
-        edges = np.searchsorted(periods[order], np.arange(1, config.horizon + 2))
-        for t in range(1, config.horizon + 1):
-            part = unit[order[edges[t - 1]:edges[t]]]
-            state, release = synthesizer.step(state, privhp.accumulate(part, config.structure),
-                                              period_sampler(seed, t))
+        for t, statistics in period_accumulators(input_path, config.structure, columns,
+                                                 bounds, period_col, config.horizon, clip,
+                                                 in_format, batch_rows):
+            state, release = synthesizer.step(state, statistics, period_sampler(seed, t))
             _write_release(release, staging, bounds, columns, num_shards, out_format,
                            beam_args)
         manifest = {**synthesizer.manifest(state), **_extras(columns, bounds, num_shards,

@@ -42,6 +42,7 @@ import pytest
 
 from continual_synth.mechanisms import accounting
 from continual_synth.mechanisms.counters import (
+    INTEGER_KINDS,
     UNBOUNDED_KINDS,
     StreamCounter,
     counter_kinds,
@@ -123,7 +124,7 @@ def rows_privacy_cost(counter, n):
 
 def test_counter_kinds():
     assert KINDS == ["simple", "block", "tree", "honaker", "kary", "sqrt-factorisation",
-                     "blt", "hybrid", "unbounded-block"]
+                     "blt", "hybrid", "unbounded-block", "anchored"]
     assert [k for k in KINDS if "epsilon" not in counter_units(k)] == list(GAUSSIAN_KINDS)
     assert set(UNBOUNDED_KINDS) == {"simple", "hybrid", "unbounded-block"}
 
@@ -388,7 +389,8 @@ def test_scalar_and_vector_inputs():
 @pytest.mark.parametrize("kind,unit", CASES, ids=IDS)
 def test_opendp_sampler(kind, unit):
     """The publication sampler drives every counter; sums of discrete noise keep integer
-    errors; the continuous Gaussian does not (honaker's weighted averages neither)."""
+    errors; the continuous Gaussian does not (nor the weighted averages of honaker and
+    anchored)."""
     counter = make_counter(kind, horizon_for(kind, 8), dim=2, **budget(unit))
     sampler = OpenDPSampler()
     truth = np.zeros(2)
@@ -401,7 +403,7 @@ def test_opendp_sampler(kind, unit):
     assert np.isfinite(errors).all()
     if kind in GAUSSIAN_KINDS:
         assert not np.allclose(errors, np.round(errors))
-    elif kind != "honaker":
+    elif kind in INTEGER_KINDS:
         np.testing.assert_array_equal(errors, np.round(errors))
 
 
@@ -626,3 +628,49 @@ def test_tails_match_the_noise_distributions():
         p = 2 * q ** m / (1 + q)
         freq = np.mean(np.abs(errors[0]) >= m)
         assert abs(freq - p) < Z * math.sqrt(p * (1 - p) / N_RUNS), m
+
+
+@pytest.mark.parametrize("unit", ["rho", "epsilon"])
+@pytest.mark.parametrize("block", [None, 4])
+def test_anchored_counter_variance_formula_and_trade_off(unit, block):
+    """anchored = Simple II on 1 − a of the budget and a node per block of B entries on
+    a, combined at block ends by least squares: Var = ⌊t/B⌋·w + (t mod B)·v_s with
+    w = B·v_s·v_F/(B·v_s + v_F) (v at share s: the node variance of E/(s·budget)),
+    checked against the formula, empirically at every t, and against Simple II: higher
+    inside the first block, lower at T with one anchor (B = T; with a small B the anchor
+    does not pay); the privacy cost of its rows is the budget."""
+    horizon, share = 16, 0.3
+    b = horizon if block is None else block
+    options = {} if block is None else {"block_size": block}
+    counter = make_counter("anchored", horizon, final_share=share, **options, **budget(unit))
+    simple = make_counter("simple", horizon, **budget(unit))
+    # σ² (ρ) or b (ε) of a node on a share s of the budget: the whole budget's / s
+    assert counter.param == pytest.approx(simple.param / (1 - share), rel=1e-12)
+    assert counter.final_param == pytest.approx(simple.param / share, rel=1e-12)
+    v_s = counter.node_variance(counter.param)
+    v_f = counter.node_variance(counter.final_param)
+    ts = np.arange(1, horizon + 1)
+    w = b * v_s * v_f / (b * v_s + v_f)
+    np.testing.assert_allclose(counter.variances(ts), ts // b * w + ts % b * v_s,
+                               rtol=1e-12)
+    assert (counter.variances(ts[ts < b]) > simple.variances(ts[ts < b])).all()
+    if block is None:   # one anchor of 16 entries: less variance at T than Simple II
+        assert counter.variance(horizon) < simple.variance(horizon)
+    assert rows_privacy_cost(counter, horizon) == pytest.approx(budget(unit)[unit], rel=1e-12)
+    # empirically (N_RUNS coordinates, every t), and the test has power: the plain
+    # Simple II sum at the first block end is rejected
+    errors = np.empty((horizon, N_RUNS))
+    sampler, rng = SeededSampler(17), np.random.default_rng(17)
+    empirical = make_counter("anchored", horizon, final_share=share, dim=N_RUNS, **options,
+                             **budget(unit))
+    truth = np.zeros(N_RUNS)
+    for t in range(horizon):
+        z = rng.integers(0, 3, size=N_RUNS)
+        truth += z
+        errors[t] = empirical.feed(z, sampler) - truth
+    mean_z, var_z = moment_checks(errors, counter.variances(ts))
+    assert mean_z.max() < Z and var_z.max() < Z
+    _, wrong = moment_checks(errors[b - 1:b], np.array([b * v_s]))
+    assert wrong.max() > Z
+    with pytest.raises(ValueError, match="divide"):
+        make_counter("anchored", horizon, block_size=5, **budget(unit))

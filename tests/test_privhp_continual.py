@@ -4,8 +4,11 @@ mechanisms/privhp_synthesizer.py, pipelines/bounded_continual.py).
 * Calibration: each level's counter spends ε_ℓ for Δ_ℓ changed cells (Σ_ℓ = ε), and the
   empirical variance of every level's noisy prefix sum at t matches the counter's exact
   variance (chi-square interval over seeded repetitions).
-* With T = 1 and the Simple II counter the continual release *is* one-shot PrivHP (same
-  noise draws, same tree, same emission seed).
+* With T = 1 and the Simple II counter the continual release is one-shot PrivHP's noisy
+  counts (same draws) through the least-squares step, then the same growth (same
+  emission seed); the least-squares step is the generalised least-squares estimate
+  (checked against numpy's solve) and lowers the root's variance to its formula.
+* The continual default split is uniform; one-shot's stays sqrt.
 * Memory is constant over the stream, ≤ the budget, ≤ the plain continual tree, and
   non-decreasing in prune_k.
 * Empirical privacy: the threshold test of mechanisms/privacy_tester.py on a tiny
@@ -24,6 +27,7 @@ import signal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv  # noqa: F401
 import pytest
 
 from continual_synth.mechanisms import continual_privhp as cp
@@ -51,7 +55,7 @@ def clustered(n, seed):
 # ------------------------------------------------------------------- calibration
 
 
-@pytest.mark.parametrize("counter", ["auto", "block", "honaker", "kary"])
+@pytest.mark.parametrize("counter", ["auto", "block", "honaker", "kary", "anchored"])
 @pytest.mark.parametrize("neighbor", ["add-remove", "replace"])
 def test_levels_spend_epsilon_for_their_sensitivity(counter, neighbor):
     config = cp.ContinualPrivHPConfig.create(horizon=12, counter=counter,
@@ -92,7 +96,7 @@ def test_auto_counter_is_the_kary_choice():
                                         counter_options={"blocksize": 5}, **STRUCTURE)
 
 
-@pytest.mark.parametrize("counter", ["simple", "block"])
+@pytest.mark.parametrize("counter", ["simple", "block", "anchored"])
 def test_noisy_prefix_sums_have_the_counters_variance(counter):
     """200 seeded repetitions of a 6-period stream: at every period and level the
     empirical variance of S̃_ℓ^t − S_ℓ^t over all cells and repetitions is within 4.5
@@ -129,17 +133,46 @@ def test_noisy_prefix_sums_have_the_counters_variance(counter):
         start += cells
 
 
-def test_horizon_one_with_simple_ii_is_one_shot_privhp():
+def test_horizon_one_with_simple_ii_is_one_shot_privhp_then_least_squares():
     config = cp.ContinualPrivHPConfig.create(horizon=1, counter="simple", **STRUCTURE)
+    s = config.structure
+    assert s.budget_split == "uniform"
     points = clustered(3000, 7)
-    acc = privhp.accumulate(points, config.structure)
+    acc = privhp.accumulate(points, s)
     continual = ContinualPrivHPSynthesizer(config, 100)
-    one_shot = PrivHPSynthesizer(config.structure, 100)
+    one_shot = PrivHPSynthesizer(s, 100)
     _, a = continual.step(continual.initial_state(), acc, period_sampler(3, 1))
     _, b = one_shot.step(one_shot.initial_state(), acc, period_sampler(3, 1))
     assert a.emission_seed == b.emission_seed
-    for x, y in zip(a.tree.counts + a.tree.thetas, b.tree.counts + b.tree.thetas):
-        np.testing.assert_array_equal(x, y)
+    # one-shot's draws, in its order, through the least-squares step
+    expected = privhp.release(acc.copy(), period_sampler(3, 1), least_squares=True).tree
+    # without the step the trees differ (the step is not a no-op here)
+    assert not all(np.array_equal(x, y) for x, y in zip(a.tree.counts, b.tree.counts))
+
+
+def test_least_squares_tree_is_the_weighted_least_squares_estimate():
+    levels, rng = 4, np.random.default_rng(5)
+    variances = np.array([9.0, 4.0, 1.0, 2.5, 0.5])
+    nodes = 2 ** (levels + 1) - 1
+    x = np.concatenate([rng.normal(0, 20, nodes), [7.0, -3.0]])  # two entries beyond
+    design = np.zeros((nodes, 2 ** levels))  # node × leaf: which leaves a node sums
+    for level in range(levels + 1):
+        for theta in range(2 ** level):
+            width = 2 ** (levels - level)
+            design[2 ** level - 1 + theta, theta * width:(theta + 1) * width] = 1.0
+    weights = 1.0 / np.repeat(variances, 2 ** np.arange(levels + 1))
+    gram = design.T @ (weights[:, None] * design)
+    leaves = np.linalg.solve(gram, design.T @ (weights * x[:nodes]))
+    out = privhp.least_squares_tree(x, variances, levels)
+    np.testing.assert_allclose(out[:nodes], design @ leaves, rtol=1e-10, atol=1e-9)
+    np.testing.assert_array_equal(out[nodes:], [7.0, -3.0])
+    # the root's variance: the formula u_0 = (design gram inverse) and by simulation
+    root_var = float(np.linalg.inv(gram).sum())
+    noise = rng.normal(size=(20000, nodes)) * np.sqrt(np.repeat(variances,
+                                                                2 ** np.arange(levels + 1)))
+    roots = np.array([privhp.least_squares_tree(e, variances, levels)[0] for e in noise])
+    assert abs(roots.var() / root_var - 1) < 4 * np.sqrt(2 / roots.size)
+    assert root_var < 0.5 * variances[0]  # the children's evidence halves it at least
 
 
 # ------------------------------------------------------------------------- memory
@@ -290,6 +323,62 @@ def test_run_equals_init_plus_steps_and_reruns_spend_nothing(stream, stepped, tm
     assert manifest["counter"]["kind"] == "simple"
 
 
+def test_run_reads_one_period_at_a_time(stream, stepped, tmp_path, monkeypatch):
+    """``bounded run --horizon`` never holds the whole stream: with a counting reader, at
+    the release of period t it has read at most the points of periods 1..t plus one
+    batch (the input is ordered by period); interleaved periods release the same files;
+    a bad point in the last batch exits 2 and publishes nothing."""
+    from continual_synth.pipelines import bounded_continual
+    read, seen = {"points": 0}, []
+    file_batches, write_release = (bounded_continual.file_batches,
+                                   bounded_continual._write_release)
+
+    def counting_batches(path, fmt, columns, batch_rows):
+        for offset, table in file_batches(path, fmt, columns, batch_rows):
+            if "x" in columns:
+                read["points"] += table.num_rows
+            yield offset, table
+
+    def noting_release(release, *args):
+        seen.append((release.period, read["points"]))
+        write_release(release, *args)
+
+    monkeypatch.setattr(bounded_continual, "file_batches", counting_batches)
+    monkeypatch.setattr(bounded_continual, "_write_release", noting_release)
+    out = str(tmp_path / "ordered")
+    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"), "--output",
+                            out, "--horizon", "3", "--batch-rows", "256"] + OPTIONS)
+    assert code == 0, err
+    cumulative = np.cumsum([900, 1000, 1100])
+    assert [t for t, _ in seen] == [1, 2, 3]
+    for t, points in seen:
+        assert cumulative[t - 1] <= points <= cumulative[t - 1] + 256, (t, points)
+    assert read["points"] == cumulative[-1]
+    data = [n for n in snapshot(stepped[1]) if n.startswith("synthetic-")]
+    assert {n: snapshot(out)[n] for n in data} == {n: snapshot(stepped[1])[n] for n in data}
+
+    table = pa.concat_tables([pa.Table.from_pandas(pa.csv.read_csv(
+        str(stream / "all.csv")).to_pandas().sample(frac=1.0, random_state=1),
+        preserve_index=False)])
+    write_file(table, str(tmp_path / "shuffled.csv"), "csv")
+    out = str(tmp_path / "shuffled")
+    code, _, err = run_cli(["bounded", "run", "--input", str(tmp_path / "shuffled.csv"),
+                            "--output", out, "--horizon", "3", "--batch-rows", "256"]
+                           + OPTIONS)
+    assert code == 0, err
+    assert {n: snapshot(out)[n] for n in data} == {n: snapshot(stepped[1])[n] for n in data}
+
+    bad = table.to_pandas()
+    bad.loc[len(bad) - 1, "x"] = 11.0
+    write_file(pa.Table.from_pandas(bad, preserve_index=False), str(tmp_path / "bad.csv"),
+               "csv")
+    code, _, err = run_cli(["bounded", "run", "--input", str(tmp_path / "bad.csv"),
+                            "--output", str(tmp_path / "bad"), "--horizon", "3",
+                            "--batch-rows", "256"] + OPTIONS)
+    assert code == 2 and "outside the bounds" in err and f"row {len(bad) - 1}" in err, err
+    assert not os.path.exists(tmp_path / "bad") or not os.listdir(tmp_path / "bad")
+
+
 def _killed_step(args, phase):
     """Run the CLI ``args`` in a forked child killed (SIGKILL) at ``phase``."""
     pid = os.fork()
@@ -373,7 +462,7 @@ def continual_case(counter: str, horizon: int = 3):
                      epsilon=config.epsilon)
 
 
-@pytest.mark.parametrize("counter", ["simple", "block"])
+@pytest.mark.parametrize("counter", ["simple", "block", "anchored"])
 def test_empirical_privacy_of_a_tiny_continual_case(counter):
     """The threshold test's ε lower bound (20 000 releases per input, α = 10⁻³) stays
     under the claim ε = 1, and with the noise scale halved (a planted calibration bug:
