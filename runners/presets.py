@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator, List, Sequence
 
-DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+DASK_RUNNER = "continual_synth.runners.dask_runner.DaskRunner"
 
 
 def _runner_value(beam_args: Sequence[str]):
