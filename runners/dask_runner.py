@@ -34,7 +34,7 @@ MIN_PARTITIONS = 16  # the panel jobs' default number of shards: one task each
 def partition_of(key, partitions: int) -> int:
     """Output partition of ``key``: ``key mod partitions`` for an integer, else a stable hash
     (the same in every worker process)."""
-    if isinstance(key, int) and not isinstance(key, bool):
+    if isinstance(key, int):
         return key % partitions
     return int(tokenize(key), 16) % partitions
 
