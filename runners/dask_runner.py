@@ -9,9 +9,10 @@ cost as much CPU as the whole job on the DirectRunner, and the 16 shards landed 
 hashed partitions, two or three to some and none to others.
 
 Here a ``GroupByKey`` over ``n`` partitions is ``n`` split tasks, ``n × m`` picks and ``m``
-group tasks with ``m = min(n, max(MIN_PARTITIONS, 2 × worker threads))``; an integer key
-``k`` (a shard) goes to partition ``k mod m``, so ``m`` shards are ``m`` tasks, one each; any
-other key by dask's deterministic ``tokenize``.  Values keep their input order (partition
+group tasks with ``m = min(n, 2 × worker threads)`` (every thread has work, twice over for
+balance, and the count does not grow along the pipeline); an integer key ``k`` (a shard)
+goes to partition ``k mod m``, so shards spread evenly; any other key by dask's
+deterministic ``tokenize``.  Values keep their input order (partition
 by partition), as in ``dask.bag.groupby``.  Everything else is Beam's runner unchanged.
 """
 from __future__ import annotations
@@ -27,9 +28,6 @@ from apache_beam.runners.dask.overrides import _GroupByKeyOnly, dask_overrides
 from apache_beam.runners.dask.transform_evaluator import defenestrate
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
-
-MIN_PARTITIONS = 16  # the panel jobs' default number of shards: one task each
-
 
 def partition_of(key, partitions: int) -> int:
     """Output partition of ``key``: ``key mod partitions`` for an integer, else a stable hash
@@ -84,7 +82,7 @@ class DaskRunner(beam_dask.DaskRunner):
         threads = sum(client.nthreads().values())
         pipeline.replace_all(dask_overrides())
         visitor = _Visitor(self.to_dask_bag_visitor(bag_kwargs),
-                           max(MIN_PARTITIONS, 2 * threads))
+                           2 * threads)
         pipeline.visit(visitor)
         # the last bag is the pipeline's leaf: computing it runs every stage
         futures = client.compute(dask.optimize(list(visitor.beam.bags.values())[-1]))

@@ -107,6 +107,9 @@ def test_dask_local_runs_worker_processes_and_leaves_nothing_behind(panel, tmp_p
             workers = client.run(lambda: (__import__("os").getpid(),
                                           __import__("threading").active_count()))
             pids = {pid for pid, _ in workers.values()}
+            # glibc keeps its adaptive mmap threshold in the workers (see worker_environ)
+            assert set(client.run(lambda: __import__("os").environ.get(
+                "MALLOC_TRIM_THRESHOLD_")).values()) == {None}
         assert len(workers) == 3 and len(pids) == 3 and me.pid not in pids
         assert pids <= {child.pid for child in me.children(recursive=True)}
         window_jobs.run(path, str(tmp_path / "release"), CONFIG, seed=SEED, num_shards=3,
