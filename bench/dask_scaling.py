@@ -37,9 +37,7 @@ def role(process: psutil.Process, root: int) -> str:
         return "other"
     if "resource_tracker" in command:
         return "resource tracker"
-    if "multiprocessing" in command or "spawn" in command:
-        return "dask worker"
-    return "other"
+    return "dask worker"  # spawned (multiprocessing) or forked (the job's own command line)
 
 
 def run_sampled(command, interval=0.1):

@@ -6,9 +6,13 @@
   option; default 2) worker *processes* of one thread each, so every transform and
   element is pickled across processes as on a real cluster (the package must be
   importable by the workers, as it is after ``pip install`` or ``pip install -e``).
-  Each row group and shard is a task of its own (``--dask_partition_size=1``).  For an
-  existing cluster use ``--runner DaskRunner --dask_client_address HOST:PORT``.
-* ``DaskRunner``: shorthand for Beam's Dask runner's full class name.
+  On Linux the workers are forked from the job's process as it starts (they begin with
+  its modules imported instead of importing Beam again: the cluster starts in 0.3 s, not
+  2-5 s); elsewhere they are spawned.  Each row group and shard is a task of its own
+  (``--dask_partition_size=1``).  For an existing cluster use ``--runner DaskRunner
+  --dask_client_address HOST:PORT``.
+* ``DaskRunner``: :class:`continual_synth.runners.dask_runner.DaskRunner`, Beam's Dask
+  runner with a cheaper ``GroupByKey``.
 * ``FlinkRunner``, ``DataflowRunner``, …: passed to Beam unchanged, with their own
   options (``--flink_master``, ``--project`` …); ship the code with
   ``--setup_file ./setup.py``.
@@ -16,6 +20,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Iterator, List, Sequence
 
 DASK_RUNNER = "continual_synth.runners.dask_runner.DaskRunner"
@@ -77,10 +82,16 @@ def resolved_beam_args(beam_args: Sequence[str]) -> Iterator[List[str]]:
 
 
 @contextlib.contextmanager
-def local_dask_cluster(workers: int = 2) -> Iterator[str]:
+def local_dask_cluster(workers: int = 2, fork: bool = sys.platform.startswith("linux")
+                       ) -> Iterator[str]:
     """A ``dask.distributed.LocalCluster`` of ``workers`` single-threaded worker
     processes on this machine; yields the scheduler address.  The cluster, its worker
-    processes and the client Beam's Dask runner opened on it are closed on exit."""
+    processes and the client Beam's Dask runner opened on it are closed on exit.
+
+    ``fork``: fork the workers from this process (before the job has run anything, so
+    they inherit imported modules, not job state) rather than spawn fresh interpreters;
+    with ``fork=False`` nothing is inherited, which tests use to prove that every
+    transform really is shipped to the workers."""
     require_dask()
     import logging
 
@@ -88,7 +99,9 @@ def local_dask_cluster(workers: int = 2) -> Iterator[str]:
     import distributed
 
     logging.getLogger("distributed").setLevel(logging.ERROR)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ(),
+                          "distributed.worker.multiprocessing-method":
+                              "fork" if fork else "spawn"}):
         cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
                                            processes=True, dashboard_address=None)
     try:
