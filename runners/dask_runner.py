@@ -12,8 +12,8 @@ Here a ``GroupByKey`` over ``n`` partitions is ``n`` split tasks, ``n × m`` pic
 group tasks with ``m = min(n, 2 × worker threads)`` (every thread has work, twice over for
 balance, and the count does not grow along the pipeline); an integer key ``k`` (a shard)
 goes to partition ``k mod m``, so shards spread evenly; any other key by dask's
-deterministic ``tokenize``.  Values keep their input order (partition
-by partition), as in ``dask.bag.groupby``.  Everything else is Beam's runner unchanged.
+deterministic ``tokenize``.  Values keep their input order (partition by partition), as
+in ``dask.bag.groupby``.  Everything else is Beam's runner unchanged.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from apache_beam.runners.dask.overrides import _GroupByKeyOnly, dask_overrides
 from apache_beam.runners.dask.transform_evaluator import defenestrate
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
+
 
 def partition_of(key, partitions: int) -> int:
     """Output partition of ``key``: ``key mod partitions`` for an integer, else a stable hash
@@ -81,8 +82,7 @@ class DaskRunner(beam_dask.DaskRunner):
         client = ddist.Client(**dask_options)
         threads = sum(client.nthreads().values())
         pipeline.replace_all(dask_overrides())
-        visitor = _Visitor(self.to_dask_bag_visitor(bag_kwargs),
-                           2 * threads)
+        visitor = _Visitor(self.to_dask_bag_visitor(bag_kwargs), 2 * threads)
         pipeline.visit(visitor)
         # the last bag is the pipeline's leaf: computing it runs every stage
         futures = client.compute(dask.optimize(list(visitor.beam.bags.values())[-1]))
