@@ -91,7 +91,9 @@ def local_dask_cluster(workers: int = 2, fork: bool = sys.platform.startswith("l
     ``fork``: fork the workers from this process (before the job has run anything, so
     they inherit imported modules, not job state) rather than spawn fresh interpreters;
     with ``fork=False`` nothing is inherited, which tests use to prove that every
-    transform really is shipped to the workers."""
+    transform really is shipped to the workers.  The CLI starts the cluster before it
+    imports or runs any job code (one thread, no JAX); a program that already runs
+    threads of its own should pass ``fork=False``."""
     require_dask()
     import logging
 
