@@ -107,6 +107,9 @@ def test_dask_local_runs_worker_processes_and_leaves_nothing_behind(panel, tmp_p
             workers = client.run(lambda: (__import__("os").getpid(),
                                           __import__("threading").active_count()))
             pids = {pid for pid, _ in workers.values()}
+            # glibc keeps its adaptive mmap threshold in the workers (see worker_environ)
+            assert set(client.run(lambda: __import__("os").environ.get(
+                "MALLOC_TRIM_THRESHOLD_")).values()) == {None}
         assert len(workers) == 3 and len(pids) == 3 and me.pid not in pids
         assert pids <= {child.pid for child in me.children(recursive=True)}
         window_jobs.run(path, str(tmp_path / "release"), CONFIG, seed=SEED, num_shards=3,
@@ -135,3 +138,40 @@ def test_missing_dask_extra_is_a_one_line_error(panel, tmp_path, capsys, monkeyp
     assert code == 2 and "\n" not in err and not out.exists()
     assert err.startswith("continual-synth: error: --runner dask-local needs Dask")
     assert "pip install 'continual-synth[dask]'" in err
+
+
+def windowed(value):
+    from apache_beam.transforms.window import GlobalWindow
+    from apache_beam.utils.windowed_value import WindowedValue
+    return WindowedValue(value, 0, (GlobalWindow(),))
+
+
+def test_group_by_key_groups_every_key_with_its_values_in_input_order():
+    import dask.bag as db
+    from continual_synth.runners.dask_runner import group_by_key
+    keys = [3, "a", 3, None, 19, "a", 3, (1, "x"), True, 1]
+    items = [(key, windowed((key, i))) for i, key in enumerate(keys)]
+    grouped = group_by_key(db.from_sequence(items, npartitions=4), partitions=16)
+    assert grouped.npartitions == 4  # never more output partitions than input ones
+    result = grouped.compute(scheduler="sync")
+    expected = {}
+    for key, value in items:
+        expected.setdefault(key, []).append(value.value)
+    assert len(result) == len(set(keys))  # True == 1: one key, as in a dict
+    assert dict(result) == expected
+
+
+def test_group_by_key_puts_each_integer_key_in_its_own_partition_with_n_by_m_tasks():
+    import dask.bag as db
+    from continual_synth.runners.dask_runner import group_by_key
+    shards, inputs = 16, 24
+    items = [(j % shards, windowed(j)) for j in range(3 * shards)]
+    bag = db.from_sequence(items, npartitions=inputs)
+    grouped = group_by_key(bag, partitions=shards)
+    assert grouped.npartitions == shards
+    for j, partition in enumerate(grouped.to_delayed()):
+        (key, values), = partition.compute(scheduler="sync")
+        assert key == j and values == [j, j + shards, j + 2 * shards]
+    # split + pick + group tasks: n + n*m + m, on top of the input's n
+    assert len(grouped.__dask_graph__()) - len(bag.__dask_graph__()) == (
+        inputs + inputs * shards + shards)

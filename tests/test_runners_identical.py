@@ -41,10 +41,11 @@ RUNNERS = ["direct", "multi_processing", "dask_processes"]
 
 @pytest.fixture(scope="session")
 def dask_address():
-    """A local dask.distributed cluster of two single-threaded worker processes."""
+    """A local dask.distributed cluster of two single-threaded worker processes, spawned
+    (fresh interpreters: nothing of this process is inherited)."""
     logger = logging.getLogger("distributed")
     level = logger.level
-    with local_dask_cluster(2) as address:
+    with local_dask_cluster(2, fork=False) as address:
         yield address
     logger.setLevel(level)
 
