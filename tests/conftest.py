@@ -3,6 +3,10 @@
 ``s3_server``: a real S3-compatible server (moto's server mode) on 127.0.0.1, started
 once per test session, with one bucket; the tests reach it through Beam's S3
 filesystem (``--s3_endpoint_url``) and boto3, as a job on AWS would.
+
+``gcs_server``: a GCS emulator (``gcp-storage-emulator``, PyPI) on 127.0.0.1, started
+once per test session, with one bucket; Beam's GCS filesystem and google-cloud-storage
+reach it through ``STORAGE_EMULATOR_HOST`` with anonymous credentials.
 """
 from __future__ import annotations
 
@@ -54,3 +58,37 @@ def s3_server():
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+GCS_BUCKET = "continual-synth-gcs-tests"
+
+
+@pytest.fixture(scope="session")
+def gcs_server():
+    """``.bucket``, ``.client`` (an anonymous google-cloud-storage client) and
+    ``.prefix()`` (a fresh ``gs://bucket/<random>`` folder per call)."""
+    emulator = pytest.importorskip("gcp_storage_emulator.server",
+                                   reason="needs gcp-storage-emulator (the [test] extra)")
+    pytest.importorskip("apache_beam.io.gcp.gcsfilesystem",
+                        reason="needs Beam's GCS filesystem (apache-beam[gcp])")
+    gcs = pytest.importorskip("google.cloud.storage", reason="needs google-cloud-storage")
+    import socket
+
+    with socket.socket() as probe:  # a free port (the emulator cannot bind port 0)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = emulator.create_server("127.0.0.1", port, in_memory=True,
+                                    default_bucket=GCS_BUCKET)
+    server.start()
+    saved = os.environ.get("STORAGE_EMULATOR_HOST")
+    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
+    try:
+        yield SimpleNamespace(
+            bucket=GCS_BUCKET, client=gcs.Client.create_anonymous_client(),
+            prefix=lambda: f"gs://{GCS_BUCKET}/{uuid.uuid4().hex[:10]}")
+    finally:
+        server.stop()
+        if saved is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = saved
