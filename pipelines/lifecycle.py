@@ -80,6 +80,8 @@ class StateDir:
         STATE/runs/<token>/        private files one run wrote (people's history,
                                    synthetic people's codes, the baseline's increments);
                                    a version names the runs' folders it uses
+        STATE/spool/<token>/       an event-time stream's period records while its step
+                                   runs (:mod:`~continual_synth.pipelines.stream`)
 
     A version is created exclusively (:mod:`~continual_synth.pipelines.
     conditional_create`: a hard link locally, ``If-None-Match: *`` on S3,

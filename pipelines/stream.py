@@ -65,10 +65,8 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -93,6 +91,7 @@ from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods
                                                        read_event_records)
 
 REJECTED = "_rejected"
+SPOOL = "spool"  # STATE/spool/<token>/: an event-time period's records while its step runs
 #: the period in a file's name: the number after the last "period" or "wave"
 PERIOD_IN_NAME = re.compile(r"(?:period|wave)[_\-. ]?0*(\d+)(?!.*(?:period|wave))", re.I)
 #: state fields that change as the release goes on (not the options a stream is given)
@@ -340,8 +339,9 @@ def release_period(job: IncrementalJob, state_dir: str, output_dir: str, path: s
 class ReleaseClosedPeriods(beam.DoFn):
     """The event-time form: ``("stream", (period, pa.Table))`` batches in; when the
     watermark passes a period's end (a watermark timer), every period up to it is
-    released in order through the lifecycle's step, its records spooled to a private
-    scratch file first (the step reads files).  A period with no records, or refused by
+    released in order through the lifecycle's step, its records spooled first to
+    ``STATE/spool/<token>/`` on the state's own store (the step reads files; the spool is
+    removed after the step, and a killed stream's spool when the next one starts).  A period with no records, or refused by
     the step's validation, goes to the dead letter and holds the later periods back
     (a panel needs every person's report each period)."""
 
@@ -355,6 +355,12 @@ class ReleaseClosedPeriods(beam.DoFn):
         self.job, self.state_dir, self.output_dir, self.clock = job, state_dir, output_dir, clock
         self.drop_columns, self.distinct_rows = list(drop_columns), distinct_rows
         self.until_period, self.beam_args, self.wait = until_period, list(beam_args), wait
+
+    def setup(self):
+        # A spool left by a stream that was killed mid-step holds private records: gone
+        # before this stream spools anything (one stream per state; a second one's steps
+        # are refused by the state's ownership anyway).
+        storage.remove_tree(storage.join(self.state_dir, SPOOL))
 
     def process(self, element, batches=beam.DoFn.StateParam(BATCHES),
                 open_periods=beam.DoFn.StateParam(OPEN), close=beam.DoFn.TimerParam(CLOSE)):
@@ -395,9 +401,12 @@ class ReleaseClosedPeriods(beam.DoFn):
         table = table.drop_columns([c for c in self.drop_columns if c in table.column_names])
         if self.distinct_rows:  # a redelivered message: the same report twice
             table = table.group_by(table.column_names, use_threads=False).aggregate([])
-        spool = tempfile.mkdtemp(prefix="continual-synth-period-")
+        # The step reads files: the period's records are spooled next to the state, on
+        # the state's own store (on Dataflow or Flink the step's workers read them there,
+        # not on this worker's disk), and removed whatever happens.
+        spool = storage.join(self.state_dir, SPOOL, lifecycle.new_token())
+        path = storage.join(spool, f"period_{period:04d}.parquet")
         try:
-            path = os.path.join(spool, f"period_{period:04d}.parquet")
             write_file(table, path, "parquet")
             release_period(self.job, self.state_dir, self.output_dir, path, period,
                            in_format="parquet", beam_args=self.beam_args, wait=self.wait)
@@ -406,7 +415,7 @@ class ReleaseClosedPeriods(beam.DoFn):
             reject(self.output_dir, where, period, str(exc).replace(path, where))
             return False
         finally:
-            shutil.rmtree(spool, ignore_errors=True)
+            storage.remove_tree(spool)
 
 
 def write_late_records(output_dir: str, late) -> None:

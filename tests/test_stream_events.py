@@ -54,9 +54,10 @@ def panel(tmp_path_factory):
     return root, records, run_dir
 
 
-def run_events(events: TestStream, state: str, out: str):
+def run_events(events: TestStream, state: str, out: str, before=lambda: None):
     document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
     open_state(state, document)
+    before()
     options = PipelineOptions()
     options.view_as(StandardOptions).streaming = True
     with beam.Pipeline(options=options) as pipeline:
@@ -217,3 +218,40 @@ def test_tabular_state_in_beam_late_batch_and_empty_period_equal_run(tmp_path):
     assert ordered(read_dataset(str(out))).equals(ordered(read_dataset(str(tmp_path / "run"))))
     rejected_batch = read_dataset(str(dead / "late-1.parquet"))
     assert rejected_batch.num_rows == 7 and "closed" in rejected_batch["reason"][0].as_py()
+
+
+def test_event_periods_are_spooled_next_to_the_state_and_removed(panel, tmp_path,
+                                                                  monkeypatch):
+    """The step reads a period's records from a file: it is written under
+    ``STATE/spool/`` on the state's own store (never a worker's temp folder), exists
+    while the step runs, and is gone afterwards; a killed stream's spool is removed when
+    the next stream starts."""
+    from continual_synth.pipelines import stream
+
+    _, records, run_dir = panel
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    leftover = os.path.join(state, "spool", "dead-run", "period_0001.parquet")
+
+    def killed_stream_leftover():  # as a stream killed mid-step leaves it
+        os.makedirs(os.path.dirname(leftover))
+        open(leftover, "wb").close()
+    seen = []
+    real = stream.release_period
+
+    def spy(job, state_dir, output_dir, path, period, **kw):
+        seen.append((path, os.path.exists(path), os.path.exists(leftover)))
+        return real(job, state_dir, output_dir, path, period, **kw)
+
+    monkeypatch.setattr(stream, "release_period", spy)
+    events = TestStream()
+    for period in range(1, T + 1):
+        events = events.add_elements(records[period]).advance_watermark_to(
+            ORIGIN + period * LENGTH)
+    run_events(events.advance_watermark_to_infinity(), state, out, killed_stream_leftover)
+    assert sorted_records(out).equals(sorted_records(run_dir))
+    assert len(seen) == T
+    for path, existed, stale in seen:
+        assert path.startswith(os.path.join(state, "spool") + os.sep) and existed
+        assert not stale
+    assert not os.path.exists(os.path.join(state, "spool")) or \
+        not [f for _, _, files in os.walk(os.path.join(state, "spool")) for f in files]
