@@ -5,7 +5,9 @@ released records, not taken from ``evaluate_window``.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
+import io
 import json
 import os
 import shutil
@@ -217,3 +219,13 @@ def clone_incremental(state_dir: str, output_dir: str, new_root: str):
     if state.get("output_dir"):
         store.commit(version, {**state, "output_dir": os.path.abspath(output_copy)})
     return state_copy, output_copy
+
+
+def cli(*argv):
+    """Run the command line in-process: (exit code, printed JSON or the error line)."""
+    from continual_synth.pipelines.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, (json.loads(out.getvalue()) if code == 0 else err.getvalue().strip())

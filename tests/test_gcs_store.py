@@ -12,29 +12,20 @@
 """
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import os
 
 import pytest
 
 from continual_synth.pipelines import conditional_create
-from continual_synth.pipelines.cli import main
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import write_file
 
-from helpers_panels import long_table, markov_codes, snapshot
+from helpers_panels import cli, long_table, markov_codes, snapshot
 
 PRIVACY = ["--window", "2", "--horizon", "3", "--rho", "5", "--neighbor", "add-remove",
            "--seed", "9", "--shards", "2"]
 
 
-def cli(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, (json.loads(out.getvalue()) if code == 0 else err.getvalue().strip())
 
 
 def objects(gcs, prefix: str) -> dict:

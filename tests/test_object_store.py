@@ -9,8 +9,6 @@ step without touching anything, and a lease whose owner died expires.
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import threading
@@ -20,24 +18,18 @@ import pytest
 
 from continual_synth.mechanisms.errors import StateError
 from continual_synth.pipelines import conditional_create
-from continual_synth.pipelines.cli import main
 from continual_synth.pipelines.lifecycle import Lease, Ownership, StateDir
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import write_file
 
-from helpers_panels import long_table, markov_codes, period_table, snapshot, sorted_records
+from helpers_panels import (cli, long_table, markov_codes, period_table, snapshot,
+                            sorted_records)
 
 PRIVACY = ["--window", "2", "--horizon", "3", "--rho", "5", "--neighbor", "add-remove",
            "--seed", "9", "--shards", "2"]
 PEOPLE, PERIODS = 150, 3
 
 
-def cli(*argv):
-    """(exit code, printed JSON or the error line)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, (json.loads(out.getvalue()) if code == 0 else err.getvalue().strip())
 
 
 def objects(s3, prefix: str) -> dict:
