@@ -211,7 +211,7 @@ class Fitter:
         warm = warm_start if warm_start is not None else self.start(total)
         measurements = [m for m in measurements]
         for m in measurements:
-            if tuple(m.workload) not in self.index:
+            if tuple(m.workload) not in self.index and not self._is_margin(m.workload):
                 raise InputError(f"measurement of unknown workload {m.workload}")
             if np.asarray(m.values).shape != (_cells(self.domain, m.workload),):
                 raise InputError(f"measurement of {m.workload} has the wrong shape")
@@ -222,6 +222,12 @@ class Fitter:
         if self.model_kind == "junction-tree":
             return self._fit_ipf(measurements, total, warm)
         return self._fit_mbi(measurements, total, warm)
+
+    def _is_margin(self, workload) -> bool:
+        """A measurement the ``ipf`` and ``mw`` fits also take: a marginal on attributes
+        that one of the fitter's workloads holds (e.g. a pooled one-way margin)."""
+        return (self.model_kind in ("junction-tree", "dense") and len(set(workload)) ==
+                len(workload) and any(set(workload) <= set(w) for w in self.workloads))
 
     # -- MW ---------------------------------------------------------------------------------
     def _fit_mw(self, measurements, total, warm):
@@ -295,7 +301,9 @@ class Fitter:
         distribution p(x) ← p(x)·m̂_W(x_W)/p_W(x_W).  Cycles ``iterations`` times over
         the measurements, until every measured marginal is matched to ``IPF_TOLERANCE``
         or the largest mismatch stops changing by more than that (inconsistent noisy
-        measurements: IPF's limit cycle)."""
+        measurements: IPF's limit cycle); a marginal already matched is not updated.
+        Marginals of fewer attributes than a workload (pooled margins) take part in the
+        cycle but not in the structure."""
         given = {tuple(m.workload) for m in measurements}
         structure = [w for w in self.workloads if w in given or w in self.structure(warm)]
         cliques = self._tree(structure)
@@ -322,7 +330,10 @@ class Fitter:
             worst = 0.0
             for w, home, t in targets:
                 current = _project_dense(model.marginals[home], list(home), w)
-                worst = max(worst, float(np.abs(current - t).max()))
+                gap = float(np.abs(current - t).max())
+                worst = max(worst, gap)
+                if gap < IPF_TOLERANCE:
+                    continue
                 ratio = np.divide(t, current, out=np.zeros_like(t), where=current > 0)
                 _ipf_update(model, tree, home, w, ratio)
             # matched, or (inconsistent noisy targets) settled on IPF's limit cycle

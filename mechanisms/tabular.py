@@ -108,7 +108,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from continual_synth.mechanisms import accounting
+from continual_synth.mechanisms import accounting, pooled_margins
 from continual_synth.mechanisms.counters import (
     StreamCounter,
     UNBOUNDED_KINDS,
@@ -143,12 +143,14 @@ BIAS_CORRECTIONS = ("noise+sampling", "noise", "paper", "none")
 UTILITIES = ("aim", "paper")
 REMAINDERS = ("increment", "model", "paper")
 COMBINES = ("last", "average")
+MARGINS = ("pooled", "none")
 BASELINE_STARTS = ("previous", "uniform")
 # The two rule sets: ours (the defaults) and the paper's as printed (to reproduce it).
 RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remainder": "increment",
-                 "combine": "last", "refresh": 0, "baseline_start": "previous"},
+                 "combine": "last", "refresh": 0, "baseline_start": "previous", "margins": None},
          "paper": {"utility": "paper", "bias_correction": "paper", "remainder": "paper",
-                   "combine": "average", "refresh": 0, "baseline_start": "uniform"}}
+                   "combine": "average", "refresh": 0, "baseline_start": "uniform",
+                   "margins": "none"}}
 RELATION = "event-level add/remove of one record"
 MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
 INCREMENT_PULL = 0.2  # weight of g_t in the prior of the increment model δ_t
@@ -180,6 +182,7 @@ class TabularConfig:
     combine: str = "last"
     refresh: int = 0
     baseline_start: str = "previous"
+    margins: Optional[str] = None
 
     def __post_init__(self):
         if not isinstance(self.domain, Domain):
@@ -241,6 +244,16 @@ class TabularConfig:
         if self.baseline_start not in BASELINE_STARTS:
             raise InputError(f"baseline_start must be one of {BASELINE_STARTS}, got "
                              f"{self.baseline_start!r}")
+        pools = (self.method == "proposed" and self.fit in ("ipf", "mw")
+                 and self.remainder in ("increment", "model"))
+        if self.margins is None:
+            object.__setattr__(self, "margins", "pooled" if pools else "none")
+        elif self.margins not in MARGINS:
+            raise ParameterError("margins", f"must be one of {MARGINS}, got {self.margins!r}")
+        elif self.margins == "pooled" and not pools:
+            raise ParameterError("margins", "pooled one-way margins need the proposed method, "
+                                            "the ipf or mw fit and the increment or model "
+                                            "remainder")
         if self.max_cells is not None and (
                 isinstance(self.max_cells, bool)
                 or not isinstance(self.max_cells, (int, np.integer)) or self.max_cells < 1):
@@ -319,13 +332,14 @@ class TabularConfig:
                 "bias_correction": self.bias_correction, "max_cells": self.max_cells,
                 "utility": self.utility, "remainder": self.remainder,
                 "combine": self.combine, "refresh": int(self.refresh),
-                "baseline_start": self.baseline_start}
+                "baseline_start": self.baseline_start, "margins": self.margins}
 
     @classmethod
     def from_dict(cls, data: Dict) -> "TabularConfig":
         data = dict(data)
         data["domain"] = Domain(data["domain"])
         data["workloads"] = tuple(tuple(w) for w in data["workloads"])
+        data.setdefault("margins", "none")  # states made before the pool
         return cls(**data)
 
 
@@ -346,6 +360,8 @@ class TabularState:
     period's start under ``baseline_start="previous"``, else None).
     ``counters``, ``counter_values`` (C_i at its last feed), ``remainders`` (r(t, i)),
     ``anchor_times`` (counter time when r was last set): proposed only.
+    ``margin_sums`` (M_a(t)) and ``margin_levels`` (L_a): the pooled one-way margins
+    (:mod:`~continual_synth.mechanisms.pooled_margins`), under ``margins="pooled"``.
     **Holds private information** (counter states contain true running sums); keep it on
     the private side.
     """
@@ -359,6 +375,8 @@ class TabularState:
     remainders: List[np.ndarray] = field(default_factory=list)
     increment_model: Optional[FittedModel] = None
     anchor_times: List[int] = field(default_factory=list)
+    margin_sums: Dict[str, np.ndarray] = field(default_factory=dict)
+    margin_levels: Dict[str, np.ndarray] = field(default_factory=dict)
     size: int = 0
     selection_counts: List[int] = field(default_factory=list)
     last_selected: List[int] = field(default_factory=list)
@@ -372,7 +390,10 @@ class TabularState:
                 "remainders": [np.asarray(v).tolist() for v in self.remainders],
                 "increment_model": (None if self.increment_model is None
                                     else self.increment_model.to_dict()),
-                "anchor_times": list(self.anchor_times), "size": int(self.size),
+                "anchor_times": list(self.anchor_times),
+                "margin_sums": {a: v.tolist() for a, v in self.margin_sums.items()},
+                "margin_levels": {a: v.tolist() for a, v in self.margin_levels.items()},
+                "size": int(self.size),
                 "selection_counts": list(self.selection_counts),
                 "last_selected": list(self.last_selected)}
 
@@ -381,7 +402,9 @@ class TabularState:
         if data.get("format") != FORMAT_VERSION:
             raise StateError(f"unknown tabular state format {data.get('format')!r}")
         domain = Domain(data["config"]["domain"])
-        return cls(config=data["config"],
+        config = dict(data["config"])
+        config.setdefault("margins", "none")  # states made before the pool
+        return cls(config=config,
                    ledger=accounting.BudgetLedger.from_dict(data["ledger"]),
                    period=int(data["period"]),
                    model=None if data["model"] is None else model_from_dict(data["model"],
@@ -393,6 +416,10 @@ class TabularState:
                    increment_model=(None if data.get("increment_model") is None
                                     else model_from_dict(data["increment_model"], domain)),
                    anchor_times=[int(x) for x in data["anchor_times"]],
+                   margin_sums={a: np.asarray(v, dtype=np.float64)
+                                for a, v in data.get("margin_sums", {}).items()},
+                   margin_levels={a: np.asarray(v, dtype=np.float64)
+                                  for a, v in data.get("margin_levels", {}).items()},
                    size=int(data["size"]),
                    selection_counts=[int(x) for x in data["selection_counts"]],
                    last_selected=[int(x) for x in data["last_selected"]])
@@ -431,6 +458,9 @@ def initial_state(config: TabularConfig) -> TabularState:
         state.counter_values = [np.zeros(c) for c in config.cells]
         state.remainders = [np.zeros(c) for c in config.cells]
         state.anchor_times = [0] * q
+        if config.margins == "pooled":
+            state.margin_sums = {a: np.zeros(config.domain.size((a,)))
+                                 for a in pooled_margins.attributes(config.workloads)}
     return state
 
 
@@ -520,7 +550,10 @@ def _copy_state(state: TabularState) -> TabularState:
         counter_values=[v.copy() for v in state.counter_values],
         remainders=[v.copy() for v in state.remainders],
         increment_model=state.increment_model,
-        anchor_times=list(state.anchor_times), size=state.size,
+        anchor_times=list(state.anchor_times),
+        margin_sums={a: v.copy() for a, v in state.margin_sums.items()},
+        margin_levels={a: v.copy() for a, v in state.margin_levels.items()},
+        size=state.size,
         selection_counts=list(state.selection_counts),
         last_selected=list(state.last_selected))
 
@@ -569,7 +602,8 @@ def _staleness(workloads, counts, selected, i):
 
 
 def _select_measure_fit(config, sampler, targets, start, bias, measure, measurement,
-                        size_of, rescale: bool, counts: Sequence[int], batch: int = 0):
+                        size_of, rescale: bool, counts: Sequence[int], batch: int = 0,
+                        margins=None):
     """The k select-measure-fit iterations both algorithms share (Algorithm 3 lines 9-18;
     Algorithm 2 lines 6-20): select j among the eligible workloads not yet selected this
     period by the exponential mechanism on the utilities against ``targets``, measure it
@@ -583,7 +617,9 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
     fit matches and their per-cell variance).  A workload is eligible when the fitted
     model stays under ``max_cells`` with it (a public check on the model).  ``rescale``:
     warm-start from h_{t,l−1} rescaled to the new size (the baseline, whose h_{t,0} is
-    the empty uniform table).  Returns (selected indices, iterates)."""
+    the empty uniform table).  ``margins(selected, size)``: further measurements (the
+    pooled one-way margins) fitted after the selected workloads'.  Returns (selected
+    indices, iterates)."""
     fitter = config.fitter()
     workloads, cells = config.workloads, config.cells
     h = start
@@ -610,6 +646,8 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
         for i in selected:
             values, var = measurement(i, total)
             measurements.append(Measurement(workloads[i], values, math.sqrt(var)))
+        if margins is not None:
+            measurements.extend(margins(selected, total))
         h = fitter.fit(measurements, total, warm_start=h.scaled(total) if rescale else h)
         iterates.append(h)
     return selected, iterates
@@ -653,12 +691,30 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
             values = value + new.remainders[j]
         return values, measurement_variance(j, new.counters[j].time)
 
+    def measured_margins(selected):
+        return pooled_margins.period_margins(
+            config.domain, workloads, {j: increments[j] for j in selected},
+            {j: new.counters[j].variance(1) for j in selected})
+
+    def margins(selected, total):
+        pooled = pooled_margins.targets(new.margin_sums, new.margin_levels,
+                                        measured_margins(selected),
+                                        total - g_prev.total, g_prev)
+        return [Measurement((a,), values) for a, values in pooled.items()]
+
+    pooling = config.margins == "pooled"
     selected, iterates = _select_measure_fit(
         config, sampler, targets, g_prev, bias, measure, measurement,
         lambda increment: max(g_prev.total + increment, 0.0), rescale=False,
-        counts=new.selection_counts, batch=int(round(g_prev.total / (period - 1))) if period > 1 else 0)  # lines 9-18
+        counts=new.selection_counts,
+        batch=int(round(g_prev.total / (period - 1))) if period > 1 else 0,
+        margins=margins if pooling else None)                    # lines 9-18
     g = (average_models(config.domain, iterates) if config.combine == "average"
          else iterates[-1])                                      # line 19
+    if pooling:
+        new.margin_sums, new.margin_levels = pooled_margins.commit(
+            new.margin_sums, new.margin_levels, measured_margins(selected),
+            g.total - g_prev.total, g_prev)
     if config.remainder == "increment":
         _carry_increment(config, new, g, g.total - g_prev.total, selected, increments)
     for i in range(q):                                           # lines 20-21
@@ -789,6 +845,7 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "utility": config.utility,
         "remainder": config.remainder,
         "combine": config.combine,
+        "margins": config.margins,
         "counter": config.counter if proposed else None,
         "counter_epsilon": config.measure_epsilon if proposed else None,
         "measurement_noise": (f"discrete Laplace counters, scale {2 * config.selections / config.epsilon:.6g} per node"

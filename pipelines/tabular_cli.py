@@ -62,6 +62,12 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "or paper "
                              "(Kumar et al. §7.2 utility, bias |W|, r(t, i) of lines 16-21, "
                              "g_t = average of the iterates); see docs/tabular.md")
+    parser.add_argument("--margins", choices=["pooled", "none"], default=None,
+                        help="pooled: fit every attribute's one-way margin pooled over all "
+                             "the periods' measurements of the workloads holding it "
+                             "(default with --rule aim and --fit ipf or mw); none: the "
+                             "paper's fit of the selected workloads only; see "
+                             "docs/tabular.md")
     parser.add_argument("--max-cells", type=POSITIVE_INT, default=None,
                         help="largest fitted model (junction-tree cells); workloads that "
                              "would exceed it are not selected")
@@ -144,6 +150,8 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
     options = dict(RULES[args.rule])
     if args.max_cells is not None:
         options["max_cells"] = args.max_cells
+    if args.margins is not None:
+        options["margins"] = args.margins
     return TabularSynthesizer.create(
         domain=domain, workloads=workloads, epsilon=args.epsilon, method=args.method,
         selections=args.selections, counter=args.counter, fit=args.fit,

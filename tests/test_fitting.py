@@ -143,7 +143,12 @@ def test_fit_rejects_bad_measurements():
     with pytest.raises(InputError):
         fitter.fit([fitting.Measurement(("a", "b"), np.zeros(5))], 10.0)
     with pytest.raises(InputError):
-        fitter.fit([fitting.Measurement(("a",), np.zeros(3))], 10.0)
+        fitter.fit([fitting.Measurement(("a",), np.zeros(4))], 10.0)  # wrong shape
+    with pytest.raises(InputError):
+        fitter.fit([fitting.Measurement(("a", "a"), np.zeros(9))], 10.0)
+    with pytest.raises(InputError):
+        fitting.Fitter(DOMAIN, WORKLOADS, "pgm").fit(
+            [fitting.Measurement(("a",), np.zeros(3))], 10.0)  # mbi fits take workloads
     with pytest.raises(InputError):
         fitting.Fitter(DOMAIN, WORKLOADS, "magic")
 
@@ -182,3 +187,19 @@ def test_ipf_junction_tree_matches_measurements_and_infers_exactly():
     for w in workloads:
         assert np.allclose(fitting._project_dense(dense, list(domain.names), w),
                            h2.probabilities(w), atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["ipf", "mw"])
+def test_one_way_margins_are_fitted_beside_the_workloads(method):
+    """A one-way measurement (a pooled margin) is fitted exactly beside a consistent
+    two-way one, and alone it moves only its attribute: the fit of a uniform start to a
+    skewed margin of ``a`` keeps ``b`` and ``c`` uniform."""
+    fitter = fitting.Fitter(DOMAIN, WORKLOADS, method)
+    pair = np.array([30.0, 10.0, 20.0, 10.0, 20.0, 10.0])  # (a, b)
+    margin_a = pair.reshape(3, 2).sum(axis=1)
+    model = fitter.fit([fitting.Measurement(("a", "b"), pair),
+                        fitting.Measurement(("a",), margin_a)], 100.0)
+    np.testing.assert_allclose(model.probabilities(("a", "b")), pair / 100, atol=1e-4)
+    model = fitter.fit([fitting.Measurement(("a",), np.array([70.0, 20.0, 10.0]))], 100.0)
+    np.testing.assert_allclose(model.probabilities(("a",)), [0.7, 0.2, 0.1], atol=1e-4)
+    np.testing.assert_allclose(model.probabilities(("c",)), np.full(4, 0.25), atol=1e-4)

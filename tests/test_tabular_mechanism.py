@@ -179,7 +179,8 @@ def test_deterministic_and_state_round_trip(method):
                           r1[-1].model.sample(30, np.random.default_rng(1)))
     assert set(state.to_dict()) == {"format", "config", "ledger", "period", "model", "counters",
                                     "counter_values", "remainders", "increment_model",
-                                    "anchor_times", "size", "selection_counts",
+                                    "anchor_times", "margin_sums", "margin_levels",
+                                    "size", "selection_counts",
                                     "last_selected"}
 
 
@@ -328,19 +329,24 @@ def ordered_stream_errors(**options):
 def test_noise_free_release_of_an_ordered_stream_keeps_strong_marginals():
     """A release limited only by sampling answers every one-way marginal of the 2 000
     records within a few hundredths (sampling standard error of a 6-cell share ≈ 0.01 per
-    measured period) and every two-way one within 0.1.  With the remainder imputed from
-    the current model and no refresh slot (the defaults before this test), ``big`` was
-    never measured often enough and stayed at TV ≈ 0.2-0.4, the worst two-way TV ≈ 0.4
-    (see :func:`test_ordered_stream_defaults_before_the_fix_miss_big`)."""
+    measured period), every two-way one within 0.15 and the two-way ones within 0.05 on
+    average.  With the remainder imputed from the current model and no refresh slot (the
+    defaults before this test), ``big`` was never measured often enough and stayed at
+    TV ≈ 0.2-0.4, the worst two-way TV ≈ 0.4
+    (see :func:`test_ordered_stream_defaults_before_the_fix_miss_big`).  The pooled
+    one-way margins (the default) bring the worst one-way TV from 0.066 to 0.024 and the
+    mean two-way TV from 0.056 to 0.040, at the cost of the strong pair (big, p): 0.125
+    against 0.10 without the pool."""
     one, two = ordered_stream_errors()
     assert one.max() < 0.06, one
-    assert two.max() < 0.1, two
+    assert two.max() < 0.15, two
+    assert two.mean() < 0.05, two
 
 
 def test_ordered_stream_defaults_before_the_fix_miss_big():
     """The same stream under the previous rules (``remainder="model"``, no refresh slot):
     the test above fails there, as it should."""
-    one, two = ordered_stream_errors(remainder="model", refresh=0)
+    one, two = ordered_stream_errors(remainder="model", refresh=0, margins="none")
     assert one.max() > 0.06 or two.max() > 0.1
 
 
