@@ -301,7 +301,7 @@ class Fitter:
         distribution p(x) ← p(x)·m̂_W(x_W)/p_W(x_W).  Cycles ``iterations`` times over
         the measurements, until every measured marginal is matched to ``IPF_TOLERANCE``
         or the largest mismatch stops changing by more than that (inconsistent noisy
-        measurements: IPF's limit cycle); a marginal already matched is not updated.
+        measurements: IPF's limit cycle).
         Marginals of fewer attributes than a workload (pooled margins) take part in the
         cycle but not in the structure."""
         given = {tuple(m.workload) for m in measurements}
@@ -330,10 +330,7 @@ class Fitter:
             worst = 0.0
             for w, home, t in targets:
                 current = _project_dense(model.marginals[home], list(home), w)
-                gap = float(np.abs(current - t).max())
-                worst = max(worst, gap)
-                if gap < IPF_TOLERANCE:
-                    continue
+                worst = max(worst, float(np.abs(current - t).max()))
                 ratio = np.divide(t, current, out=np.zeros_like(t), where=current > 0)
                 _ipf_update(model, tree, home, w, ratio)
             # matched, or (inconsistent noisy targets) settled on IPF's limit cycle

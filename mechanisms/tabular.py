@@ -49,6 +49,10 @@ Two rule sets (``RULES``; each rule is also its own option):
   kept ordered streams at 15-19× the sampling floor without noise.  g_t = h_{t,k} (the
   average gives the last measurement 1/k of its weight).  Optional ``refresh`` slots (0
   by default) give some of the k selections to the stalest workload, a public choice.
+  Pooled one-way margins (``margins="pooled"``, the default where the fit takes them:
+  ``ipf`` or ``mw`` with the ``increment`` or ``model`` remainder): every fit also matches
+  each attribute's one-way margin pooled over all the periods' counter increments of
+  the workloads holding it (:mod:`~continual_synth.mechanisms.pooled_margins`).
 
 Privacy of the proposed method (Theorem 6.1, selective counting of Kumar et al. 2024):
 a record of period t enters (i) the k exponential mechanisms of period t — the utilities of
