@@ -306,12 +306,13 @@ def adult_markdown(results, args) -> str:
     lines = ["# Kumar et al. (2024) Tables 1-2, Adult streams: ours against the paper's", "",
              f"UCI Adult (bench/adult_data.py, 48 842 rows, 13 categorical attributes, all "
              f"78 two-way workloads), k = {args.selections} selections, simple counter, "
-             f"library defaults (`aim` rules, `ipf` fit).  Every figure is the metric "
-             f"averaged over the last {args.last} periods of the stream as run, like the "
-             f"paper's tables (last 10 time steps of the full stream).  One process; seeds "
-             f"per cell: see `n`.  *floor*: the same metric for a same-size sample drawn "
-             f"with replacement from f_t (the error of a perfect model), same periods.  "
-             f"What the figures say, cell by cell: tabular_tables_adult_notes.md.", "",
+             f"library defaults (`aim` rules, `ipf` fit, pooled one-way margins).  Every "
+             f"figure is the metric averaged over the last {args.last} periods of the "
+             f"stream as run, like the paper's tables (last 10 time steps of the full "
+             f"stream).  {args.workers} worker process(es); seeds per cell: see `n`.  "
+             f"*floor*: the same metric for a same-size sample drawn with replacement from "
+             f"f_t (the error of a perfect model), same periods.  What the figures say, "
+             f"cell by cell: {os.path.basename(args.out)}_notes.md.", "",
              "| stream | periods run / full | ε | metric | base ours | base paper | "
              "ratio | prop ours | prop paper | ratio | floor | n |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
