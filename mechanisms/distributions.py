@@ -327,7 +327,8 @@ class JunctionTreeModel(MRFModel):
     """A decomposable distribution held as consistent clique marginals μ_C on a junction
     forest (p(x) = Π_C μ_C(x_C) / Π_S μ_S(x_S)): the ``ipf`` fit's model.  Pure numpy:
     marginals of any workload as :class:`MRFModel`, forward sampling along the forest
-    (each clique's new attributes drawn from μ_C / μ_S given its separator)."""
+    (each clique's new attributes drawn from μ_C / μ_S given its separator, by
+    systematic sampling within each separator value: :func:`_systematic_positions`)."""
 
     kind = "junction-tree"
 
@@ -360,7 +361,8 @@ class JunctionTreeModel(MRFModel):
                                                   for a in sep), sep_sizes)
                        if sep else np.zeros(n, dtype=np.int64))
                 start = np.concatenate([[0.0], cdf])[row * width]
-                u = start + rng.random(n) * (cdf[row * width + width - 1] - start)
+                u = start + _systematic_positions(row, rng) * (
+                    cdf[row * width + width - 1] - start)
                 cell = np.searchsorted(cdf, u, side="right") - row * width
                 cell = np.clip(cell, 0, width - 1)
                 for a, code in zip(new, np.unravel_index(cell, new_sizes)):
@@ -372,6 +374,27 @@ class JunctionTreeModel(MRFModel):
                 "cliques": [list(c) for c in self.cliques],
                 "marginals": [self.marginals[c].tolist() for c in self.cliques],
                 "measured": [list(w) for w in self.measured]}
+
+
+def _systematic_positions(groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Positions in [0, 1) for inverse-CDF sampling within each group of records: the
+    ``n_g`` records of group g, in a random order, get (rank + U_g) / n_g with one
+    uniform U_g per group (systematic sampling).  Each record's position is still
+    uniform on [0, 1) — its cell is drawn from the conditional distribution exactly —
+    but the group's cell counts are within 1 of n_g × p(cell | g): the randomised
+    rounding of private-pgm's ``synthetic_data(method="round")`` (its default), which
+    keeps the released table's marginals on the model's instead of adding i.i.d.
+    sampling noise to them."""
+    n = groups.size
+    order = np.lexsort((rng.random(n), groups))
+    sorted_groups = groups[order]
+    first = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
+    sizes = np.diff(np.r_[first, n])
+    rank = np.arange(n) - np.repeat(first, sizes)
+    offsets = rng.random(first.size)
+    positions = np.empty(n)
+    positions[order] = (rank + np.repeat(offsets, sizes)) / np.repeat(sizes, sizes)
+    return positions
 
 
 def _einsum(factors, keep):

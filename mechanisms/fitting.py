@@ -26,7 +26,8 @@ Three fits:
   {W(p) = m̂_W}, i.e. iterative proportional fitting; MWEM's update
   p(x) ∝ p(x)·exp(q(x)(m − q(p))/(2n)) is its first-order version and converges far
   more slowly), cycling ``iterations`` times over the measured workloads from the warm
-  start.  m̂_W is the measurement clipped at 0 and normalised.
+  start.  m̂_W is the measurement projected onto the nonnegative histograms of its
+  total and normalised (:func:`nonnegative_target`).
 * ``pgm`` — private-pgm (``mbi`` 2.0, McKenna et al. 2019; §4.2.2):
   ``mbi.estimation.MirrorDescent`` on a Markov random field over the measured workloads
   (``pgm_model`` ``auto``/``mrf``; the structure grows as for ``ipf``, the unmeasured
@@ -71,6 +72,33 @@ class Measurement:
     workload: Workload
     values: np.ndarray
     stddev: float = 1.0
+
+
+def nonnegative_target(values) -> np.ndarray:
+    """The proportions a fit matches for a noisy histogram y: the Euclidean projection
+    of y onto {x ≥ 0, Σx = Σy}, x_i = max(y_i − τ, 0) with the one τ that keeps the
+    total (Duchi et al. 2008, sort-based), normalised; where Σy ≤ 0, y clipped at 0
+    and normalised; an empty array when nothing positive is left.
+
+    Why not clip at 0 and normalise (the earlier rule): clipping keeps every cell's
+    positive noise, E[max(0, Z)] = b/2 for a Laplace Z of scale b, so a workload of many
+    empty cells gains mass in all of them and loses it from the populated ones; the
+    projection subtracts one threshold from every cell (the *Norm-Sub* of Wang et al.
+    2020, for the same problem in local DP) and keeps the total, an unbiased estimate.
+    On CCES at ε = 1 (t = 100) it took the release's AvgWE from 0.0188 to 0.0179 and
+    AvgRelWE from 3.82 to 2.32 (bench/results/tabular_floor.md); without noise it
+    changes nothing.  Post-processing of private measurements: no budget."""
+    y = np.asarray(values, dtype=np.float64)
+    total = float(y.sum())
+    if total <= 0:
+        t = np.clip(y, 0, None)
+        s = t.sum()
+        return t / s if s > 0 else np.zeros(0)
+    u = np.sort(y)[::-1]
+    excess = np.cumsum(u) - total
+    last = np.flatnonzero(u - excess / np.arange(1, u.size + 1) > 0)[-1]
+    t = np.maximum(y - excess[last] / (last + 1), 0.0)
+    return t / t.sum()
 
 
 def junction_tree(domain: Domain, workloads: Sequence[Workload]) -> List[Tuple[str, ...]]:
@@ -234,15 +262,15 @@ class Fitter:
         p = _as_dense(warm).probs.copy()
         targets, cells = [], []
         for m in measurements:
-            t = np.clip(np.asarray(m.values, dtype=np.float64), 0, None)
-            if t.sum() <= 0:
+            t = nonnegative_target(m.values)
+            if t.size == 0:
                 continue
             pos = self.domain.index(m.workload)
             grids = np.indices(self.domain.sizes, sparse=True)
             shape = tuple(self.domain.sizes[i] for i in pos)
             flat = np.ravel_multi_index(tuple(grids[i] for i in pos), shape)
             cells.append(np.broadcast_to(flat, self.domain.sizes).reshape(-1))
-            targets.append(t / t.sum())
+            targets.append(t)
         flat_p = p.reshape(-1)
         for _ in range(self.iterations):
             for cell, target in zip(cells, targets):
@@ -321,10 +349,10 @@ class Fitter:
         tree = model._junction_forest()["tree"]
         targets = []
         for m in measurements:
-            t = np.clip(np.asarray(m.values, dtype=np.float64), 0, None)
-            if t.sum() > 0:
+            t = nonnegative_target(m.values)
+            if t.size:
                 home = next(c for c in cliques if set(m.workload) <= set(c))
-                targets.append((tuple(m.workload), home, t / t.sum()))
+                targets.append((tuple(m.workload), home, t))
         previous = math.inf
         for _ in range(self.iterations):
             worst = 0.0

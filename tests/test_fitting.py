@@ -203,3 +203,68 @@ def test_one_way_margins_are_fitted_beside_the_workloads(method):
     model = fitter.fit([fitting.Measurement(("a",), np.array([70.0, 20.0, 10.0]))], 100.0)
     np.testing.assert_allclose(model.probabilities(("a",)), [0.7, 0.2, 0.1], atol=1e-4)
     np.testing.assert_allclose(model.probabilities(("c",)), np.full(4, 0.25), atol=1e-4)
+
+
+def test_nonnegative_target_is_the_projection_onto_the_simplex():
+    """The fit's target from a noisy histogram y is the Euclidean projection of y onto
+    {x ≥ 0, Σx = Σy}, normalised: KKT conditions x_i = y_i − τ where x_i > 0 and
+    y_i ≤ τ where x_i = 0, with one τ ≥ 0."""
+    rng = np.random.default_rng(4)
+    for size in (1, 2, 7, 240):
+        y = rng.normal(3.0, 5.0, size)
+        y[0] = abs(y[0]) + 1.0  # Σy > 0
+        if y.sum() <= 0:
+            y += 1.0 - y.sum() / size
+        t = fitting.nonnegative_target(y)
+        x = t * y.sum()
+        assert t.sum() == pytest.approx(1.0) and (t >= 0).all()
+        on = x > 0
+        tau = (y - x)[on]
+        assert np.allclose(tau, tau[0]) and tau[0] >= -1e-9
+        assert (y[~on] <= tau[0] + 1e-9).all()
+    assert np.allclose(fitting.nonnegative_target([2.0, 6.0]), [0.25, 0.75])  # no negatives
+    assert fitting.nonnegative_target([-1.0, -2.0]).size == 0                 # nothing left
+    assert np.allclose(fitting.nonnegative_target([-1.0, 0.5]), [0.0, 1.0])    # Σy < 0: clip
+
+
+def test_nonnegative_target_beats_clipping_on_a_sparse_noisy_histogram():
+    """Why the fit projects instead of clipping: on a sparse histogram (20 of 240 cells
+    hold 1 000 records) with discrete Laplace noise of scale 8 per cell from the
+    project's sampler, clipping at 0 leaves E[max(0, noise)] = 4 in each of 220 empty
+    cells (≈ 880 spurious records: L1 ≈ 2·880/1 880 ≈ 0.94 on proportions); the
+    projection (measured 0.49) about halves it.  Mean L1 over 200 draws, standard
+    errors < 0.01."""
+    from continual_synth.mechanisms.samplers import SeededSampler
+
+    truth = np.zeros(240)
+    truth[:20] = 50.0
+    sampler = SeededSampler(11)
+    l1 = {"project": [], "clip": []}
+    for _ in range(200):
+        y = truth + np.asarray(sampler.discrete_laplace(8.0, truth.size), dtype=float)
+        l1["project"].append(np.abs(fitting.nonnegative_target(y) - truth / 1000).sum())
+        clipped = np.clip(y, 0, None)
+        l1["clip"].append(np.abs(clipped / clipped.sum() - truth / 1000).sum())
+    project, clip = np.mean(l1["project"]), np.mean(l1["clip"])
+    assert clip > 0.85 and project < 0.6 * clip
+
+
+def test_junction_tree_sample_rounds_within_separator_groups():
+    """The ipf model samples by systematic sampling within each separator value
+    (private-pgm's randomised rounding): every record's position is uniform, and the
+    counts of the first clique's cells are within 1 of n·μ_C, where i.i.d. sampling
+    would leave them ±√(n·μ_C)."""
+    groups = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 2])
+    rng = np.random.default_rng(0)
+    positions = np.array([distributions._systematic_positions(groups, rng)
+                          for _ in range(4000)])
+    for column in positions.T:  # each record's position is uniform on [0, 1)
+        assert stats.kstest(column, "uniform").pvalue > 1e-4
+    codes = skewed_codes(2000, 12)
+    fitter = fitting.Fitter(DOMAIN, WORKLOADS, "ipf", iterations=100)
+    model = fitter.fit(exact_measurements(codes), 2000.0)
+    root = min(model.cliques)
+    for seed in range(5):
+        sample = model.sample(1000, np.random.default_rng(seed))
+        counts = workload_histograms(sample, DOMAIN, [root])[0]
+        assert np.abs(counts - 1000 * model.probabilities(root)).max() < 1.0 + 1e-9
