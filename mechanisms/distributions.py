@@ -386,14 +386,15 @@ def _systematic_positions(groups: np.ndarray, rng: np.random.Generator) -> np.nd
     keeps the released table's marginals on the model's instead of adding i.i.d.
     sampling noise to them."""
     n = groups.size
-    order = np.lexsort((rng.random(n), groups))
-    sorted_groups = groups[order]
-    first = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
+    # by group, in a random order within a group (keys stay below the next group's)
+    order = np.argsort(groups + 0.5 * rng.random(n))
+    ordered = groups[order]
+    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     sizes = np.diff(np.r_[first, n])
     rank = np.arange(n) - np.repeat(first, sizes)
-    offsets = rng.random(first.size)
     positions = np.empty(n)
-    positions[order] = (rank + np.repeat(offsets, sizes)) / np.repeat(sizes, sizes)
+    positions[order] = ((rank + np.repeat(rng.random(first.size), sizes))
+                        / np.repeat(sizes, sizes))
     return positions
 
 
