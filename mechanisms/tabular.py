@@ -54,14 +54,24 @@ Two rule sets (``RULES``; each rule is also its own option):
   each attribute's one-way margin pooled over all the periods' counter increments of
   the workloads holding it (:mod:`~continual_synth.mechanisms.pooled_margins`).
 
+Budget split (``selection_share`` s): each period's ε goes s·ε to its k selections
+(s·ε/k each) and (1 − s)·ε to its k measurements ((1 − s)·ε/k each).  The paper's
+Algorithms 2-3 split it in half (s = 1/2: ε/(2k) each; ``RULES["paper"]``); ours default
+to s = 0.1, AIM's share for selection (McKenna et al. 2022): a selection only has to
+find a workload whose error is far above the noise, a measurement's noise goes straight
+into the release (measured on Adult in ``bench/results/tabular_tables_adult_share.md``).
+States saved before the option keep s = 1/2, which their counters were calibrated for.
+Below, "ε/(2k)" is the paper's value of s·ε/k and (1 − s)·ε/k.
+
 Privacy of the proposed method (Theorem 6.1, selective counting of Kumar et al. 2024):
 a record of period t enters (i) the k exponential mechanisms of period t — the utilities of
 other periods use ∇f_{t'} and g_{t'−1}, a release — and (ii) the period-t entry of the
 k counters selected at t, one entry each (later feeds and r use only releases).  So its
-loss is k·ε/(2k) + k·ε/(2k) = ε, whatever the number of periods: the whole stream is ε-DP
-under event-level neighbours (adaptive composition inside a period, parallel composition
-across periods).  The counters' own noise is exact discrete Laplace (``counters``,
-``epsilon=ε/(2k)``, ``entries_changed=1``; each workload's vector entry has L1 sensitivity 1).
+loss is k·s·ε/k + k·(1 − s)·ε/k = ε, whatever the number of periods: the whole stream is
+ε-DP under event-level neighbours (adaptive composition inside a period, parallel
+composition across periods).  The counters' own noise is exact discrete Laplace
+(``counters``, ``epsilon=(1 − s)·ε/k``, ``entries_changed=1``; each workload's vector
+entry has L1 sensitivity 1).
 
 Exponential mechanism calibration.  Algorithm 3 writes ExponentialMechanism(e, ε/2k) and
 Algorithm 2 writes P ∝ exp(ε/(2k)·e_i), which drops the sensitivity.  We use the standard
@@ -101,7 +111,7 @@ round(|g_t|).  Baseline: the sums estimate
 
 Budget ledger (unit ε): the whole-stream guarantee ε is debited once, at period 1 (entry
 "stream"), and every later period records a zero debit with what it spent on its own
-records (ε: ε/2 selection + ε/2 counters, or ε baseline).  After any number of periods
+records (ε: s·ε selection + (1 − s)·ε counters or measurements).  After any number of periods
 ``ledger.spent`` = ε.  Periods beyond ``horizon`` are refused before any data is used.
 """
 from __future__ import annotations
@@ -126,7 +136,8 @@ from continual_synth.mechanisms.distributions import (
     model_from_dict,
 )
 from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
-                                               format_bytes, positive_real, whole_number)
+                                               format_bytes, positive_real, probability,
+                                               whole_number)
 from continual_synth.mechanisms.fitting import (
     DEFAULT_MAX_CELLS,
     DEFAULT_MODEL_CELLS,
@@ -151,10 +162,16 @@ MARGINS = ("pooled", "none")
 BASELINE_STARTS = ("previous", "uniform")
 # The two rule sets: ours (the defaults) and the paper's as printed (to reproduce it).
 RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remainder": "increment",
-                 "combine": "last", "refresh": 0, "baseline_start": "previous", "margins": None},
+                 "combine": "last", "refresh": 0, "baseline_start": "previous", "margins": None,
+                 "selection_share": None},
          "paper": {"utility": "paper", "bias_correction": "paper", "remainder": "paper",
                    "combine": "average", "refresh": 0, "baseline_start": "uniform",
-                   "margins": "none"}}
+                   "margins": "none", "selection_share": 0.5}}
+# Share s of each period's ε spent on its k selections (the rest on its k measurements).
+# The paper's is 1/2; AIM (McKenna et al. 2022) gives selection a tenth.  On Adult
+# (randomized, batches of 200, seed 0) s = 0.1 took AvgWE from 0.0070 to 0.0049 at ε = 1
+# (bench/results/tabular_tables_adult_share.md).
+DEFAULT_SELECTION_SHARE = 0.1
 RELATION = "event-level add/remove of one record"
 MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
 INCREMENT_PULL = 0.2  # weight of g_t in the prior of the increment model δ_t
@@ -187,6 +204,7 @@ class TabularConfig:
     refresh: int = 0
     baseline_start: str = "previous"
     margins: Optional[str] = None
+    selection_share: Optional[float] = None
 
     def __post_init__(self):
         if not isinstance(self.domain, Domain):
@@ -258,6 +276,9 @@ class TabularConfig:
             raise ParameterError("margins", "pooled one-way margins need the proposed method, "
                                             "the ipf or mw fit and the increment or model "
                                             "remainder")
+        object.__setattr__(self, "selection_share", DEFAULT_SELECTION_SHARE
+                           if self.selection_share is None
+                           else probability("selection_share", self.selection_share))
         if self.max_cells is not None and (
                 isinstance(self.max_cells, bool)
                 or not isinstance(self.max_cells, (int, np.integer)) or self.max_cells < 1):
@@ -276,14 +297,15 @@ class TabularConfig:
 
     @property
     def selection_epsilon(self) -> float:
-        """ε' = ε/(2k) of every exponential mechanism."""
-        return self.epsilon / (2 * self.selections)
+        """ε' = s·ε/k of every exponential mechanism (s = ``selection_share``; the
+        paper's s = 1/2 gives ε/(2k))."""
+        return self.epsilon * self.selection_share / self.selections
 
     @property
     def measure_epsilon(self) -> float:
-        """ε/(2k): every counter's budget (proposed) or every Laplace measurement's
-        (baseline)."""
-        return self.epsilon / (2 * self.selections)
+        """(1 − s)·ε/k: every counter's budget (proposed) or every Laplace measurement's
+        (baseline); the paper's ε/(2k) at s = 1/2."""
+        return self.epsilon * (1.0 - self.selection_share) / self.selections
 
     @property
     def utility_sensitivity(self) -> float:
@@ -303,7 +325,8 @@ class TabularConfig:
 
     @property
     def laplace_scale(self) -> float:
-        """Baseline measurement noise: discrete Laplace of scale 1/(ε/(2k)) = 2k/ε."""
+        """Baseline measurement noise: discrete Laplace of scale k/((1 − s)·ε) (the
+        paper's 2k/ε)."""
         return accounting.laplace_scale(1.0, self.measure_epsilon)
 
     def fitter(self) -> Fitter:
@@ -336,7 +359,8 @@ class TabularConfig:
                 "bias_correction": self.bias_correction, "max_cells": self.max_cells,
                 "utility": self.utility, "remainder": self.remainder,
                 "combine": self.combine, "refresh": int(self.refresh),
-                "baseline_start": self.baseline_start, "margins": self.margins}
+                "baseline_start": self.baseline_start, "margins": self.margins,
+                "selection_share": self.selection_share}
 
     @classmethod
     def from_dict(cls, data: Dict) -> "TabularConfig":
@@ -344,6 +368,7 @@ class TabularConfig:
         data["domain"] = Domain(data["domain"])
         data["workloads"] = tuple(tuple(w) for w in data["workloads"])
         data.setdefault("margins", "none")  # states made before the pool
+        data.setdefault("selection_share", 0.5)  # states made before the share: ε/(2k) each
         return cls(**data)
 
 
@@ -838,9 +863,10 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
             f"{spent:.6g}-DP (pure, of {config.epsilon:.6g}) for the whole stream under "
             f"event-level neighbours (one record added or removed at one time): each "
             f"period spends epsilon on its own records only ("
-            + ("k exponential mechanisms of eps/(2k) and k selected counters of eps/(2k)"
-               if proposed else "k exponential mechanisms and k Laplace measurements of "
-                                "eps/(2k)") + "), parallel composition across periods"),
+            + (f"k = {config.selections} exponential mechanisms of "
+               f"{config.selection_epsilon:.6g} and k "
+               + ("selected counters" if proposed else "Laplace measurements")
+               + f" of {config.measure_epsilon:.6g}") + "), parallel composition across periods"),
         "selections": config.selections,
         "selection_epsilon": config.selection_epsilon,
         "measurement_epsilon": config.measure_epsilon,
@@ -852,7 +878,8 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "margins": config.margins,
         "counter": config.counter if proposed else None,
         "counter_epsilon": config.measure_epsilon if proposed else None,
-        "measurement_noise": (f"discrete Laplace counters, scale {2 * config.selections / config.epsilon:.6g} per node"
+        "selection_share": config.selection_share,
+        "measurement_noise": (f"discrete Laplace counters, scale {1 / config.measure_epsilon:.6g} per node"
                               if proposed else
                               f"discrete Laplace, scale {config.laplace_scale:.6g} per cell"),
         "fit": config.fit,

@@ -21,8 +21,9 @@ import argparse
 from typing import List, Optional
 
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
-                                               POSITIVE_REAL, InputOptions, OutputOptions,
-                                               StateOptions, StepOptions, add_job_commands)
+                                               POSITIVE_REAL, PROBABILITY, InputOptions,
+                                               OutputOptions, StateOptions, StepOptions,
+                                               add_job_commands)
 
 
 def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) -> None:
@@ -68,6 +69,10 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "(default with --rule aim and --fit ipf or mw); none: the "
                              "paper's fit of the selected workloads only; see "
                              "docs/tabular.md")
+    parser.add_argument("--selection-share", type=PROBABILITY, default=None,
+                        help="share of each period's epsilon spent on its k selections, the "
+                             "rest on its k measurements (default 0.1 with --rule aim, as "
+                             "AIM; the paper's 0.5 with --rule paper); see docs/tabular.md")
     parser.add_argument("--max-cells", type=POSITIVE_INT, default=None,
                         help="largest fitted model (junction-tree cells); workloads that "
                              "would exceed it are not selected")
@@ -152,6 +157,8 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         options["max_cells"] = args.max_cells
     if args.margins is not None:
         options["margins"] = args.margins
+    if args.selection_share is not None:
+        options["selection_share"] = args.selection_share
     return TabularSynthesizer.create(
         domain=domain, workloads=workloads, epsilon=args.epsilon, method=args.method,
         selections=args.selections, counter=args.counter, fit=args.fit,

@@ -253,12 +253,15 @@ def test_privhp_noisy_counters_are_the_noise_of_privhp_release():
         assert noisy.shape == (7, config.tree_counters + config.sketch_counters)
 
 
-@pytest.mark.parametrize("rule, sensitivity", [("paper", 0.5), ("aim", 2.0)])
-def test_tabular_baseline_step_calls_the_sampler_with_the_audited_calibration(rule, sensitivity):
+@pytest.mark.parametrize("rule, sensitivity, expected_epsilon, scale",
+                         [("paper", 0.5, 0.5, 2.0), ("aim", 2.0, 0.1, 2 / 1.8)])
+def test_tabular_baseline_step_calls_the_sampler_with_the_audited_calibration(
+        rule, sensitivity, expected_epsilon, scale):
     """One baseline period (Algorithm 2) makes k exponential-mechanism calls with
-    (ε/(2k), Δ) — Δ = 1/min|W_i| for the paper's normalised utility, 2 for the AIM-style
-    one — and k discrete Laplace calls of scale 2k/ε and |W_j| cells: the calibration
-    :func:`selection_case` and :func:`measurement_case` audit."""
+    (s·ε/k, Δ) — Δ = 1/min|W_i| for the paper's normalised utility, 2 for the AIM-style
+    one; s = 1/2 under the paper's rules, 0.1 under ours — and k discrete Laplace calls of
+    scale k/((1 − s)·ε) and |W_j| cells: the calibration :func:`selection_case` and
+    :func:`measurement_case` audit."""
     from continual_synth.mechanisms import marginals, tabular
 
     domain = marginals.Domain({"a": (0, 1), "b": (0, 1, 2), "c": (0, 1)})
@@ -272,10 +275,12 @@ def test_tabular_baseline_step_calls_the_sampler_with_the_audited_calibration(ru
     measurements = [c for c in sampler.calls if c[0] == "discrete_laplace"]
     assert len(selections) == len(measurements) == 2
     for _, (epsilon, drawn), _, _ in selections:
-        assert epsilon == config.selection_epsilon == 0.5
+        assert epsilon == pytest.approx(config.selection_epsilon) and \
+            config.selection_epsilon == pytest.approx(expected_epsilon)
         assert drawn == config.utility_sensitivity == sensitivity
-    for _, scale, size, _ in measurements:
-        assert scale == config.laplace_scale == 2.0
+    for _, drawn_scale, size, _ in measurements:
+        assert drawn_scale == pytest.approx(config.laplace_scale) and \
+            config.laplace_scale == pytest.approx(scale)
         assert size in config.cells
 
 
