@@ -433,6 +433,7 @@ class TabularState:
         domain = Domain(data["config"]["domain"])
         config = dict(data["config"])
         config.setdefault("margins", "none")  # states made before the pool
+        config.setdefault("selection_share", 0.5)  # made before the share: ε/(2k) each
         return cls(config=config,
                    ledger=accounting.BudgetLedger.from_dict(data["ledger"]),
                    period=int(data["period"]),

@@ -119,20 +119,23 @@ def test_pooled_margins_validation_and_old_states():
                 {"margins": "pooled", "remainder": "paper"}, {"margins": "sum"}):
         with pytest.raises(ParameterError, match="margins"):
             config(**bad)
-    # a state written before the pool (no "margins" in its config) loads and steps as
-    # "none"; a pooled state round-trips its sums and levels
+    # a state written before the pool and the selection share (neither in its config)
+    # loads and steps as "none" with the paper's split; a pooled state round-trips its
+    # sums and levels
     rng = np.random.default_rng(0)
     codes = np.stack([rng.choice(3, 40), rng.choice(3, 40), rng.choice(8, 40)],
                      axis=1).astype(np.int32)
     hists = workload_histograms(codes, DOMAIN, WORKLOADS)
-    old = config(margins="none")
+    old = config(margins="none", selection_share=0.5)
     document = tabular.initial_state(old).to_dict()
     del document["config"]["margins"]
+    del document["config"]["selection_share"]  # nor the selection share: the paper's 1/2
     document.pop("margin_sums")
     document.pop("margin_levels")
     loaded = tabular.TabularState.from_dict(json.loads(json.dumps(document)))
     restored = tabular.TabularConfig.from_dict(document["config"])
-    assert restored.margins == "none"
+    assert restored.margins == "none" and restored.selection_share == 0.5
+    assert loaded.counters[0].budget == pytest.approx(restored.measure_epsilon)
     state, _ = tabular.step(restored, loaded, hists, SeededSampler(1))
     assert state.period == 1 and not state.margin_sums
     pooled = config()
