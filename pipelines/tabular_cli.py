@@ -71,8 +71,9 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "docs/tabular.md")
     parser.add_argument("--selection-share", type=PROBABILITY, default=None,
                         help="share of each period's epsilon spent on its k selections, the "
-                             "rest on its k measurements (default 0.1 with --rule aim, as "
-                             "AIM; the paper's 0.5 with --rule paper); see docs/tabular.md")
+                             "rest on its k measurements (default with --rule aim: 0.1 for "
+                             "the proposed method, as AIM, 0.5 for the baseline; the paper's "
+                             "0.5 with --rule paper); see docs/tabular.md")
     parser.add_argument("--max-cells", type=POSITIVE_INT, default=None,
                         help="largest fitted model (junction-tree cells); workloads that "
                              "would exceed it are not selected")

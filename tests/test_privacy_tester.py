@@ -254,12 +254,12 @@ def test_privhp_noisy_counters_are_the_noise_of_privhp_release():
 
 
 @pytest.mark.parametrize("rule, sensitivity, expected_epsilon, scale",
-                         [("paper", 0.5, 0.5, 2.0), ("aim", 2.0, 0.1, 2 / 1.8)])
+                         [("paper", 0.5, 0.5, 2.0), ("aim", 2.0, 0.5, 2.0)])
 def test_tabular_baseline_step_calls_the_sampler_with_the_audited_calibration(
         rule, sensitivity, expected_epsilon, scale):
     """One baseline period (Algorithm 2) makes k exponential-mechanism calls with
     (s·ε/k, Δ) — Δ = 1/min|W_i| for the paper's normalised utility, 2 for the AIM-style
-    one; s = 1/2 under the paper's rules, 0.1 under ours — and k discrete Laplace calls of
+    one; s = 1/2, the baseline's share under both rules — and k discrete Laplace calls of
     scale k/((1 − s)·ε) and |W_j| cells: the calibration :func:`selection_case` and
     :func:`measurement_case` audit."""
     from continual_synth.mechanisms import marginals, tabular

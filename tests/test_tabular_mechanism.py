@@ -91,7 +91,8 @@ def test_calibration_values():
     assert all(c.budget == pytest.approx(0.25) and c.unit == "epsilon" and c.dim == n
                for c, n in zip(state.counters, cfg.cells))
     default = config(epsilon=2.0, selections=4)
-    assert default.selection_share == tabular.DEFAULT_SELECTION_SHARE == 0.1
+    assert default.selection_share == tabular.DEFAULT_SELECTION_SHARES["proposed"] == 0.1
+    assert config(method="baseline").selection_share == 0.5  # its selections see one batch
     assert default.selection_epsilon == pytest.approx(0.05)
     assert default.measure_epsilon == pytest.approx(0.45)
     assert default.laplace_scale == pytest.approx(1 / 0.45)
