@@ -173,8 +173,9 @@ RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remaind
 # The paper's is 1/2; AIM (McKenna et al. 2022) gives selection a tenth.  Proposed: on Adult
 # (randomized, batches of 200, seed 0) s = 0.1 took AvgWE from 0.0070 to 0.0049 at ε = 1
 # (bench/results/tabular_tables_adult_share.md).  Baseline: its selections see one batch,
-# whose errors are small next to the selection noise; s = 0.1 made it worse (ordered,
-# batches of 200, ε = 1 / 2: AvgWE 0.0251 / 0.0279 against 0.0202 / 0.0221), so it keeps 1/2.
+# whose errors are small next to the selection noise; s = 0.1 was mixed on the Adult tables
+# (ordered, batches of 200: worse and rising with ε; randomized: slightly better at ε ≤ 1),
+# so it keeps the paper's 1/2 (docs/tabular.md, "Budget split").
 DEFAULT_SELECTION_SHARES = {"proposed": 0.1, "baseline": 0.5}
 RELATION = "event-level add/remove of one record"
 MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
