@@ -90,15 +90,15 @@ def nonnegative_target(values) -> np.ndarray:
     changes nothing.  Post-processing of private measurements: no budget."""
     y = np.asarray(values, dtype=np.float64)
     total = float(y.sum())
-    if total <= 0:
-        t = np.clip(y, 0, None)
-        s = t.sum()
-        return t / s if s > 0 else np.zeros(0)
-    u = np.sort(y)[::-1]
-    excess = np.cumsum(u) - total
-    last = np.flatnonzero(u - excess / np.arange(1, u.size + 1) > 0)[-1]
-    t = np.maximum(y - excess[last] / (last + 1), 0.0)
-    return t / t.sum()
+    threshold = 0.0
+    if total > 0:
+        u = np.sort(y)[::-1]
+        excess = np.cumsum(u) - total
+        last = np.flatnonzero(u - excess / np.arange(1, u.size + 1) > 0)[-1]
+        threshold = excess[last] / (last + 1)
+    t = np.maximum(y - threshold, 0.0)
+    s = t.sum()
+    return t / s if s > 0 else np.zeros(0)
 
 
 def junction_tree(domain: Domain, workloads: Sequence[Workload]) -> List[Tuple[str, ...]]:

@@ -177,6 +177,8 @@ RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remaind
 # (ordered, batches of 200: worse and rising with ε; randomized: slightly better at ε ≤ 1),
 # so it keeps the paper's 1/2 (docs/tabular.md, "Budget split").
 DEFAULT_SELECTION_SHARES = {"proposed": 0.1, "baseline": 0.5}
+# What a configuration saved before an option existed meant: no pool, the paper's split.
+SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5}
 RELATION = "event-level add/remove of one record"
 MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
 INCREMENT_PULL = 0.2  # weight of g_t in the prior of the increment model δ_t
@@ -372,9 +374,14 @@ class TabularConfig:
         data = dict(data)
         data["domain"] = Domain(data["domain"])
         data["workloads"] = tuple(tuple(w) for w in data["workloads"])
-        data.setdefault("margins", "none")  # states made before the pool
-        data.setdefault("selection_share", 0.5)  # states made before the share: ε/(2k) each
-        return cls(**data)
+        return cls(**saved_config(data))
+
+
+def saved_config(data: Dict) -> Dict:
+    """A saved configuration dict with the options it predates filled in as they were
+    then (``SAVED_CONFIG_DEFAULTS``), so that it steps with the budgets its counters were
+    calibrated for and compares equal to its resolved :class:`TabularConfig`."""
+    return {**SAVED_CONFIG_DEFAULTS, **data}
 
 
 def _domain_key(domain: Domain):
@@ -436,9 +443,7 @@ class TabularState:
         if data.get("format") != FORMAT_VERSION:
             raise StateError(f"unknown tabular state format {data.get('format')!r}")
         domain = Domain(data["config"]["domain"])
-        config = dict(data["config"])
-        config.setdefault("margins", "none")  # states made before the pool
-        config.setdefault("selection_share", 0.5)  # made before the share: ε/(2k) each
+        config = saved_config(data["config"])
         return cls(config=config,
                    ledger=accounting.BudgetLedger.from_dict(data["ledger"]),
                    period=int(data["period"]),
