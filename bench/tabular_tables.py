@@ -178,7 +178,8 @@ def load_stream(dataset, construction, batch, seed, periods):
 
 
 def one_run(job):
-    dataset, construction, batch, epsilon, method, seed, periods, selections, last, counter = job
+    (dataset, construction, batch, epsilon, method, seed, periods, selections, last, counter,
+     share) = job
     stream, domain, full_horizon = load_stream(dataset, construction, batch, seed, periods)
     workloads = all_workloads(domain, 2)
     codes = encode_records(stream, domain)
@@ -187,7 +188,8 @@ def one_run(job):
     synthesizer = TabularSynthesizer.create(domain=domain, workloads=workloads,
                                             epsilon=epsilon, method=method,
                                             selections=selections, counter=counter,
-                                            fit="ipf", horizon=horizon)
+                                            fit="ipf", horizon=horizon,
+                                            selection_share=share)
     state = synthesizer.initial_state()
     table, scores, floors, step_seconds = None, [], [], []
     floor_rng = np.random.default_rng([seed, 7])
@@ -211,6 +213,7 @@ def one_run(job):
     result = {"dataset": dataset, "construction": construction, "batch": batch,
               "epsilon": epsilon, "method": method, "seed": seed, "periods": horizon,
               "counter": counter,
+              "selection_share": synthesizer.config.selection_share,
               "full_horizon": full_horizon,
               "run_seconds": time.perf_counter() - run_start,
               "step_seconds_mean": float(np.mean(step_seconds)),
@@ -224,7 +227,8 @@ def one_run(job):
 
 def key(result):
     return (result["dataset"], result["construction"], result["batch"], result["epsilon"],
-            result["method"], result["seed"], result.get("counter", "simple"))
+            result["method"], result["seed"], result.get("counter", "simple"),
+            result.get("selection_share"))
 
 
 def save(results, args, elapsed) -> None:
@@ -252,6 +256,9 @@ def main() -> None:
     parser.add_argument("--last", type=int, default=10)
     parser.add_argument("--counter", default="simple",
                         help="the proposed method's counter kind (the paper's: simple)")
+    parser.add_argument("--selection-share", type=float, default=None,
+                        help="share of each period's epsilon for the selections "
+                             "(default: the library's, per method)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--append", action="store_true",
                         help="keep the results already in OUT.json (same key: replaced)")
@@ -263,7 +270,7 @@ def main() -> None:
         args.out = os.path.join(OUT, "tabular_tables" + ("_adult" if args.dataset == "adult"
                                                           else ""))
     jobs = [(args.dataset, c, int(b), float(e), m, seed, args.periods, args.selections,
-             args.last, args.counter)
+             args.last, args.counter, args.selection_share)
             for b, c, e, m, seed in itertools.product(
                 args.batches.split(","), args.constructions.split(","),
                 args.epsilons.split(","), args.methods.split(","),
