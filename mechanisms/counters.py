@@ -292,6 +292,21 @@ class StreamCounter:
         """Privacy loss (ρ or ε) of changing one entry by 1, from the noise parameters."""
         return float(sum(k * self._node_cost(p) for k, p in self._entry_groups()))
 
+    def noise_description(self) -> str:
+        """The counter's own noise, for manifests: the distribution, each group of nodes
+        one entry touches with its parameter (b for Laplace, σ² for Gaussian noise), and
+        the worst standard deviation of a released count over t ≤ T."""
+        name = {DISCRETE_LAPLACE: ("discrete Laplace", "scale"),
+                DISCRETE_GAUSSIAN: ("discrete Gaussian", "sigma^2"),
+                GAUSSIAN: ("Gaussian", "sigma^2")}[self.noise]
+        groups = ", ".join(f"{touches} node{'s' if touches > 1 else ''} of {name[1]} "
+                           f"{param:.6g}" for touches, param in self._entry_groups())
+        text = f"{self.kind} counter, {name[0]} noise; one entry is in {groups}"
+        if self.horizon is not None:
+            worst = float(self.variances(np.arange(1, self.horizon + 1)).max())
+            text += f"; worst std of a count over t <= {self.horizon}: {math.sqrt(worst):.6g}"
+        return text
+
     def release_rows(self, n: Optional[int] = None):
         """Every node the counter releases while reading entries 1..n (n defaults to the
         horizon): (rows (k × n) — each row the node's coefficients on the entries —,

@@ -890,7 +890,9 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "counter": config.counter if proposed else None,
         "counter_epsilon": config.measure_epsilon if proposed else None,
         "selection_share": config.selection_share,
-        "measurement_noise": (f"discrete Laplace counters, scale {1 / config.measure_epsilon:.6g} per node"
+        "measurement_noise": ("per cell of a selected workload: " + make_counter(
+                                  config.counter, config.horizon,
+                                  epsilon=config.measure_epsilon).noise_description()
                               if proposed else
                               f"discrete Laplace, scale {config.laplace_scale:.6g} per cell"),
         "fit": config.fit,

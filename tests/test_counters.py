@@ -271,6 +271,20 @@ def test_node_noise_matches_sensitivity(entries_changed):
         pytest.approx(gauss(column))
 
 
+def test_noise_description_states_the_counters_own_nodes():
+    # the manifest's account of a counter's noise comes from its calibrated nodes, not
+    # from the budget: a tree over T = 12 puts each entry in 4 nodes of scale 4/ε
+    tree = make_counter("tree", 12, epsilon=EPSILON).noise_description()
+    assert tree.startswith("tree counter, discrete Laplace noise; one entry is in 4 nodes of "
+                           f"scale {4 / EPSILON:.6g}")
+    worst = math.sqrt(make_counter("tree", 12, epsilon=EPSILON).variances(
+        np.arange(1, 13)).max())
+    assert tree.endswith(f"worst std of a count over t <= 12: {worst:.6g}")
+    simple = make_counter("simple", None, rho=RHO).noise_description()
+    assert simple == (f"simple counter, discrete Gaussian noise; one entry is in 1 node of "
+                      f"sigma^2 {1 / (2 * RHO):.6g}")
+
+
 @pytest.mark.parametrize("kind,unit", CASES, ids=IDS)
 def test_two_entries_changed_double_the_noise_parameter(kind, unit):
     """entries_changed = 2 doubles L1 and L2²: the same noise costs twice the budget,

@@ -125,6 +125,17 @@ def test_ledger_totals_epsilon_and_refuses_past_the_horizon(method):
     assert fields["size"] == releases[-1].size
 
 
+@pytest.mark.parametrize("counter", ["simple", "kary", "tree"])
+def test_manifest_states_the_counters_own_noise(counter):
+    # each counter's nodes carry its own scale: levels × 1/ε_m for a tree, not 1/ε_m
+    cfg = config(horizon=16, counter=counter)
+    noise = tabular.manifest_fields(cfg, tabular.initial_state(cfg))["measurement_noise"]
+    node = cfg.make_counter()[0]
+    (touches, scale), = node._entry_groups()
+    assert f"in {touches} node" in noise and f"scale {scale:.6g}" in noise
+    assert scale == pytest.approx(touches / cfg.measure_epsilon)
+
+
 def test_refuses_mismatched_state_and_bad_histograms():
     cfg = config()
     state = tabular.initial_state(cfg)
