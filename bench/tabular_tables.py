@@ -34,6 +34,8 @@ This is the pure state machine of the jobs (``TabularSynthesizer``: the same ste
 Beam pipelines fold), without writing every period's table to disk; the Beam job's own
 timing is in ``bench/tabular_timing.py``.  ``--workers 1`` (default) runs in one process
 and saves the .json/.md after every finished run; ``--append`` adds to an existing .json.
+``--option key=value`` passes a synthesizer option (e.g. ``refresh=1``) and is recorded per
+row; the .md averages every row of a cell, so write each option set to its own ``--out``.
 
     python bench/tabular_tables.py --dataset adult --batches 200 --epsilons 0.5,1,2
     python bench/tabular_tables.py --dataset adult --batches 50 --epsilons 0.5,1,2 --append
@@ -56,7 +58,7 @@ from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.workload_error import error_metrics
 from continual_synth.pipelines.example_tables import load_table, make_stream, table_domain
-from tabular_floor import released_records  # bench/tabular_floor.py
+from tabular_floor import parse_options, released_records  # bench/tabular_floor.py
 
 METRICS = ("AvgWE", "MaxWE", "AvgRelWE", "MaxRelWE")
 OUT = os.path.join(os.path.dirname(__file__), "results")
@@ -179,7 +181,7 @@ def load_stream(dataset, construction, batch, seed, periods):
 
 def one_run(job):
     (dataset, construction, batch, epsilon, method, seed, periods, selections, last, counter,
-     share) = job
+     share, options) = job
     stream, domain, full_horizon = load_stream(dataset, construction, batch, seed, periods)
     workloads = all_workloads(domain, 2)
     codes = encode_records(stream, domain)
@@ -189,7 +191,7 @@ def one_run(job):
                                             epsilon=epsilon, method=method,
                                             selections=selections, counter=counter,
                                             fit="ipf", horizon=horizon,
-                                            selection_share=share)
+                                            selection_share=share, **options)
     state = synthesizer.initial_state()
     table, scores, floors, step_seconds = None, [], [], []
     floor_rng = np.random.default_rng([seed, 7])
@@ -214,6 +216,7 @@ def one_run(job):
               "epsilon": epsilon, "method": method, "seed": seed, "periods": horizon,
               "counter": counter,
               "selection_share": synthesizer.config.selection_share,
+              "options": options,
               "full_horizon": full_horizon,
               "run_seconds": time.perf_counter() - run_start,
               "step_seconds_mean": float(np.mean(step_seconds)),
@@ -228,7 +231,7 @@ def one_run(job):
 def key(result):
     return (result["dataset"], result["construction"], result["batch"], result["epsilon"],
             result["method"], result["seed"], result.get("counter", "simple"),
-            result.get("selection_share"))
+            result.get("selection_share"), tuple(sorted(result.get("options", {}).items())))
 
 
 def save(results, args, elapsed) -> None:
@@ -259,6 +262,9 @@ def main() -> None:
     parser.add_argument("--selection-share", type=float, default=None,
                         help="share of each period's epsilon for the selections "
                              "(default: the library's, per method)")
+    parser.add_argument("--option", action="append",
+                        help="key=value for the synthesizer (e.g. refresh=1), repeatable; "
+                             "recorded per row")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--append", action="store_true",
                         help="keep the results already in OUT.json (same key: replaced)")
@@ -270,7 +276,7 @@ def main() -> None:
         args.out = os.path.join(OUT, "tabular_tables" + ("_adult" if args.dataset == "adult"
                                                           else ""))
     jobs = [(args.dataset, c, int(b), float(e), m, seed, args.periods, args.selections,
-             args.last, args.counter, args.selection_share)
+             args.last, args.counter, args.selection_share, parse_options(args.option))
             for b, c, e, m, seed in itertools.product(
                 args.batches.split(","), args.constructions.split(","),
                 args.epsilons.split(","), args.methods.split(","),
