@@ -1,9 +1,9 @@
 """Fault injection for the release lifecycle (:mod:`continual_synth.pipelines.lifecycle`).
 
 * Crashes: for the window, cumulative and tabular (baseline) synthesizers, a step is
-  killed with SIGKILL at every phase boundary (``CONTINUAL_SYNTH_CRASH_AT``) in a forked
-  child — a real kill -9: no handler runs, the kernel drops the lock — then the step is
-  re-run and the release finished.  The release files and the ledger must be
+  killed with SIGKILL at every phase boundary (``CONTINUAL_SYNTH_CRASH_AT``) in a child
+  process — a real kill -9: no handler runs, the kernel drops the lock — then the step
+  is re-run and the release finished.  The release files and the ledger must be
   byte-identical to an uninterrupted run with the same seed, and the state must hold no
   orphan private files.  The same matrix with a raised exception instead of a kill (the
   failure paths, in-process) must leave nothing behind after each failure.
@@ -12,17 +12,17 @@
   published period, no traceback; the losers exit 2 with the ownership message, or
   (``--wait``) finish one after another.
 
-Children are forked from the test process (Beam already imported), which costs
-milliseconds instead of the ~2-3 s of a fresh interpreter.
+The children run the command line (``continual-synth window step …``, whose ``step`` is
+the function the in-process reference calls).  They are forked by a fork server, a new
+interpreter that has imported the jobs and runs none (:mod:`helpers_processes`), never
+by the test process: a fork of pytest, which holds the threads of earlier Beam
+pipelines (gRPC), can deadlock starting its own gRPC server.  Colliding children start
+together, at a barrier.
 """
 from __future__ import annotations
 
-import io
 import os
 import signal
-import sys
-import time
-import traceback
 from types import SimpleNamespace
 
 import numpy as np
@@ -43,64 +43,11 @@ from continual_synth.transforms.files import read_dataset, write_file
 from helpers_panels import (clone_incremental, long_table, markov_codes,
                             release_snapshot, snapshot, staging_leftovers,
                             write_period_files)
+from helpers_processes import cli_child, cli_children
 
 SEED, SHARDS = 3, 2
 T = 4
 CRASH_PERIOD = 3  # a period with a release before it (synthetic people to extend)
-
-
-# ------------------------------------------------------------------ forked children
-
-
-def _child(target, env=None, gate=None):
-    """Fork; the child runs ``target()`` (its exit code, or 1 with a traceback).
-    Returns (pid, read end of its stderr)."""
-    err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        code = 1
-        try:
-            os.close(err_r)
-            os.dup2(err_w, 2)
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-            sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", buffering=0, closefd=False),
-                                          write_through=True)
-            os.environ.update(env or {})
-            if gate is not None:  # wait for the start signal: every child starts together
-                os.close(gate[1])
-                os.read(gate[0], 1)
-            code = target()
-        except BaseException:  # noqa: BLE001 - a traceback is what the test looks for
-            traceback.print_exc()
-        finally:
-            sys.stderr.flush()
-            os._exit(code if isinstance(code, int) else 1)
-    os.close(err_w)
-    return pid, err_r
-
-
-def _collect(pid, err_r, timeout=120.0):
-    """(exit code, or −signal if killed; stderr text)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise AssertionError(f"child {pid} hung")
-        time.sleep(0.02)
-    with os.fdopen(err_r, "rb") as handle:
-        text = handle.read().decode()
-    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    return code, text
-
-
-def _cli(*argv):
-    """``continual-synth argv`` in this (child) process; its exit code."""
-    return lambda: cli.main(list(argv))
 
 
 # --------------------------------------------------------------- the synthesizers
@@ -200,8 +147,8 @@ def test_kill_at_every_phase_then_rerun_is_byte_identical(history, phase, tmp_pa
     synth = history.synth
     state, out = clone_incremental(*history.early, str(tmp_path))
     path = synth.files[CRASH_PERIOD - 1]
-    code, stderr = _collect(*_child(lambda: synth.step(state, path, out) and 0,
-                                    env={lifecycle.CRASH_VARIABLE: phase}))
+    code, stderr = cli_child([synth.cli, "step", "--state", state, "--input", path,
+                              "--output", out], env={lifecycle.CRASH_VARIABLE: phase})
     assert code == -signal.SIGKILL, stderr  # the phase was reached and the child killed
     _finish(synth, state, out, last=CRASH_PERIOD)
     assert _outcome(state, out) == history.at_crash_period
@@ -240,24 +187,12 @@ def test_a_raised_failure_at_every_phase_leaves_nothing_behind(history, tmp_path
 
 def _collide(synth, state, out, wait):
     """8 simultaneous steps: 4 with period CRASH_PERIOD's file, 4 with the next one's."""
-    gate_r, gate_w = os.pipe()
-    children = []
-    for i in range(8):
-        period = CRASH_PERIOD + i % 2
-        argv = [synth.cli, "step", "--state", state, "--input", synth.files[period - 1],
-                "--output", out, "--period", str(period), "--wait", str(wait)]
-        children.append((period, _child(_cli(*argv), gate=(gate_r, gate_w))))
-    os.close(gate_r)
-    os.close(gate_w)  # EOF: every child starts now
-    try:
-        return [(period, *_collect(*child)) for period, child in children]
-    finally:
-        for _, (pid, _) in children:  # none is left behind, whatever happened
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
+    periods = [CRASH_PERIOD + i % 2 for i in range(8)]
+    results = cli_children([
+        [synth.cli, "step", "--state", state, "--input", synth.files[period - 1],
+         "--output", out, "--period", str(period), "--wait", str(wait)]
+        for period in periods])
+    return [(period, *result) for period, result in zip(periods, results)]
 
 
 @pytest.mark.parametrize("wait", [0, 120])
@@ -266,7 +201,7 @@ def test_eight_simultaneous_steps_release_each_period_once(history, tmp_path, wa
     if wait and synth.name != "window":
         pytest.skip("--wait is the shared lifecycle's: checked once, on the window job")
     state, out = clone_incremental(*history.early, str(tmp_path))
-    for attempt in range(3):
+    for attempt in range(10):
         results = _collide(synth, state, out, wait)
         for period, code, stderr in results:
             assert "Traceback" not in stderr, stderr
@@ -276,7 +211,8 @@ def test_eight_simultaneous_steps_release_each_period_once(history, tmp_path, wa
                         or f"period {period} is out of order" in stderr), stderr
         # Without --wait every child may be refused (a next-period child can own the state
         # first and be refused as out of order while the others are refused as collisions);
-        # that is correct, and then nothing changed: collide again.
+        # that is correct, and then nothing changed: collide again.  The children start
+        # within milliseconds of each other, so this is frequent (1 round in 2 to 4).
         if wait or any(code == 0 for _, code, _ in results):
             break
         assert load_state(state)["fingerprints"] == load_state(
@@ -373,8 +309,12 @@ def test_a_killed_run_publishes_no_release_and_a_rerun_completes_it(phase, tmp_p
     options = dict(seed=SEED, num_shards=SHARDS)
     reference, out = str(tmp_path / "reference"), str(tmp_path / "out")
     window_jobs.run(panel, reference, config, **options)
-    code, stderr = _collect(*_child(lambda: window_jobs.run(panel, out, config, **options)
-                                    and 0, env={lifecycle.CRASH_VARIABLE: phase}))
+    code, stderr = cli_child(  # the command line of window_jobs.run(... **options)
+        ["window", "run", "--input", panel, "--output", out,
+         "--window", str(config.window), "--horizon", str(config.horizon),
+         "--rho", str(config.rho), "--neighbor", config.neighbor,
+         "--seed", str(SEED), "--shards", str(SHARDS)],
+        env={lifecycle.CRASH_VARIABLE: phase})
     assert code == -signal.SIGKILL, stderr
     assert not os.path.exists(os.path.join(out, "manifest.json"))
     window_jobs.run(panel, out, config, **options)
@@ -387,13 +327,9 @@ def test_colliding_runs_publish_one_release(tmp_path):
     panel = str(tmp_path / "panel.parquet")
     write_file(long_table(markov_codes(60, 3, seed=6)), panel, "parquet")
     out = str(tmp_path / "out")
-    gate_r, gate_w = os.pipe()
-    children = [_child(_cli("window", "run", "--input", panel, "--output", out, "--window",
-                            "2", "--horizon", "3", "--rho", "4", "--seed", str(seed),
-                            "--shards", "2"), gate=(gate_r, gate_w)) for seed in (1, 2, 3)]
-    os.close(gate_r)
-    os.close(gate_w)
-    results = [_collect(*child) for child in children]
+    results = cli_children([["window", "run", "--input", panel, "--output", out,
+                             "--window", "2", "--horizon", "3", "--rho", "4",
+                             "--seed", str(seed), "--shards", "2"] for seed in (1, 2, 3)])
     assert sorted(code for code, _ in results) == [0, 2, 2], results
     assert all("already holds a release" in err for code, err in results if code == 2)
     winner = [seed for seed, (code, _) in zip((1, 2, 3), results) if code == 0][0]

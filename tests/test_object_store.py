@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 
@@ -24,6 +25,7 @@ from continual_synth.transforms.files import write_file
 
 from helpers_panels import (cli, long_table, markov_codes, period_table, snapshot,
                             sorted_records)
+from helpers_processes import cli_child
 
 PRIVACY = ["--window", "2", "--horizon", "3", "--rho", "5", "--neighbor", "add-remove",
            "--seed", "9", "--shards", "2"]
@@ -146,14 +148,10 @@ def test_window_steps_with_s3_state_release_what_the_local_run_releases(s3_serve
     # readers still see period 1's manifest; a re-run publishes the committed plan
     manifest_before = objects(s3_server, f"{root}/out")["manifest.json"]
     monkeypatch.setattr(Lease, "SECONDS", 3.0)  # the dead step's lease expires in 3 s
-    pid = os.fork()
-    if pid == 0:  # the child dies inside the step
-        os.environ["CONTINUAL_SYNTH_CRASH_AT"] = "published"
-        try:
-            cli(*step, "--input", f"{root}/periods/p2.parquet")
-        finally:
-            os._exit(3)
-    assert os.waitpid(pid, 0)[1] == 9  # killed by SIGKILL at the phase
+    code, stderr = cli_child([*step, "--input", f"{root}/periods/p2.parquet"],
+                             env={"CONTINUAL_SYNTH_CRASH_AT": "published"},
+                             lease_seconds=Lease.SECONDS)  # not inherited by a child
+    assert code == -signal.SIGKILL, stderr  # killed by SIGKILL at the phase
     crashed = objects(s3_server, f"{root}/out")
     assert crashed["manifest.json"] == manifest_before
     assert any(name.startswith("synthetic-t0002-") for name in crashed)
