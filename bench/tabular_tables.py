@@ -187,11 +187,10 @@ def one_run(job):
     codes = encode_records(stream, domain)
     period_of = stream["period"].to_numpy()
     horizon = int(period_of.max())
-    synthesizer = TabularSynthesizer.create(domain=domain, workloads=workloads,
-                                            epsilon=epsilon, method=method,
-                                            selections=selections, counter=counter,
-                                            fit="ipf", horizon=horizon,
-                                            selection_share=share, **options)
+    synthesizer = TabularSynthesizer.create(**{
+        "domain": domain, "workloads": workloads, "epsilon": epsilon, "method": method,
+        "selections": selections, "counter": counter, "fit": "ipf", "horizon": horizon,
+        "selection_share": share, **options})   # --option overrides the flags
     state = synthesizer.initial_state()
     table, scores, floors, step_seconds = None, [], [], []
     floor_rng = np.random.default_rng([seed, 7])
@@ -214,7 +213,7 @@ def one_run(job):
             floors.append(error_metrics(truth, workload_histograms(draw, domain, workloads)))
     result = {"dataset": dataset, "construction": construction, "batch": batch,
               "epsilon": epsilon, "method": method, "seed": seed, "periods": horizon,
-              "counter": counter,
+              "counter": synthesizer.config.counter,
               "selection_share": synthesizer.config.selection_share,
               "options": options,
               "full_horizon": full_horizon,

@@ -24,8 +24,6 @@ import io
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +42,7 @@ from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.pipelines.cli import main
 from continual_synth.transforms.files import write_file
 from helpers_panels import release_snapshot
+from helpers_processes import cli_child
 
 STRUCTURE = dict(epsilon=1.0, dims=2, prune_k=4, depth=8, sketch_width=16, sketch_depth=3)
 
@@ -382,14 +381,10 @@ def test_run_reads_one_period_at_a_time(stream, stepped, tmp_path, monkeypatch):
 
 
 def _killed_step(args, phase):
-    """Run the CLI ``args`` in a child process killed (SIGKILL) at ``phase``.  A new
-    interpreter, not ``os.fork``: a child forked from this process, which holds the
-    threads of earlier Beam pipelines, could deadlock starting its own gRPC server (it
-    did, once, in a full run of the suite)."""
-    env = dict(os.environ, CONTINUAL_SYNTH_CRASH_AT=phase)
-    child = subprocess.run([sys.executable, "-m", "continual_synth", *args], env=env,
-                           capture_output=True, text=True, timeout=900)
-    return child.returncode == -signal.SIGKILL
+    """Run the CLI ``args`` in a child process (``helpers_processes``: never a fork of
+    this one) killed (SIGKILL) at ``phase``."""
+    code, _ = cli_child(args, env={"CONTINUAL_SYNTH_CRASH_AT": phase})
+    return code == -signal.SIGKILL
 
 
 def test_a_step_killed_after_its_commit_then_rerun_releases_the_same_files(
