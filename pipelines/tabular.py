@@ -38,10 +38,10 @@ from continual_synth.transforms.files import check_format, read_dataset
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords)
 from continual_synth.transforms.read import ReadRecordBatches
-from continual_synth.transforms.tabular import (EmitSyntheticTables, PeriodWorkloadHistograms,
-                                                emission_tasks, fold_tabular_stream,
-                                                increment_codes, sample_tasks,
-                                                synthetic_schema, table_tasks)
+from continual_synth.transforms.tabular import (MANIFEST, TASK, EmitSyntheticTables,
+                                                PeriodWorkloadHistograms, of_kind,
+                                                release_tasks, synthesize_periods,
+                                                synthetic_schema)
 from continual_synth.transforms.write import WriteRecordBatches
 
 KIND = "tabular"
@@ -81,30 +81,26 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
 
     def write(staging: str, plan_path: str) -> None:
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-            plan = (pipeline
-                    | "Read" >> reader
-                    | "CountRead" >> CountRecords(RECORDS_READ)
-                    | "Histograms" >> PeriodWorkloadHistograms(
-                        domain, synthesizer.workloads, period_col,
-                        horizon=synthesizer.horizon, where=input_path)
-                    | "AllPeriods" >> beam.combiners.ToList()
-                    | "Synthesize" >> beam.Map(
-                        lambda counts: fold_tabular_stream(counts, synthesizer, seed,
-                                                           synthesizer.horizon))
-                    | "CountPeriods" >> CountPeriodsReleased(lambda p: len(p["releases"])))
-            increments = plan | "Increments" >> beam.Map(
-                lambda p: increment_codes(p["releases"], len(domain.names)))
-            # the tasks start from their own Create with the plan as a side input (as the
-            # panel's emission does): Beam's Dask runner miscomputes a side input that
-            # shares an upstream GroupByKey with its consumer's main input
-            written = (pipeline
-                       | "Once" >> beam.Create([None])
-                       | "Tasks" >> beam.FlatMap(lambda _, p: emission_tasks(p["releases"]),
-                                                 p=beam.pvalue.AsSingleton(plan))
-                       | "Emit" >> EmitSyntheticTables(domain, increments, period_col)
+            released = (pipeline
+                        | "Read" >> reader
+                        | "CountRead" >> CountRecords(RECORDS_READ)
+                        | "Histograms" >> PeriodWorkloadHistograms(
+                            domain, synthesizer.workloads, period_col,
+                            horizon=synthesizer.horizon, where=input_path)
+                        | "AllPeriods" >> beam.combiners.ToList()
+                        | "Synthesize" >> beam.FlatMap(
+                            synthesize_periods, synthesizer, seed, synthesizer.horizon))
+            # each period's shards leave the fold as it releases them (no element holds
+            # all periods), then the manifest
+            written = (released
+                       | "Tasks" >> beam.FlatMap(of_kind(TASK))
+                       | "Emit" >> EmitSyntheticTables(domain, period_col)
                        | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
                        | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),
                                                        out_format, schema))
+            plan = (released
+                    | "Manifest" >> beam.FlatMap(of_kind(MANIFEST))
+                    | "AsPlan" >> beam.Map(lambda m: {"manifest": m}))
             save_manifest_after(written, plan, plan_path)
         logs.record_metrics(pipeline)
 
@@ -173,21 +169,18 @@ class TabularJob(IncrementalJob):
         domain = synthesizer.domain
         files = {name: path for name, path in state["files"].items() if name != "increment"}
         if pending["increment"]:  # appended: the period's rows are its increment
-            table = storage.load_array(store.path(state["files"]["increment"]))
-            tasks = table_tasks(period, table.shape[0])
+            release = TableRelease(period, pending["size"], True, pending["emission_seed"],
+                                   codes=storage.load_array(store.path(state["files"]["increment"])))
         else:
-            table = np.zeros((0, len(domain.names)), dtype=np.int32)
-            tasks = sample_tasks(TableRelease(
-                period, pending["size"], False, pending["emission_seed"],
-                model=synthesizer.model_from_dict(pending["model"])))
+            release = TableRelease(period, pending["size"], False, pending["emission_seed"],
+                                   model=synthesizer.model_from_dict(pending["model"]))
         schema = synthetic_schema(domain, state["period_col"])
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-            codes = pipeline | "Table" >> beam.Create([table])
             _ = (pipeline | "Period" >> beam.Create([period])
                  | "CountPeriod" >> CountPeriodsReleased(lambda _: 1))
             (pipeline
-             | "Tasks" >> beam.Create(tasks)
-             | "Emit" >> EmitSyntheticTables(domain, codes, state["period_col"])
+             | "Tasks" >> beam.Create(release_tasks(release))
+             | "Emit" >> EmitSyntheticTables(domain, state["period_col"])
              | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
              | "Write" >> WriteRecordBatches(storage.join(staging_dir, "synthetic"),
                                              state["format"], schema))

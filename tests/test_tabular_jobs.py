@@ -289,3 +289,28 @@ def test_baseline_step_appends_its_increment_and_keeps_no_growing_private_table(
     assert summary["rows"] == int(pc.sum(pc.equal(rows["period"], 2)).as_py())
     assert load_state(state)["files"] == {}
     assert os.listdir(os.path.join(state, "runs")) == []
+
+
+def test_the_run_emits_each_period_as_it_is_released_not_all_at_once():
+    """The fold yields a period's shards before it synthesizes the next period, so no
+    Beam element holds every period's fitted model (1 000 periods of ~1 MB models came
+    near the 2 GB limit of Beam's data channel in one element)."""
+    from continual_synth.transforms.tabular import MANIFEST, TASK, synthesize_periods
+
+    synth = synthesizer()
+    steps = []
+    real_step = synth.step
+
+    def counted_step(*args):
+        steps.append(1)
+        return real_step(*args)
+
+    synth.step = counted_step
+    counts = np.concatenate([[BATCH], np.ones(synth.histogram_width)]).astype(np.int64)
+    out = synthesize_periods([(p, counts) for p in range(1, 5)], synth, seed=3)
+    kind, task = next(out)
+    assert kind == TASK and task[0] == 1 and len(steps) == 1
+    rest = list(out)
+    assert len(steps) == 4
+    assert [k for k, _ in rest].count(MANIFEST) == 1 and rest[-1][0] == MANIFEST
+    assert sorted({t[0] for k, t in rest if k == TASK} | {1}) == [1, 2, 3, 4]

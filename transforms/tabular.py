@@ -9,14 +9,15 @@
 * :func:`fold_tabular_stream` — the synthesizer's state machine folded over periods on one
   worker (its inputs are a few small count vectors per period); noise is drawn here and
   only here, per period, so a batch run and T incremental steps with the same seed make
-  the same release.
-* :func:`emission_tasks` / :func:`emit_table` — every period's synthetic table sampled
+  the same release.  :func:`synthesize_periods` emits each period's emission tasks as it
+  is released (one element per shard, never all periods in one element).
+* :func:`release_tasks` / :func:`emit_table` — every period's synthetic table sampled
   from its fitted model in shards of at most ``ROWS_PER_SHARD`` rows, as Arrow tables
   ``(period, attribute columns…)``.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -26,7 +27,7 @@ from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
                                                   workload_histograms)
-from continual_synth.transforms.monitoring import Progress
+from continual_synth.transforms.monitoring import PERIODS_RELEASED, Progress, count
 
 ROWS_PER_SHARD = 500_000
 
@@ -149,12 +150,18 @@ class PeriodWorkloadHistograms(beam.PTransform):
 # ---------------------------------------------------------------- synthesizer fold
 
 
+TASK, MANIFEST = "task", "manifest"  # the kinds of :func:`synthesize_periods`' output
+
+
 def fold_tabular_stream(period_counts: Sequence[Tuple[int, np.ndarray]], synthesizer,
-                        seed: Optional[int], horizon: Optional[int] = None) -> Dict:
+                        seed: Optional[int], horizon: Optional[int] = None) -> Iterator:
     """Run the synthesizer over periods 1..T (T = ``horizon`` or the last period with
     records; a period without records is an empty period, listed in the manifest).
 
-    Returns ``{"releases": [TableRelease, ...], "manifest": {...}}``.
+    A generator: yields each period's ``TableRelease`` as soon as it is made, then the
+    manifest (a dict), so that no element ever holds all the periods' releases (one
+    fitted model is up to ~1 MB: a thousand periods in one element came near the 2 GB
+    limit of Beam's data channel).
     """
     by_period = {int(p): np.asarray(c) for p, c in period_counts}
     if not by_period:
@@ -162,7 +169,7 @@ def fold_tabular_stream(period_counts: Sequence[Tuple[int, np.ndarray]], synthes
     last = horizon or max(by_period)
     width = synthesizer.histogram_width
     state = synthesizer.initial_state()
-    releases, empty = [], []
+    empty = []
     progress = Progress(last, "periods done")
     for period in range(1, last + 1):
         counts = by_period.get(period)
@@ -170,20 +177,43 @@ def fold_tabular_stream(period_counts: Sequence[Tuple[int, np.ndarray]], synthes
             counts = np.zeros(1 + width, dtype=np.int64)
             empty.append(period)
         state, release = synthesizer.step(state, counts[1:], period_sampler(seed, period))
-        releases.append(release)
+        yield release
         progress.advance()
     manifest = synthesizer.manifest(state)
     manifest["empty_periods"] = empty
-    return {"releases": releases, "manifest": manifest}
+    yield manifest
+
+
+def synthesize_periods(period_counts: Sequence[Tuple[int, np.ndarray]], synthesizer,
+                       seed: Optional[int], horizon: Optional[int] = None) -> Iterator:
+    """The fold as a Beam ``FlatMap``: ``(TASK, task)`` for every shard of every period
+    as soon as the period is released, then ``(MANIFEST, manifest)``.  One output split
+    by :func:`of_kind` (Beam's Dask runner does not split tagged outputs)."""
+    for item in fold_tabular_stream(period_counts, synthesizer, seed, horizon):
+        if isinstance(item, dict):
+            yield MANIFEST, item
+        else:
+            count(PERIODS_RELEASED, 1)
+            for task in release_tasks(item):
+                yield TASK, task
+
+
+def of_kind(kind: str):
+    """``FlatMap`` function keeping the values of one kind of ``(kind, value)`` pairs."""
+    def keep(item):
+        if item[0] == kind:
+            yield item[1]
+    return keep
 
 
 # ------------------------------------------------------------------------ emission
 
 
-def table_tasks(period: int, rows: int, offset: int = 0) -> List[Tuple]:
-    """The shards of records already sampled (codes ``offset .. offset + rows``): slices."""
-    return [(period, shard, stop - start, ("slice", offset + start, offset + stop))
-            for shard, (start, stop) in enumerate(_row_shards(rows))]
+def table_tasks(period: int, codes: np.ndarray) -> List[Tuple]:
+    """The shards of records already sampled (the baseline's increment ∇g_t): each task
+    carries its rows."""
+    return [(period, shard, stop - start, ("codes", codes[start:stop]))
+            for shard, (start, stop) in enumerate(_row_shards(codes.shape[0]))]
 
 
 def sample_tasks(release) -> List[Tuple]:
@@ -193,31 +223,15 @@ def sample_tasks(release) -> List[Tuple]:
             for shard, (start, stop) in enumerate(_row_shards(release.size))]
 
 
-def emission_tasks(releases: Sequence) -> List[Tuple]:
-    """The shards of every period's synthetic table, as ``(period, shard, rows, source)``,
-    for a run's :class:`~continual_synth.mechanisms.synthesizer.TableRelease` s in period
-    order.  The proposed method releases the whole table g_t each period: its shards
-    sample ``rows`` records from the fitted distribution.  The baseline releases
-    increments ∇g_t, already sampled, each once (appended: the table at t is every
-    increment up to t): its shards are slices of their concatenation
-    (:func:`increment_codes`).
-    """
-    tasks, offset = [], 0
-    for release in releases:
-        if release.increment:
-            rows = release.codes.shape[0]
-            tasks += table_tasks(release.period, rows, offset)
-            offset += rows
-        else:
-            tasks += sample_tasks(release)
-    return tasks
-
-
-def increment_codes(releases: Sequence, num_attributes: int) -> np.ndarray:
-    """All of the baseline's sampled increments, in period order (empty otherwise)."""
-    parts = [r.codes for r in releases if r.increment]
-    return (np.concatenate(parts) if parts
-            else np.zeros((0, num_attributes), dtype=np.int32))
+def release_tasks(release) -> List[Tuple]:
+    """The shards of one period's synthetic table, as ``(period, shard, rows, source)``.
+    The proposed method releases the whole table g_t each period: its shards sample
+    ``rows`` records from the fitted distribution.  The baseline releases increments
+    ∇g_t, already sampled, each once (appended: the table at t is every increment up to
+    t): its shards carry their rows."""
+    if release.increment:
+        return table_tasks(release.period, release.codes)
+    return sample_tasks(release)
 
 
 def _row_shards(size: int) -> List[Tuple[int, int]]:
@@ -232,21 +246,20 @@ def sample_rng(emission_seed: int, period: int, shard: int) -> np.random.Generat
     return np.random.default_rng([int(emission_seed), int(period), int(shard)])
 
 
-def task_codes(task: Tuple, increments: np.ndarray, num_attributes: int) -> np.ndarray:
+def task_codes(task: Tuple, num_attributes: int) -> np.ndarray:
     """The attribute codes of one emission task's records."""
     period, shard, rows, source = task
-    if source[0] == "slice":
-        return increments[source[1]:source[2]]
+    if source[0] == "codes":
+        return source[1]
     if rows == 0:
         return np.zeros((0, num_attributes), dtype=np.int32)
     return source[1].sample(rows, sample_rng(source[2], period, shard))
 
 
-def emit_table(task: Tuple, domain: Domain, increments: np.ndarray,
-               period_col: str = "period") -> Tuple[str, pa.Table]:
+def emit_table(task: Tuple, domain: Domain, period_col: str = "period") -> Tuple[str, pa.Table]:
     """One shard of one period's synthetic table: ``(file key, Arrow table)``."""
     period, shard = task[0], task[1]
-    codes = task_codes(task, increments, len(domain.names))
+    codes = task_codes(task, len(domain.names))
     return f"t{period:04d}-s{shard:03d}", synthetic_table(codes, period, domain, period_col)
 
 
@@ -271,17 +284,14 @@ def synthetic_schema(domain: Domain, period_col: str = "period") -> pa.Schema:
 
 
 class EmitSyntheticTables(beam.PTransform):
-    """``PCollection[emission task] → PCollection[(key, pa.Table)]``, one per shard;
-    ``increments`` is a singleton PCollection of :func:`increment_codes`."""
+    """``PCollection[emission task] → PCollection[(key, pa.Table)]``, one per shard."""
 
-    def __init__(self, domain: Domain, increments, period_col: str = "period"):
+    def __init__(self, domain: Domain, period_col: str = "period"):
         super().__init__()
-        self._args = (domain, increments, period_col)
+        self._args = (domain, period_col)
 
     def expand(self, tasks):
-        domain, increments, period_col = self._args
+        domain, period_col = self._args
         return (tasks
                 | "Reshuffle" >> beam.Reshuffle()
-                | "Sample" >> beam.Map(
-                    lambda task, codes: emit_table(task, domain, codes, period_col),
-                    codes=beam.pvalue.AsSingleton(increments)))
+                | "Sample" >> beam.Map(emit_table, domain, period_col))

@@ -35,9 +35,8 @@ from apache_beam.utils.timestamp import Timestamp
 
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.transforms.stream_sources import LATE, PeriodClock, SplitLateRecords
-from continual_synth.transforms.tabular import (WorkloadHistogramsFn, encode_stream_batch,
-                                                sample_tasks, synthetic_table, table_tasks,
-                                                task_codes)
+from continual_synth.transforms.tabular import (WorkloadHistogramsFn, emit_table,
+                                                encode_stream_batch, release_tasks)
 
 
 class _PeriodOfWindow(beam.DoFn):
@@ -112,13 +111,8 @@ class StepTabularStream(beam.DoFn):
 def _period_tables(release, domain, period_col: str):
     """The records one period releases, in shards ``(key, pa.Table)``: the table g_t, or
     the baseline's increment (appended to the earlier periods' rows)."""
-    tasks = (table_tasks(release.period, release.codes.shape[0]) if release.increment
-             else sample_tasks(release))
-    for task in tasks:
-        period, shard = task[0], task[1]
-        yield (f"t{period:04d}-s{shard:03d}",
-               synthetic_table(task_codes(task, release.codes, len(domain.names)), period,
-                               domain, period_col))
+    for task in release_tasks(release):
+        yield emit_table(task, domain, period_col)
 
 
 class SynthesizeTabularStream(beam.PTransform):
