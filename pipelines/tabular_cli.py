@@ -113,13 +113,16 @@ def add_commands(commands, evaluate) -> None:
     """Add ``tabular run|init|step|example`` and ``evaluate tabular``."""
     jobs = add_job_commands(commands, "tabular", "synthetic tabular streams (Kumar et al. "
                             "2024, Algorithms 2-3)", JOBS)
+    from continual_synth.pipelines.example_tables import CONSTRUCTIONS
     from continual_synth.pipelines.stream import add_stream_command
     add_stream_command(jobs, lambda parser: _add_synthesizer_options(parser, with_infer=False))
     example = jobs.add_parser("example", help="write a stream built from a real public "
                               "table (CCES 2016) and its domain.json")
     example.add_argument("--output", required=True)
-    example.add_argument("--construction", choices=["randomized", "ordered"],
-                         default="randomized", help="§7.1's stream constructions")
+    example.add_argument("--construction", choices=list(CONSTRUCTIONS),
+                         default="randomized",
+                         help="§7.1's stream constructions: a random order, sorted by "
+                              "every attribute, or the table's stored row order")
     example.add_argument("--batch-size", type=POSITIVE_INT, default=50)
     example.add_argument("--periods", type=POSITIVE_INT, default=None,
                          help="stop after this many periods (default: the whole table)")

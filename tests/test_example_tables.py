@@ -86,6 +86,13 @@ def test_ordered_stream_sorts_lexicographically_by_domain_codes():
     assert default.column("v").to_pylist()[:3] == [1, 1, 3]
 
 
+def test_stored_stream_keeps_the_tables_row_order():
+    stream = ex.make_stream(SMALL, "stored", batch_size=3, seed=5)
+    assert stream.column("u").to_pylist() == SMALL.column("u").to_pylist()[:6]
+    assert stream.column("v").to_pylist() == SMALL.column("v").to_pylist()[:6]
+    assert stream.column("period").to_pylist() == [1, 1, 1, 2, 2, 2]
+
+
 def test_ordered_real_stream(cces):
     stream = ex.make_stream(cces, "ordered", batch_size=200, domain=ex.table_domain())
     assert stream.num_rows == 64600 and stream.column("period")[-1].as_py() == 323
