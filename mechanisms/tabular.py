@@ -48,8 +48,9 @@ Two rule sets (``RULES``; each rule is also its own option):
   imputes them from the current model, (n̂_t − |C_j(t)|)·P_j(g_{t−1}): a fixed point that
   kept ordered streams at 15-19× the sampling floor without noise.  g_t = h_{t,k} (the
   average gives the last measurement 1/k of its weight).  Optional ``refresh`` slots (0
-  by default) give some of the k selections to the stalest workload, a public choice.
-  Pooled one-way margins (``margins="pooled"``, the default where the fit takes them:
+  by default) give some of the k selections to the stalest workload, a public choice;
+  ``selection_discount="count"`` (off by default) divides each positive utility by 1 +
+  the workload's earlier selections (:func:`_count_discounted`).  Pooled one-way margins (``margins="pooled"``, the default where the fit takes them:
   ``ipf`` or ``mw`` with the ``increment`` or ``model`` remainder): every fit also matches
   each attribute's one-way margin pooled over all the periods' counter increments of
   the workloads holding it (:mod:`~continual_synth.mechanisms.pooled_margins`).
@@ -162,13 +163,14 @@ REMAINDERS = ("increment", "model", "paper")
 COMBINES = ("last", "average")
 MARGINS = ("pooled", "none")
 BASELINE_STARTS = ("previous", "uniform")
+SELECTION_DISCOUNTS = ("none", "count")
 # The two rule sets: ours (the defaults) and the paper's as printed (to reproduce it).
 RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remainder": "increment",
                  "combine": "last", "refresh": 0, "baseline_start": "previous", "margins": None,
-                 "selection_share": None},
+                 "selection_share": None, "selection_discount": "none"},
          "paper": {"utility": "paper", "bias_correction": "paper", "remainder": "paper",
                    "combine": "average", "refresh": 0, "baseline_start": "uniform",
-                   "margins": "none", "selection_share": 0.5}}
+                   "margins": "none", "selection_share": 0.5, "selection_discount": "none"}}
 # Share s of each period's ε spent on its k selections (the rest on its k measurements).
 # The paper's is 1/2; AIM (McKenna et al. 2022) gives selection a tenth.  Proposed: on Adult
 # (randomized, batches of 200, seed 0) s = 0.1 took AvgWE from 0.0070 to 0.0049 at ε = 1
@@ -178,7 +180,7 @@ RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remaind
 # so it keeps the paper's 1/2 (docs/tabular.md, "Budget split").
 DEFAULT_SELECTION_SHARES = {"proposed": 0.1, "baseline": 0.5}
 # What a configuration saved before an option existed meant: no pool, the paper's split.
-SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5}
+SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5, "selection_discount": "none"}
 RELATION = "event-level add/remove of one record"
 MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
 INCREMENT_PULL = 0.2  # weight of g_t in the prior of the increment model δ_t
@@ -212,6 +214,7 @@ class TabularConfig:
     baseline_start: str = "previous"
     margins: Optional[str] = None
     selection_share: Optional[float] = None
+    selection_discount: str = "none"
 
     def __post_init__(self):
         if not isinstance(self.domain, Domain):
@@ -270,6 +273,9 @@ class TabularConfig:
                 or not 0 <= self.refresh <= selections:
             raise ParameterError("refresh", f"must be a whole number from 0 to the selections "
                                             f"({selections}), got {self.refresh!r}")
+        if self.selection_discount not in SELECTION_DISCOUNTS:
+            raise ParameterError("selection_discount", f"must be one of {SELECTION_DISCOUNTS}, "
+                                                       f"got {self.selection_discount!r}")
         if self.baseline_start not in BASELINE_STARTS:
             raise InputError(f"baseline_start must be one of {BASELINE_STARTS}, got "
                              f"{self.baseline_start!r}")
@@ -367,7 +373,8 @@ class TabularConfig:
                 "utility": self.utility, "remainder": self.remainder,
                 "combine": self.combine, "refresh": int(self.refresh),
                 "baseline_start": self.baseline_start, "margins": self.margins,
-                "selection_share": self.selection_share}
+                "selection_share": self.selection_share,
+                "selection_discount": self.selection_discount}
 
     @classmethod
     def from_dict(cls, data: Dict) -> "TabularConfig":
@@ -641,6 +648,17 @@ def _staleness(workloads, counts, selected, i):
     return counts[i], coverage, i
 
 
+def _count_discounted(u: np.ndarray, counts: Sequence[int], candidates) -> np.ndarray:
+    """``selection_discount="count"``: each positive utility divided by 1 + c_i, the
+    number of periods that selected workload i before this one (public: the earlier
+    periods' selections are released).  The map u ↦ u/(1 + c_i) for u > 0, u otherwise,
+    is 1-Lipschitz, so a neighbour moves the discounted utility by at most Δ and the
+    exponential mechanism's calibration is unchanged; a utility at or below 0 is left as
+    it is (no workload is favoured for having been selected often)."""
+    c = np.asarray([counts[i] for i in candidates], dtype=np.float64)
+    return np.where(u > 0, u / (1.0 + c), u)
+
+
 def _select_measure_fit(config, sampler, targets, start, bias, measure, measurement,
                         size_of, rescale: bool, counts: Sequence[int], batch: int = 0,
                         margins=None):
@@ -675,6 +693,8 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
             j = min(candidates, key=lambda i: _staleness(workloads, counts, selected, i))
         else:
             u = _utilities(config, targets, h, candidates, bias, batch)
+            if config.selection_discount == "count":
+                u = _count_discounted(u, counts, candidates)
             j = candidates[sampler.exponential_mechanism(u, config.selection_epsilon,
                                                          config.utility_sensitivity)]
         selected.append(j)

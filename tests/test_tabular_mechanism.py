@@ -189,6 +189,34 @@ def test_proposed_selects_the_workload_with_the_largest_error_at_large_epsilon()
     assert len(best) < len(WORKLOADS) and release.selected[0] in best
 
 
+def test_count_discount_selects_the_largest_discounted_utility_at_large_epsilon():
+    """``selection_discount="count"``: u_i/(1 + c_i) for positive u_i (c_i the earlier
+    selections, public); with the counts of a workload raised, the argmax moves to the
+    best utility among the others, and the discounted utilities stay within Δ of each
+    other's neighbours (the map is 1-Lipschitz)."""
+    cfg = config(epsilon=1e6, selections=1, bias_correction="none",
+                 selection_discount="count")
+    state = tabular.initial_state(cfg)
+    hists = workload_histograms(stream(1, 60, 7)[0], DOMAIN, WORKLOADS)
+    u = np.array([np.abs(h - h.sum() / h.size).sum() for h in hists])
+    counts = np.zeros(len(WORKLOADS), dtype=int)
+    counts[np.argsort(u)[-3:]] = [1, 4, 9]           # the three best were selected before
+    state.selection_counts = counts.tolist()
+    _, release = tabular.step(cfg, state, hists, SeededSampler(1))
+    discounted = u / (1 + counts)
+    best = {WORKLOADS[i] for i in np.flatnonzero(np.isclose(discounted, discounted.max()))}
+    assert release.selected[0] in best
+    assert WORKLOADS[int(np.argmax(u))] not in best   # the undiscounted argmax lost
+    shift = np.linspace(-3, 3, 61)
+    lipschitz = np.abs(np.diff(tabular._count_discounted(shift, [9] * 61, range(61))))
+    assert lipschitz.max() <= np.diff(shift).max() + 1e-12
+    with pytest.raises(ParameterError, match="selection_discount"):
+        config(selection_discount="counts")
+    old = config().to_dict()
+    del old["selection_discount"]
+    assert tabular.TabularConfig.from_dict(old).selection_discount == "none"
+
+
 @pytest.mark.parametrize("method", ["proposed", "baseline"])
 def test_deterministic_and_state_round_trip(method):
     cfg = config(method=method, horizon=6)
