@@ -50,10 +50,11 @@ Two rule sets (``RULES``; each rule is also its own option):
   average gives the last measurement 1/k of its weight).  Optional ``refresh`` slots (0
   by default) give some of the k selections to the stalest workload, a public choice;
   ``selection_discount="count"`` (off by default) divides each positive utility by 1 +
-  the workload's earlier selections (:func:`_count_discounted`).  Pooled one-way margins (``margins="pooled"``, the default where the fit takes them:
-  ``ipf`` or ``mw`` with the ``increment`` or ``model`` remainder): every fit also matches
-  each attribute's one-way margin pooled over all the periods' counter increments of
-  the workloads holding it (:mod:`~continual_synth.mechanisms.pooled_margins`).
+  the workload's earlier selections (:func:`_count_discounted`).  Pooled one-way margins
+  (``margins="pooled"``, the default where the fit takes them: ``ipf`` or ``mw`` with
+  the ``increment`` or ``model`` remainder): every fit also matches each attribute's
+  one-way margin pooled over all the periods' counter increments of the workloads
+  holding it (:mod:`~continual_synth.mechanisms.pooled_margins`).
 
 Budget split (``selection_share`` s): each period's ε goes s·ε to its k selections
 (s·ε/k each) and (1 − s)·ε to its k measurements ((1 − s)·ε/k each).  The paper's

@@ -169,8 +169,9 @@ class TabularJob(IncrementalJob):
         domain = synthesizer.domain
         files = {name: path for name, path in state["files"].items() if name != "increment"}
         if pending["increment"]:  # appended: the period's rows are its increment
+            codes = storage.load_array(store.path(state["files"]["increment"]))
             release = TableRelease(period, pending["size"], True, pending["emission_seed"],
-                                   codes=storage.load_array(store.path(state["files"]["increment"])))
+                                   codes=codes)
         else:
             release = TableRelease(period, pending["size"], False, pending["emission_seed"],
                                    model=synthesizer.model_from_dict(pending["model"]))
