@@ -6,11 +6,11 @@
   ``index_in``), split by period, histogrammed with ``np.bincount`` and summed by a
   CombineFn per period (:class:`WorkloadHistogramsFn`); no stage touches a record as a
   Python object.
-* :func:`fold_tabular_stream` — the synthesizer's state machine folded over periods on one
+* :func:`synthesize_periods` — the synthesizer's state machine folded over periods on one
   worker (its inputs are a few small count vectors per period); noise is drawn here and
   only here, per period, so a batch run and T incremental steps with the same seed make
-  the same release.  :func:`synthesize_periods` emits each period's emission tasks as it
-  is released (one element per shard, never all periods in one element).
+  the same release.  Each period's emission tasks leave as it is released (one element
+  per shard, never all periods in one element).
 * :func:`release_tasks` / :func:`emit_table` — every period's synthetic table sampled
   from its fitted model in shards of at most ``ROWS_PER_SHARD`` rows, as Arrow tables
   ``(period, attribute columns…)``.
@@ -153,15 +153,16 @@ class PeriodWorkloadHistograms(beam.PTransform):
 TASK, MANIFEST = "task", "manifest"  # the kinds of :func:`synthesize_periods`' output
 
 
-def fold_tabular_stream(period_counts: Sequence[Tuple[int, np.ndarray]], synthesizer,
-                        seed: Optional[int], horizon: Optional[int] = None) -> Iterator:
+def synthesize_periods(period_counts: Sequence[Tuple[int, np.ndarray]], synthesizer,
+                       seed: Optional[int], horizon: Optional[int] = None) -> Iterator:
     """Run the synthesizer over periods 1..T (T = ``horizon`` or the last period with
     records; a period without records is an empty period, listed in the manifest).
 
-    A generator: yields each period's ``TableRelease`` as soon as it is made, then the
-    manifest (a dict), so that no element ever holds all the periods' releases (one
-    fitted model is up to ~1 MB: a thousand periods in one element came near the 2 GB
-    limit of Beam's data channel).
+    A generator for a Beam ``FlatMap``: ``(TASK, task)`` for every shard of a period as
+    soon as the period is released, then ``(MANIFEST, manifest)``, so that no element
+    holds all the periods' releases (a fitted model is up to ~1 MB: a thousand periods in
+    one element came near the 2 GB limit of Beam's data channel).  One output, split by
+    :func:`of_kind` (Beam's Dask runner does not split tagged outputs).
     """
     by_period = {int(p): np.asarray(c) for p, c in period_counts}
     if not by_period:
@@ -177,25 +178,13 @@ def fold_tabular_stream(period_counts: Sequence[Tuple[int, np.ndarray]], synthes
             counts = np.zeros(1 + width, dtype=np.int64)
             empty.append(period)
         state, release = synthesizer.step(state, counts[1:], period_sampler(seed, period))
-        yield release
+        count(PERIODS_RELEASED, 1)
+        for task in release_tasks(release):
+            yield TASK, task
         progress.advance()
     manifest = synthesizer.manifest(state)
     manifest["empty_periods"] = empty
-    yield manifest
-
-
-def synthesize_periods(period_counts: Sequence[Tuple[int, np.ndarray]], synthesizer,
-                       seed: Optional[int], horizon: Optional[int] = None) -> Iterator:
-    """The fold as a Beam ``FlatMap``: ``(TASK, task)`` for every shard of every period
-    as soon as the period is released, then ``(MANIFEST, manifest)``.  One output split
-    by :func:`of_kind` (Beam's Dask runner does not split tagged outputs)."""
-    for item in fold_tabular_stream(period_counts, synthesizer, seed, horizon):
-        if isinstance(item, dict):
-            yield MANIFEST, item
-        else:
-            count(PERIODS_RELEASED, 1)
-            for task in release_tasks(item):
-                yield TASK, task
+    yield MANIFEST, manifest
 
 
 def of_kind(kind: str):
