@@ -149,7 +149,8 @@ def main() -> None:
     parser.add_argument("--at", default="10,20", help="periods to score (the last always)")
     parser.add_argument("--epsilons", default="1000,4,1")
     parser.add_argument("--method", default="proposed")
-    parser.add_argument("--selections", type=int, default=3)
+    parser.add_argument("--selections", type=int, default=None,
+                        help="k per period (default: the library's, 3 up to ε = 2)")
     parser.add_argument("--counter", default="simple")
     parser.add_argument("--fit", default="ipf")
     parser.add_argument("--way", type=int, default=2)

@@ -47,7 +47,7 @@ class TabularSynthesizer:
                **options) -> "TabularSynthesizer":
         """A synthesizer from command-line style options (None: the default)."""
         if selections is None:
-            selections = min(3, len(workloads))
+            selections = tabular.auto_selections(epsilon, method, len(workloads))
         config = tabular.TabularConfig(
             domain=domain, workloads=tuple(workloads), epsilon=epsilon, horizon=horizon,
             method=method, selections=selections, counter=counter or DEFAULT_COUNTER,

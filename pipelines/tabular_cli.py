@@ -42,8 +42,9 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "baseline: an independent synthesizer per period (§5, "
                              "Algorithm 2)")
     parser.add_argument("--selections", type=POSITIVE_INT, default=None,
-                        help="workloads selected per period, the paper's k (default: the "
-                             "synthesizer's default)")
+                        help="workloads selected per period, the paper's k (default: 3 up to "
+                             "epsilon 2; above, for the proposed method, floor(1.5 * epsilon) "
+                             "up to 12 and the number of workloads; --rule paper: 3)")
     parser.add_argument("--marginals", default="2",
                         help="workloads: a number k for all k-way marginals (default 2), or "
                              "a list 'a,b;a,c'")
@@ -154,7 +155,7 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         domain = infer_domain(input_path, args.period_col, getattr(args, "input_format", None))
     else:
         domain = Domain.from_json(args.domain)
-    from continual_synth.mechanisms.tabular import RULES
+    from continual_synth.mechanisms.tabular import PAPER_SELECTIONS, RULES
     workloads = parse_workloads(args.marginals, domain)
     options = dict(RULES[args.rule])
     if args.max_cells is not None:
@@ -163,9 +164,12 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         options["margins"] = args.margins
     if args.selection_share is not None:
         options["selection_share"] = args.selection_share
+    selections = args.selections
+    if selections is None and args.rule == "paper":
+        selections = PAPER_SELECTIONS
     return TabularSynthesizer.create(
         domain=domain, workloads=workloads, epsilon=args.epsilon, method=args.method,
-        selections=args.selections, counter=args.counter, fit=args.fit,
+        selections=selections, counter=args.counter, fit=args.fit,
         horizon=args.horizon, domain_inferred=inferred, **options)
 
 

@@ -440,3 +440,55 @@ def test_baseline_started_from_its_previous_increment_falls_toward_the_floor():
         errors[start] = np.mean([run(cfg, stream(30, 50, 40 + s), 50 + s)[2][-5:].mean()
                                  for s in range(2)])
     assert errors["previous"] < 2 / 3 * errors["uniform"], errors
+
+
+def test_auto_selections_rule():
+    """The default k (docs/tabular.md, "Selections"): the paper's 3 up to ε = 2; above it
+    the proposed method's k = ⌊3ε/2⌋ up to 12 and |W|, so that a measurement's budget
+    (1 − s)·ε/k never falls below its value at ε = 2, k = 3."""
+    auto = tabular.auto_selections
+    assert [auto(e, "proposed", 78) for e in (0.5, 1, 2, 2.5, 2.7, 4, 7.9, 8, 1000)] \
+        == [3, 3, 3, 3, 4, 6, 11, 12, 12]
+    assert auto(1000, "baseline", 78) == 3
+    assert auto(1000, "proposed", 5) == 5 and auto(1, "proposed", 2) == 2
+    for eps in np.linspace(2, 8, 61):
+        assert eps / auto(eps, "proposed", 78) >= 2 / 3 - 1e-12
+    with pytest.raises(ParameterError, match="epsilon"):
+        auto(float("inf"), "proposed", 78)
+
+
+def test_default_selections_follow_epsilon_and_the_paper_rule_keeps_three(tmp_path):
+    from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
+    from continual_synth.pipelines.cli import build_parser
+    from continual_synth.pipelines.tabular_cli import synthesizer_from_args
+    create = functools.partial(TabularSynthesizer.create, domain=DOMAIN, workloads=WORKLOADS,
+                               horizon=5)
+    assert create(epsilon=1.0).config.selections == 3
+    assert create(epsilon=1000.0).config.selections == len(WORKLOADS)  # 10 < 12
+    assert create(epsilon=4.0).config.selections == 6
+    assert create(epsilon=1000.0, selections=3).config.selections == 3
+    assert create(epsilon=1000.0, method="baseline").config.selections == 3
+
+    domain = tmp_path / "domain.json"
+    domain.write_text(json.dumps(DOMAIN.to_dict()))
+
+    def from_cli(*extra):
+        args = build_parser().parse_args(["tabular", "init", "--state", str(tmp_path / "s"),
+                                          "--domain", str(domain), "--epsilon", "1000",
+                                          "--horizon", "5", *extra])
+        return synthesizer_from_args(args).config.selections
+    assert from_cli() == len(WORKLOADS)
+    assert from_cli("--rule", "paper") == 3
+    assert from_cli("--selections", "4") == 4
+
+
+def test_more_selections_at_large_epsilon_lower_the_noise_free_error():
+    """Why k grows with ε: without noise, three measurements a period leave most workloads'
+    counters seeing few periods; measuring more of them brings the release to the data."""
+    batches = [stream(25, 50, s) for s in range(3)]
+    def final_error(k):
+        cfg = config(epsilon=1e6, horizon=25, selections=k)
+        return np.mean([run(cfg, b, 10 + i)[2][-5:].mean() for i, b in enumerate(batches)])
+    three, auto = final_error(3), final_error(tabular.auto_selections(1e6, "proposed",
+                                                                      len(WORKLOADS)))
+    assert auto < 0.7 * three, (auto, three)
