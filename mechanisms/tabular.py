@@ -13,7 +13,7 @@ parallel composition inside a workload, §7.2), and a record of period t changes
 of any other period's ∇f.
 
 Proposed method (Algorithm 3, §7.2 workload form), per period t with k = ``selections``
-(the paper's k = 3; by default more above ε = 2, :func:`auto_selections`):
+(the paper's k = 3; by default more at large ε, :func:`auto_selections`):
 
 * h_{t,0} = g_{t−1} (the previous release's model; g_0 = the uniform distribution with 0
   records — the paper's g(0, x) = 1 would put |𝒳| phantom records into g_0, hopeless for
@@ -167,10 +167,9 @@ MARGINS = ("pooled", "none")
 BASELINE_STARTS = ("previous", "uniform")
 SELECTION_DISCOUNTS = ("none", "count")
 # Selections per period k (``selections=None`` in :meth:`TabularSynthesizer.create`, the
-# command line's default): the paper's k = 3 while ε ≤ 2, the largest ε of its tables;
-# beyond, the proposed method's k grows with ε (see :func:`auto_selections`).
+# command line's default): the paper's k = 3, more once a measurement's noise is below one
+# record per cell (see :func:`auto_selections`).
 PAPER_SELECTIONS = 3
-AUTO_SELECTIONS_EPSILON = 2.0
 AUTO_SELECTIONS_MAX = 12  # each selection costs a fit: a step's time grows with k
 # The two rule sets: ours (the defaults) and the paper's as printed (to reproduce it).
 RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remainder": "increment",
@@ -198,26 +197,32 @@ FORMAT_VERSION = 2  # 2: the aim rules, the ipf fit (junction-tree models)
 # ---------------------------------------------------------------------------- config
 
 
-def auto_selections(epsilon: float, method: str, num_workloads: int) -> int:
-    """The default k: the paper's k = 3 up to ε = 2; above, for the proposed method,
-    k = min(⌊3ε/2⌋, 12, |W|).
+def auto_selections(epsilon: float, method: str, num_workloads: int,
+                    selection_share: Optional[float] = None) -> int:
+    """The default k: the most measurements per period whose noise stays at or below one
+    record per cell — √2·k/((1 − s)·ε) ≤ 1, the standard deviation of a Laplace
+    measurement of budget (1 − s)·ε/k — but never fewer than the paper's k = 3 nor more
+    than 12 or |W|; the baseline keeps 3.  So k = 3 up to ε ≈ 6.3 (s = 0.1), 5 at ε = 8,
+    12 from ε ≈ 19.
 
-    Why.  Each of a period's k measurements gets (1 − s)·ε/k.  Once ε exceeds the paper's
-    range, giving that budget to the same three measurements makes them ever more exact
-    while the other workloads' counters only see the periods that select them; at
-    ε = 1000 the error was then set by the k = 3 coverage, not by privacy (Adult,
-    randomized, batches of 200, seed 0: AvgWE 3.8× the sampling floor at k = 3, 2.2× at
-    k = 6, 1.1× at k = 12; below ε = 2 more selections lose, e.g. k = 6 at ε = 1: +24 %,
-    docs/tabular.md "Selections").  So each measurement's budget stops at its value at
-    ε = 2, k = 3 — (1 − s)·2/3 — and the rest of ε buys more measurements per period, up
-    to 12 (a step fits once per selection) and the number of workloads.  k depends on ε
-    and |W| only (public), so the privacy statement is the one for that k.  The baseline
-    keeps k = 3: its measurements see one batch and are not counted across periods."""
+    Why.  Each of a period's k measurements gets (1 − s)·ε/k.  With k fixed at 3, budget
+    beyond the paper's range makes the same three measurements ever more exact while every
+    other workload's counter sees only the periods that select it: at ε = 1000 the error
+    was set by that coverage, not by privacy (Adult, randomized, batches of 200, seed 0:
+    AvgWE 3.8× the sampling floor at k = 3, 2.2× at k = 6, 1.1× at k = 12; CCES, batches
+    of 50: 2.6× → 1.4× at k = 12).  Where a measurement's noise is still several records
+    per cell, more selections lose (Adult ε = 1, k = 6: +24 %; CCES ε = 4 and 8: +6-7 %);
+    below one record, more precision buys less than coverage.  k depends on ε, s and |W|
+    only (public), so the privacy statement is the one for that k (docs/tabular.md,
+    "Selections").  The baseline's measurements see one batch and are not counted across
+    periods."""
     epsilon = positive_real("epsilon", epsilon)
     k = PAPER_SELECTIONS
-    if method == "proposed" and epsilon > AUTO_SELECTIONS_EPSILON:
-        k = min(AUTO_SELECTIONS_MAX,
-                max(k, int(math.floor(PAPER_SELECTIONS * epsilon / AUTO_SELECTIONS_EPSILON))))
+    if method == "proposed":
+        share = DEFAULT_SELECTION_SHARES[method] if selection_share is None else \
+            probability("selection_share", selection_share)
+        quiet = int(math.floor((1.0 - share) * epsilon / math.sqrt(2.0)))
+        k = min(AUTO_SELECTIONS_MAX, max(k, quiet))
     return min(k, num_workloads)
 
 

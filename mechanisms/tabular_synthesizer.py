@@ -47,7 +47,8 @@ class TabularSynthesizer:
                **options) -> "TabularSynthesizer":
         """A synthesizer from command-line style options (None: the default)."""
         if selections is None:
-            selections = tabular.auto_selections(epsilon, method, len(workloads))
+            selections = tabular.auto_selections(epsilon, method, len(workloads),
+                                                 options.get("selection_share"))
         config = tabular.TabularConfig(
             domain=domain, workloads=tuple(workloads), epsilon=epsilon, horizon=horizon,
             method=method, selections=selections, counter=counter or DEFAULT_COUNTER,

@@ -42,9 +42,10 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "baseline: an independent synthesizer per period (§5, "
                              "Algorithm 2)")
     parser.add_argument("--selections", type=POSITIVE_INT, default=None,
-                        help="workloads selected per period, the paper's k (default: 3 up to "
-                             "epsilon 2; above, for the proposed method, floor(1.5 * epsilon) "
-                             "up to 12 and the number of workloads; --rule paper: 3)")
+                        help="workloads selected per period, the paper's k (default: 3, or "
+                             "for the proposed method the most measurements whose noise is at "
+                             "most one record per cell, up to 12: 5 at epsilon 8, 12 from "
+                             "about 19; --rule paper: 3)")
     parser.add_argument("--marginals", default="2",
                         help="workloads: a number k for all k-way marginals (default 2), or "
                              "a list 'a,b;a,c'")

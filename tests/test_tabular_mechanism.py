@@ -443,16 +443,20 @@ def test_baseline_started_from_its_previous_increment_falls_toward_the_floor():
 
 
 def test_auto_selections_rule():
-    """The default k (docs/tabular.md, "Selections"): the paper's 3 up to ε = 2; above it
-    the proposed method's k = ⌊3ε/2⌋ up to 12 and |W|, so that a measurement's budget
-    (1 − s)·ε/k never falls below its value at ε = 2, k = 3."""
+    """The default k (docs/tabular.md, "Selections"): the most measurements per period whose
+    Laplace noise (std √2·k/((1 − s)·ε)) is at most one record per cell, at least the
+    paper's 3, at most 12 and |W|; the baseline keeps 3."""
     auto = tabular.auto_selections
-    assert [auto(e, "proposed", 78) for e in (0.5, 1, 2, 2.5, 2.7, 4, 7.9, 8, 1000)] \
-        == [3, 3, 3, 3, 4, 6, 11, 12, 12]
+    assert [auto(e, "proposed", 78) for e in (0.5, 1, 2, 4, 6.2, 6.3, 8, 18.8, 18.9, 1000)] \
+        == [3, 3, 3, 3, 3, 4, 5, 11, 12, 12]
     assert auto(1000, "baseline", 78) == 3
+    assert auto(8, "proposed", 78, selection_share=0.5) == 3   # 0.5·8/√2 = 2.8
     assert auto(1000, "proposed", 5) == 5 and auto(1, "proposed", 2) == 2
-    for eps in np.linspace(2, 8, 61):
-        assert eps / auto(eps, "proposed", 78) >= 2 / 3 - 1e-12
+    for eps in np.linspace(0.1, 25, 250):
+        k = auto(eps, "proposed", 78)
+        noise = lambda k: np.sqrt(2) * k / (0.9 * eps)   # noqa: E731
+        assert k == 3 or noise(k) <= 1 + 1e-12            # never noisier than a record
+        assert k == 12 or noise(k + 1) > 1                # and the most such k
     with pytest.raises(ParameterError, match="epsilon"):
         auto(float("inf"), "proposed", 78)
 
@@ -465,7 +469,9 @@ def test_default_selections_follow_epsilon_and_the_paper_rule_keeps_three(tmp_pa
                                horizon=5)
     assert create(epsilon=1.0).config.selections == 3
     assert create(epsilon=1000.0).config.selections == len(WORKLOADS)  # 10 < 12
-    assert create(epsilon=4.0).config.selections == 6
+    assert create(epsilon=4.0).config.selections == 3
+    assert create(epsilon=8.0).config.selections == 5
+    assert create(epsilon=8.0, selection_share=0.5).config.selections == 3
     assert create(epsilon=1000.0, selections=3).config.selections == 3
     assert create(epsilon=1000.0, method="baseline").config.selections == 3
 
