@@ -167,7 +167,7 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         options["selection_share"] = args.selection_share
     selections = args.selections
     if selections is None and args.rule == "paper":
-        selections = PAPER_SELECTIONS
+        selections = min(PAPER_SELECTIONS, len(workloads))
     return TabularSynthesizer.create(
         domain=domain, workloads=workloads, epsilon=args.epsilon, method=args.method,
         selections=selections, counter=args.counter, fit=args.fit,

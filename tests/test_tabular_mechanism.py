@@ -486,6 +486,8 @@ def test_default_selections_follow_epsilon_and_the_paper_rule_keeps_three(tmp_pa
     assert from_cli() == len(WORKLOADS)
     assert from_cli("--rule", "paper") == 3
     assert from_cli("--selections", "4") == 4
+    assert from_cli("--rule", "paper", "--marginals", "a,b;a,c") == 2   # k ≤ |W|
+    assert from_cli("--marginals", "a,b") == 1
 
 
 def test_more_selections_at_large_epsilon_lower_the_noise_free_error():
