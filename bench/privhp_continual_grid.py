@@ -30,7 +30,6 @@ import json
 import os
 import sys
 import time
-import zipfile
 
 import numpy as np
 
@@ -70,16 +69,10 @@ VARIANTS = [  # (label, counter, sketch depth j)
 
 def adult_points(dims: int) -> np.ndarray:
     """Adult's age (and hours-per-week) scaled to [0, 1] by public bounds."""
-    from adult_data import COLUMNS, _rows, _wheel_path
-    import tempfile
-    cache = os.path.join(tempfile.gettempdir(), "continual-synth-adult")
-    with zipfile.ZipFile(_wheel_path(cache)) as wheel:
-        rows = []
-        for name in ("adult.data", "adult.test"):
-            member = next(n for n in wheel.namelist() if n.endswith("adult/" + name))
-            rows += _rows(wheel.read(member).decode("utf-8"))
-    age = np.array([r[COLUMNS.index("age")] for r in rows], dtype=float)
-    hours = np.array([r[COLUMNS.index("hours-per-week")] for r in rows], dtype=float)
+    from adult_data import adult_raw
+    raw = adult_raw()
+    age = np.array(raw["age"], dtype=float)
+    hours = np.array(raw["hours-per-week"], dtype=float)
     columns = [(age - 17) / (91 - 17), hours / 100]
     return np.clip(np.stack(columns[:dims], axis=1), 0, 1 - 1e-12)
 

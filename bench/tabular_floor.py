@@ -150,7 +150,7 @@ def main() -> None:
     parser.add_argument("--epsilons", default="1000,4,1")
     parser.add_argument("--method", default="proposed")
     parser.add_argument("--selections", type=int, default=None,
-                        help="k per period (default: the library's, 3 up to ε = 2)")
+                        help="k per period (default: the library's, tabular.auto_selections)")
     parser.add_argument("--counter", default="simple")
     parser.add_argument("--fit", default="ipf")
     parser.add_argument("--way", type=int, default=2)

@@ -255,7 +255,7 @@ def main() -> None:
     parser.add_argument("--batches", default="50,200")
     parser.add_argument("--constructions", default="randomized,ordered")
     parser.add_argument("--selections", type=int, default=None,
-                        help="k per period (default: the library's, 3 up to ε = 2)")
+                        help="k per period (default: the library's, tabular.auto_selections)")
     parser.add_argument("--methods", default="baseline,proposed",
                         help="methods to run (with --append, the others' rows are kept)")
     parser.add_argument("--repeats", type=int, default=1)
@@ -379,7 +379,8 @@ def adult_markdown(results, args) -> str:
 
 def k_label(args) -> str:
     return (str(args.selections) if args.selections is not None else
-            "the library's (3 up to ε = 2, ⌊1.5ε⌋ ≤ 12 above)")
+            "the library's (proposed: the most measurements whose noise is at most one record "
+            "per cell, 3 to 12, `tabular.auto_selections`; baseline: 3)")
 
 
 def cces_markdown(results, args) -> str:

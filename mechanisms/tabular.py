@@ -197,6 +197,13 @@ FORMAT_VERSION = 2  # 2: the aim rules, the ipf fit (junction-tree models)
 # ---------------------------------------------------------------------------- config
 
 
+def resolved_selection_share(method: str, selection_share: Optional[float]) -> float:
+    """s: the method's default (:data:`DEFAULT_SELECTION_SHARES`) or the one given."""
+    if selection_share is None:
+        return DEFAULT_SELECTION_SHARES[method]
+    return probability("selection_share", selection_share)
+
+
 def auto_selections(epsilon: float, method: str, num_workloads: int,
                     selection_share: Optional[float] = None) -> int:
     """The default k: the most measurements per period whose noise stays at or below one
@@ -219,8 +226,7 @@ def auto_selections(epsilon: float, method: str, num_workloads: int,
     epsilon = positive_real("epsilon", epsilon)
     k = PAPER_SELECTIONS
     if method == "proposed":
-        share = DEFAULT_SELECTION_SHARES[method] if selection_share is None else \
-            probability("selection_share", selection_share)
+        share = resolved_selection_share(method, selection_share)
         quiet = int(math.floor((1.0 - share) * epsilon / math.sqrt(2.0)))
         k = min(AUTO_SELECTIONS_MAX, max(k, quiet))
     return min(k, num_workloads)
@@ -326,9 +332,8 @@ class TabularConfig:
             raise ParameterError("margins", "pooled one-way margins need the proposed method, "
                                             "the ipf or mw fit and the increment or model "
                                             "remainder")
-        object.__setattr__(self, "selection_share", DEFAULT_SELECTION_SHARES[self.method]
-                           if self.selection_share is None
-                           else probability("selection_share", self.selection_share))
+        object.__setattr__(self, "selection_share",
+                           resolved_selection_share(self.method, self.selection_share))
         if self.max_cells is not None and (
                 isinstance(self.max_cells, bool)
                 or not isinstance(self.max_cells, (int, np.integer)) or self.max_cells < 1):
