@@ -44,7 +44,7 @@ from typing import Callable, Dict, Iterator, Optional, Tuple
 
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.pipelines import conditional_create, provenance, release_dir
-from continual_synth.transforms import storage
+from continual_synth.transforms import packed_json, storage
 from continual_synth.transforms.files import digest_data_files
 
 MANIFEST = "manifest.json"
@@ -136,7 +136,7 @@ class StateDir:
             storage.makedirs(self.runs)
             storage.makedirs(self.versions)
             open(self.lock, "a").close()
-        if not create.create(self.version_path(0), release_dir.json_bytes(state)):
+        if not create.create(self.version_path(0), packed_json.dumps(state)):
             raise StateError(f"{self.root} already holds a state (another init created it "
                              f"first); use a new directory")
 
@@ -167,7 +167,7 @@ class StateDir:
         created it first (this run's view is stale: it must publish nothing)."""
         version = read_version + 1
         if not self.conditional_create().create(self.version_path(version),
-                                                release_dir.json_bytes(state)):
+                                                packed_json.dumps(state)):
             raise StateError(f"{self.root}: another step committed state version {version} "
                              f"first; this run read version {read_version} and stops "
                              f"without publishing")

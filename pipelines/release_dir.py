@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from continual_synth.mechanisms.errors import StateError
-from continual_synth.transforms import storage
+from continual_synth.transforms import packed_json, storage
 
 
 def _default(value):
@@ -66,8 +66,8 @@ def read_json(path: str) -> Optional[Dict]:
         return None
     data = storage.read_bytes(path)
     try:
-        return json.loads(data.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        return packed_json.loads(data)  # any JSON; a state's packed arrays as lists
+    except ValueError as error:  # not JSON, not UTF-8, or a damaged packed array
         raise StateError(f"{path} is not readable JSON ({error}); it was damaged outside "
                          f"continual-synth: restore it from a backup") from None
 
