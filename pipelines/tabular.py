@@ -33,14 +33,14 @@ from continual_synth.pipelines import lifecycle, logs
 from continual_synth.pipelines.jobs import save_manifest_after
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import pipeline_options
-from continual_synth.transforms import storage
+from continual_synth.transforms import packed_json, storage
 from continual_synth.transforms.files import check_format, read_dataset
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords)
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.tabular import (MANIFEST, TASK, EmitSyntheticTables,
-                                                PeriodWorkloadHistograms, of_kind,
-                                                release_tasks, synthesize_periods,
+                                                PeriodWorkloadHistograms, model_file_tasks,
+                                                of_kind, release_tasks, synthesize_periods,
                                                 synthetic_schema)
 from continual_synth.transforms.write import WriteRecordBatches
 
@@ -170,17 +170,19 @@ class TabularJob(IncrementalJob):
         files = {name: path for name, path in state["files"].items() if name != "increment"}
         if pending["increment"]:  # appended: the period's rows are its increment
             codes = storage.load_array(store.path(state["files"]["increment"]))
-            release = TableRelease(period, pending["size"], True, pending["emission_seed"],
-                                   codes=codes)
-        else:
-            release = TableRelease(period, pending["size"], False, pending["emission_seed"],
-                                   model=synthesizer.model_from_dict(pending["model"]))
+            tasks = release_tasks(TableRelease(period, pending["size"], True,
+                                               pending["emission_seed"], codes=codes))
+        else:  # the shards read the model from this run's folder (private, removed)
+            model_path = storage.join(run_dir, "model.json")
+            storage.write_bytes(model_path, packed_json.dumps(pending["model"]))
+            tasks = model_file_tasks(period, pending["size"], model_path,
+                                     pending["emission_seed"])
         schema = synthetic_schema(domain, state["period_col"])
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
             _ = (pipeline | "Period" >> beam.Create([period])
                  | "CountPeriod" >> CountPeriodsReleased(lambda _: 1))
             (pipeline
-             | "Tasks" >> beam.Create(release_tasks(release))
+             | "Tasks" >> beam.Create(tasks)
              | "Emit" >> EmitSyntheticTables(domain, state["period_col"])
              | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
              | "Write" >> WriteRecordBatches(storage.join(staging_dir, "synthetic"),

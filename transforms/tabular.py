@@ -23,10 +23,12 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
+from continual_synth.mechanisms.distributions import model_from_dict
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
                                                   workload_histograms)
+from continual_synth.transforms import packed_json, storage
 from continual_synth.transforms.monitoring import PERIODS_RELEASED, Progress, count
 
 ROWS_PER_SHARD = 500_000
@@ -212,6 +214,17 @@ def sample_tasks(release) -> List[Tuple]:
             for shard, (start, stop) in enumerate(_row_shards(release.size))]
 
 
+def model_file_tasks(period: int, rows: int, model_path: str,
+                     emission_seed: int) -> List[Tuple]:
+    """The shards of a table to sample from a fitted distribution whose ``to_dict`` is
+    saved at ``model_path`` (:mod:`packed_json`): what a step's emission pipeline carries, so that
+    the model (up to 10^5 clique values) is read from a file by the shard that samples
+    it rather than pickled into the pipeline (Beam compresses ``Create``'s values with
+    bz2: seconds for such a model)."""
+    return [(period, shard, stop - start, ("model_file", model_path, emission_seed))
+            for shard, (start, stop) in enumerate(_row_shards(rows))]
+
+
 def release_tasks(release) -> List[Tuple]:
     """The shards of one period's synthetic table, as ``(period, shard, rows, source)``.
     The proposed method releases the whole table g_t each period: its shards sample
@@ -235,20 +248,23 @@ def sample_rng(emission_seed: int, period: int, shard: int) -> np.random.Generat
     return np.random.default_rng([int(emission_seed), int(period), int(shard)])
 
 
-def task_codes(task: Tuple, num_attributes: int) -> np.ndarray:
+def task_codes(task: Tuple, domain: Domain) -> np.ndarray:
     """The attribute codes of one emission task's records."""
     period, shard, rows, source = task
     if source[0] == "codes":
         return source[1]
     if rows == 0:
-        return np.zeros((0, num_attributes), dtype=np.int32)
-    return source[1].sample(rows, sample_rng(source[2], period, shard))
+        return np.zeros((0, len(domain.names)), dtype=np.int32)
+    model = source[1]
+    if source[0] == "model_file":
+        model = model_from_dict(packed_json.loads(storage.read_bytes(model)), domain)
+    return model.sample(rows, sample_rng(source[2], period, shard))
 
 
 def emit_table(task: Tuple, domain: Domain, period_col: str = "period") -> Tuple[str, pa.Table]:
     """One shard of one period's synthetic table: ``(file key, Arrow table)``."""
     period, shard = task[0], task[1]
-    codes = task_codes(task, len(domain.names))
+    codes = task_codes(task, domain)
     return f"t{period:04d}-s{shard:03d}", synthetic_table(codes, period, domain, period_col)
 
 
