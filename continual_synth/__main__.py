@@ -1,7 +1,5 @@
 """``python -m continual_synth …``: the command line, the same as ``continual-synth …``."""
-import sys
-
-from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.cli import console_main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -287,6 +287,36 @@ def test_python_dash_m_runs_the_command_line(tmp_path):
         "continual-synth: error: --rho must be positive and finite, got 0.0"], ran.stderr
 
 
+def test_the_commands_exit_without_teardown_but_finish_their_work(tmp_path):
+    """``exit_process`` (the console command, ``python -m continual_synth``, the job
+    modules) skips the interpreter's teardown, not what it does that matters: the
+    result on stdout is whole, threads' exit hooks and atexit handlers run, the status
+    is kept (sys.exit's conventions: None is 0, a message is printed with status 1)."""
+    ran = subprocess.run([sys.executable, "-m", "continual_synth", "window", "init",
+                          "--state", str(tmp_path / "state"), "--window", "2",
+                          "--horizon", "3", "--rho", "1", "--seed", "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["status"] == "initialised"
+    marker = tmp_path / "atexit.txt"
+    script = (
+        "import atexit, sys, threading, time\n"
+        "from continual_synth.pipelines.cli import exit_process\n"
+        f"atexit.register(lambda: open({str(marker)!r}, 'a').write('atexit\\n'))\n"
+        f"def late():\n    time.sleep(0.5)\n    open({str(marker)!r}, 'a').write('thread\\n')\n"
+        "threading.Thread(target=late).start()\n"
+        "print('x' * 100000, end='')\n"
+        "exit_process(int(sys.argv[1]) if sys.argv[1].isdigit() else sys.argv[1])\n")
+    for code, status in (("3", 3), ("0", 0), ("bye", 1)):
+        marker.unlink(missing_ok=True)
+        ran = subprocess.run([sys.executable, "-c", script, code], capture_output=True,
+                             text=True, timeout=300)
+        assert ran.returncode == status
+        assert ran.stdout == "x" * 100000
+        assert marker.read_text() == "thread\natexit\n"  # joined, then the handlers
+        assert ran.stderr.strip().endswith("bye") == (code == "bye")
+
+
 def test_a_step_on_a_state_another_step_owns_exits_2_before_reading(tmp_path, capsys):
     """Ownership: a held state is refused at once (exit 2, nothing read or written), or
     waited for with --wait; a bad --wait is refused."""

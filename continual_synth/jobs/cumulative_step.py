@@ -1,8 +1,7 @@
 """``python -m continual_synth.jobs.cumulative_step --key=value …``: ``continual-synth cumulative step``
 for platforms (see :mod:`continual_synth.jobs`)."""
-import sys
-
 from continual_synth.jobs import main
+from continual_synth.pipelines.cli import exit_process
 
 if __name__ == "__main__":
-    sys.exit(main("cumulative_step"))
+    exit_process(main("cumulative_step"))

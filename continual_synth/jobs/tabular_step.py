@@ -1,8 +1,7 @@
 """``python -m continual_synth.jobs.tabular_step --key=value …``: ``continual-synth tabular step``
 for platforms (see :mod:`continual_synth.jobs`)."""
-import sys
-
 from continual_synth.jobs import main
+from continual_synth.pipelines.cli import exit_process
 
 if __name__ == "__main__":
-    sys.exit(main("tabular_step"))
+    exit_process(main("tabular_step"))

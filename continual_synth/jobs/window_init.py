@@ -1,8 +1,7 @@
 """``python -m continual_synth.jobs.window_init --key=value …``: ``continual-synth window init``
 for platforms (see :mod:`continual_synth.jobs`)."""
-import sys
-
 from continual_synth.jobs import main
+from continual_synth.pipelines.cli import exit_process
 
 if __name__ == "__main__":
-    sys.exit(main("window_init"))
+    exit_process(main("window_init"))
