@@ -15,6 +15,7 @@ The stream is CCES 2016 "randomized" with batch size 50 (Kumar et al. 2024 §7.1
 
     python bench/tabular_timing.py --periods 1000 --steps 20
     python bench/tabular_timing.py --periods 1000 --steps 3 --mechanism-only
+    python bench/tabular_timing.py --periods 1000 --steps 5 --mechanism-only --epsilon 1000
 """
 from __future__ import annotations
 
@@ -28,16 +29,17 @@ import time
 import pyarrow.compute as pc
 
 from continual_synth.mechanisms.marginals import Domain, all_workloads
+from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.pipelines import tabular
 from continual_synth.pipelines.example_tables import load_table, make_stream, table_domain
 from continual_synth.transforms.files import write_file
 
 
-def synthesizer(horizon):
+def synthesizer(horizon, epsilon=1.0):
     domain = Domain(table_domain())
     return TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
-                                     epsilon=1.0, counter="simple", fit="ipf",
+                                     epsilon=epsilon, counter="simple", fit="ipf",
                                      horizon=horizon)
 
 
@@ -46,6 +48,9 @@ def main() -> None:
     parser.add_argument("--periods", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--epsilon", type=float, default=1.0,
+                        help="epsilon of the stream (default 1; the default selections "
+                             "grow with it: k = 12 from about 19)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--mechanism-only", action="store_true")
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
@@ -61,12 +66,13 @@ def main() -> None:
                          periods=args.periods, domain=table_domain())
     stream_path = os.path.join(work, "stream.parquet")
     write_file(stream, stream_path, "parquet")
-    figures = {"periods": args.periods, "batch": args.batch, "records": stream.num_rows}
+    figures = {"periods": args.periods, "batch": args.batch, "epsilon": args.epsilon,
+               "records": stream.num_rows}
 
     out = os.path.join(work, "run")
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
-    manifest = tabular.run(synthesizer(args.periods), stream_path, out, seed=1)
+    manifest = tabular.run(synthesizer(args.periods, args.epsilon), stream_path, out, seed=1)
     seconds = time.perf_counter() - start
     rows = sum(pq_rows(os.path.join(out, f)) for f in os.listdir(out) if f.endswith(".parquet"))
     figures.update({"run_seconds": round(seconds, 1),
@@ -77,7 +83,7 @@ def main() -> None:
     state, steps_out = os.path.join(work, "state"), os.path.join(work, "steps")
     for path in (state, steps_out):
         shutil.rmtree(path, ignore_errors=True)
-    tabular.init(synthesizer(args.periods), state, seed=1)
+    tabular.init(synthesizer(args.periods, args.epsilon), state, seed=1)
     step_seconds = time_steps(stream, work, args.steps,
                               lambda path: tabular.step(state, path, steps_out))
     figures.update({"steps": args.steps,
@@ -120,17 +126,18 @@ def mechanism_timing(args) -> dict:
                          periods=args.periods, domain=table_domain())
     codes = encode_records(stream, domain)
     period_of = stream["period"].to_numpy()
-    synth = synthesizer(args.periods)
+    synth = synthesizer(args.periods, args.epsilon)
     state = synth.initial_state()
     seconds = []
     for period in range(1, args.periods + 1):
         flat = np.concatenate(workload_histograms(codes[period_of == period], domain,
                                                   workloads))
         start = time.perf_counter()
-        state, _ = synth.step(state, flat, [1, period])
+        state, _ = synth.step(state, flat, period_sampler(1, period))
         seconds.append(time.perf_counter() - start)
     seconds = np.array(seconds)
-    figures = {"periods": args.periods, "batch": args.batch,
+    figures = {"periods": args.periods, "batch": args.batch, "epsilon": args.epsilon,
+               "selections": synth.config.selections,
                "mechanism_seconds_total": round(float(seconds.sum()), 1),
                "mechanism_step_mean": round(float(seconds.mean()), 3),
                "mechanism_step_p95": round(float(np.percentile(seconds, 95)), 3),
@@ -141,9 +148,10 @@ def mechanism_timing(args) -> dict:
     with open(domain_path, "w") as handle:
         json.dump(table_domain(), handle)
     state_dir, out_dir = os.path.join(work, "state"), os.path.join(work, "steps")
-    cli = [sys.executable, "-m", "continual_synth.pipelines.cli"]
+    cli = [sys.executable, "-m", "continual_synth"]  # as the continual-synth command
     subprocess.run(cli + ["tabular", "init", "--state", state_dir, "--domain", domain_path,
-                          "--epsilon", "1", "--horizon", str(args.periods), "--seed", "1"],
+                          "--epsilon", str(args.epsilon), "--horizon", str(args.periods),
+                          "--seed", "1"],
                    check=True, capture_output=True)
     step_seconds = time_steps(stream, work, args.steps, lambda path: subprocess.run(
         cli + ["tabular", "step", "--state", state_dir, "--input", path, "--output", out_dir],
