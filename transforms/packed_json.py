@@ -14,7 +14,8 @@ tens of times faster both ways.  The document is compact JSON (no indentation). 
 restores packed arrays as the nested lists the unpacked document would have held, so a
 reader sees the same document either way, and documents written before packing (plain
 lists) read unchanged.  A list mixing integers and floats comes back as floats (the
-values are equal; every reader turns such lists into float arrays).
+values are equal; every reader turns such lists into float arrays), and so would a boolean
+inside a list of numbers (no state holds one; lists of booleans stay as they are).
 """
 from __future__ import annotations
 
