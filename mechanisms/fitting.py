@@ -376,9 +376,9 @@ class Fitter:
         p(x) ← p(x)·m̂_W(x_W)/p_W(x_W); the change reaches the other cliques by
         messages (μ_D ← μ_D · μ'_S / φ_S), passed only where the next step needs them
         and to every clique at the end (:class:`_LazyPropagation`).  Cycles
-        ``iterations`` times over the measurements, until every measured marginal is matched to ``IPF_TOLERANCE``
-        or the largest mismatch stops changing by more than that (inconsistent noisy
-        measurements: IPF's limit cycle).
+        ``iterations`` times over the measurements, until every measured marginal is
+        matched to ``IPF_TOLERANCE`` or the largest mismatch stops changing by more than
+        that (inconsistent noisy measurements: IPF's limit cycle).
         Marginals of fewer attributes than a workload (pooled margins) take part in the
         cycle but not in the structure."""
         given = {tuple(m.workload) for m in measurements}

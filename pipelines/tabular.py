@@ -163,10 +163,9 @@ class TabularJob(IncrementalJob):
                 "files": files, "pending": pending}
 
     def emit(self, state, staging_dir, store, run_dir, beam_args):
-        synthesizer, _ = self.synthesizer(state)
+        domain = TabularSynthesizer.from_config_dict(state["config"]).domain  # no state
         pending = state["pending"]
         period = pending["period"]
-        domain = synthesizer.domain
         files = {name: path for name, path in state["files"].items() if name != "increment"}
         if pending["increment"]:  # appended: the period's rows are its increment
             codes = storage.load_array(store.path(state["files"]["increment"]))
