@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from continual_synth.mechanisms.errors import (InputError, ParameterError, positive_real,
                                                probability, whole_number)
@@ -316,5 +316,13 @@ def check_beam_args(beam_args: Sequence[str], command: str,
 
 
 def pipeline_options(beam_args: Sequence[str] = ()) -> PipelineOptions:
-    """Beam options from the remaining command-line arguments (DirectRunner by default)."""
-    return PipelineOptions(list(beam_args))
+    """Beam options from the remaining command-line arguments.  Beam's DirectRunner (the
+    default, or ``--runner DirectRunner``) runs in this process and never on Prism
+    (:mod:`continual_synth.runners.direct`); any other runner is Beam's choice."""
+    from continual_synth.runners import direct
+
+    options = PipelineOptions(list(beam_args))
+    standard = options.view_as(StandardOptions)
+    if standard.runner is None or standard.runner.lower() in direct.DIRECT_NAMES:
+        standard.runner = direct.CLASS_PATH
+    return options

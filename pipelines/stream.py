@@ -78,13 +78,14 @@ import pyarrow as pa
 from apache_beam.coders import PickleCoder
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.transforms.userstate import BagStateSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.pipelines import lifecycle, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
+from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_file, write_file
 from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods, PeriodClock,
@@ -458,7 +459,7 @@ def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_di
     ``kafka_bootstrap``; ``distinct_rows`` for panels."""
     state = open_state(state_dir, document)
     lifecycle.check_release_target(state, output_dir)
-    options = PipelineOptions(list(beam_args))
+    options = pipeline_options(beam_args)
     options.view_as(StandardOptions).streaming = True
     with _stopping():
         with beam.Pipeline(options=options) as pipeline:
@@ -530,7 +531,7 @@ def _summary(job: IncrementalJob, state_dir: str, output_dir: str) -> Dict:
 
 def _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_seconds,
                  in_format, period_col, beam_args, wait) -> None:
-    options = PipelineOptions(["--runner", "DirectRunner"])
+    options = pipeline_options(["--runner", "DirectRunner"])
     options.view_as(StandardOptions).streaming = True
     pattern = FileSystems.join(watch_dir, "*")
     release = ReleaseCompletePeriods(job, state_dir, output_dir, in_format=in_format,
