@@ -557,7 +557,7 @@ def _stopping() -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        if _STOP_MESSAGE not in str(exc):
+        if not _is_stop(exc):
             raise _unwrap(exc) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -586,6 +586,18 @@ def _on_sigterm(signum, frame) -> None:
     _Stop.requested.set()
     if _Stop.busy.acquire(blocking=False):
         raise StreamStopped("SIGTERM")
+
+
+def _is_stop(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or wraps, a :class:`StreamStopped`: Beam re-raises an error
+    inside a bundle with its own message (e.g. a SIGTERM that lands while a bundle
+    decodes its input becomes "Error decoding input stream …" from the stop)."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, StreamStopped) or _STOP_MESSAGE in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _unwrap(exc: BaseException) -> BaseException:

@@ -336,3 +336,28 @@ def test_period_from_name_or_column(tmp_path):
         file_period(str(tmp_path / "x.parquet"), "period", None)
     write_file(mixed.slice(1), str(tmp_path / "y.parquet"), "parquet")
     assert file_period(str(tmp_path / "y.parquet"), "period", None) == 2
+
+
+def test_a_stop_wrapped_by_beam_is_still_a_clean_stop():
+    """A SIGTERM that lands while a bundle decodes its input reaches the job as Beam's
+    "Error decoding input stream …" raised from the stop (seen once under load): still a
+    clean stop; a library error wrapped the same way is not."""
+    from continual_synth.mechanisms.errors import InputError
+    from continual_synth.pipelines.stream import StreamStopped, _is_stop, _stopping
+
+    def wrapped(inner):
+        try:
+            try:
+                raise inner
+            except Exception as exn:
+                raise ValueError("Error decoding input stream with coder …") from exn
+        except ValueError as outer:
+            return outer
+
+    assert _is_stop(wrapped(StreamStopped("SIGTERM")))
+    assert not _is_stop(wrapped(InputError("bad file")))
+    with _stopping():
+        raise wrapped(StreamStopped("SIGTERM"))  # ends the stream: nothing escapes
+    with pytest.raises(InputError):
+        with _stopping():
+            raise wrapped(InputError("bad file"))
