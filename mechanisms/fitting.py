@@ -178,7 +178,12 @@ class _LazyPropagation:
     H only the path from the clique of the last step (which every earlier change has
     reached) to H is passed, not the whole forest; :meth:`finish` passes outward from
     the last step's clique to every clique.  The same fit as propagating every step
-    through the whole forest, in a fraction of the message passes."""
+    through the whole forest, in a fraction of the message passes.
+
+    Where several cliques hold W, the step is the same change of p in any of them, so
+    :meth:`nearest` takes the one fewest passes from the freshest clique (then the
+    smallest table): one-way margins and workloads on attributes most cliques share
+    (age, religion, …) cost no message at all."""
 
     def __init__(self, model: "JunctionTreeModel", tree, component):
         self.model, self.tree, self.component = model, tree, component
@@ -189,6 +194,7 @@ class _LazyPropagation:
             self.separators[frozenset((a, b))] = (sep, _sum_to(model.marginals[a], a, sep))
         self.fresh: Dict = {}  # per tree of the forest: the clique every change reached
         self._paths: Dict = {}
+        self._distance: Dict = {}
 
     def _pass(self, source, target) -> None:
         key = frozenset((source, target))
@@ -196,8 +202,19 @@ class _LazyPropagation:
         marginals = self.model.marginals
         new = _sum_to(marginals[source], source, sep)
         update = np.divide(new, old, out=np.zeros_like(new), where=old > 0)
-        marginals[target] = marginals[target] * _axes_view(target, sep, update, self.sizes)
+        marginals[target] *= _axes_view(target, sep, update, self.sizes)
         self.separators[key] = (sep, new)
+
+    def nearest(self, homes) -> Tuple[str, ...]:
+        """The clique among ``homes`` (cliques of one tree) that the fewest passes make
+        p's marginal, then the smallest."""
+        import networkx as nx
+
+        fresh = self.fresh.get(self.component[homes[0]])
+        if fresh is not None and fresh not in self._distance:
+            self._distance[fresh] = nx.single_source_shortest_path_length(self.tree, fresh)
+        return min(homes, key=lambda h: (self._distance[fresh][h] if fresh is not None
+                                         else 0, self.model.marginals[h].size))
 
     def reach(self, home) -> None:
         """Make μ_home p's marginal (pass along the path from the freshest clique)."""
@@ -213,11 +230,15 @@ class _LazyPropagation:
                 self._pass(source, target)
         self.fresh[tree_id] = home
 
-    def step(self, home, workload, ratio) -> None:
-        """Multiply p(x) by ``ratio``(x_W) (W ⊆ ``home``; μ_home must be p's marginal)."""
-        table = self.model.marginals[home] * _axes_view(home, workload, ratio, self.sizes)
-        s = table.sum()
-        self.model.marginals[home] = table / s if s > 0 else table
+    def step(self, home, workload, ratio, current) -> None:
+        """Multiply p(x) by ``ratio``(x_W) and normalise (W ⊆ ``home``; μ_home must be
+        p's marginal, ``current`` its marginal on W: the new total Σ_w ratio(w)·μ_W(w)
+        is computed on the marginal, not on the clique's table)."""
+        s = float(np.dot(ratio, current))
+        if s > 0:
+            ratio = ratio / s
+        self.model.marginals[home] = (self.model.marginals[home]
+                                      * _axes_view(home, workload, ratio, self.sizes))
 
     def finish(self) -> None:
         """Pass every change to every clique: each table p's marginal again."""
@@ -401,17 +422,18 @@ class Fitter:
         for m in measurements:
             t = nonnegative_target(m.values)
             if t.size:
-                home = next(c for c in cliques if set(m.workload) <= set(c))
-                targets.append((tuple(m.workload), home, t))
+                homes = [c for c in cliques if set(m.workload) <= set(c)]
+                targets.append((tuple(m.workload), homes, t))
         previous = math.inf
         for _ in range(self.iterations):
             worst = 0.0
-            for w, home, t in targets:
+            for w, homes, t in targets:
+                home = propagation.nearest(homes)
                 propagation.reach(home)
                 current = _project_dense(model.marginals[home], list(home), w)
                 worst = max(worst, float(np.abs(current - t).max()))
                 ratio = np.divide(t, current, out=np.zeros_like(t), where=current > 0)
-                propagation.step(home, w, ratio)
+                propagation.step(home, w, ratio, current)
             # matched, or (inconsistent noisy targets) settled on IPF's limit cycle
             if worst < IPF_TOLERANCE or abs(previous - worst) < IPF_TOLERANCE:
                 break
