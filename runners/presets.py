@@ -1,6 +1,7 @@
 """Runner presets: how ``--runner`` names map to Beam runners.
 
-* ``DirectRunner`` (default): Beam's local runner, in this process.
+* ``DirectRunner`` (default): Beam's local runner, in this process, never handing the
+  pipeline to Prism (:mod:`continual_synth.runners.direct`).
 * ``dask-local``: Beam's Dask runner against a ``dask.distributed`` cluster started on
   this machine for the job and closed after it: ``--num_workers`` (Beam's worker
   option; default 2) worker *processes* of one thread each, so every transform and
