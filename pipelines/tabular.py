@@ -19,6 +19,7 @@ the step, is the one private file a version names, until it is published (append
 """
 from __future__ import annotations
 
+import copy
 from typing import Dict, Optional, Sequence
 
 import apache_beam as beam
@@ -190,8 +191,13 @@ class TabularJob(IncrementalJob):
         return f"synthetic-t{period:04d}-*", files
 
     def manifest(self, state: Dict) -> Dict:
-        synthesizer, tstate = self.synthesizer(state)
-        return {**synthesizer.manifest(tstate), "sampler": state["sampler"],
+        # a step asks twice for the same committed state (the manifest, then the summary's
+        # ε spent): the synthesizer's part is parsed once (counters, model: 0.1-0.2 s at k = 12)
+        synthesizer_state = state["synthesizer_state"]
+        if getattr(self, "_manifest_of", (None,))[0] is not synthesizer_state:
+            synthesizer, tstate = self.synthesizer(state)
+            self._manifest_of = (synthesizer_state, synthesizer.manifest(tstate))
+        return {**copy.deepcopy(self._manifest_of[1]), "sampler": state["sampler"],
                 "for_publication": state["for_publication"], "format": state["format"],
                 "mode": "incremental", "period_col": state["period_col"]}
 
