@@ -156,10 +156,12 @@ class TabularJob(IncrementalJob):
             storage.save_array(path, release.codes)
             files["increment"] = store.relative(path)
             rows = int(release.codes.shape[0])
+        # the released model: g_t is the state's own model (proposed), written once, in
+        # the synthesizer's state; a model of its own only if a release ever differs
+        own_model = not release.increment and release.model is not tstate.model
         pending = {"period": period, "increment": release.increment, "rows": rows,
                    "size": release.size, "emission_seed": release.emission_seed,
-                   "model": (None if release.increment
-                             else synthesizer.model_to_dict(release.model))}
+                   "model": synthesizer.model_to_dict(release.model) if own_model else None}
         return {**state, "synthesizer_state": synthesizer.state_to_dict(tstate),
                 "files": files, "pending": pending}
 
@@ -174,7 +176,9 @@ class TabularJob(IncrementalJob):
                                                pending["emission_seed"], codes=codes))
         else:  # the shards read the model from this run's folder (private, removed)
             model_path = storage.join(run_dir, "model.json")
-            storage.write_bytes(model_path, packed_json.dumps(pending["model"]))
+            model = pending["model"]  # None: the state's model (versions of 26 Nov: a copy)
+            storage.write_bytes(model_path, packed_json.dumps(
+                model if model is not None else state["synthesizer_state"]["model"]))
             tasks = model_file_tasks(period, pending["size"], model_path,
                                      pending["emission_seed"])
         schema = synthetic_schema(domain, state["period_col"])

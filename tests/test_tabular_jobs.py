@@ -238,6 +238,39 @@ def test_interrupted_step_resumes_without_new_noise(stream_files, tmp_path, monk
     assert sorted_table(read_dataset(out)).equals(sorted_table(ref))  # same noise, same records
 
 
+@pytest.mark.parametrize("pending_model", ["in the state (since 27 Nov)", "copied (26 Nov)"])
+def test_a_pending_period_publishes_its_model_from_either_state_format(
+        stream_files, tmp_path, monkeypatch, pending_model):
+    """The released model g_t is written once, in the synthesizer's state (``pending.model``
+    is None); a pending period committed by the code that also copied it into ``pending``
+    publishes the same records."""
+    import glob
+
+    from continual_synth.transforms import packed_json
+
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    tabular.init(synthesizer(), state, seed=5)
+    tabular.step(state, str(stream_files / "p1.csv"), out)
+    real_emit = tabular.TabularJob.emit
+    monkeypatch.setattr(tabular.TabularJob, "emit", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        tabular.step(state, str(stream_files / "p2.csv"), out)
+    monkeypatch.setattr(tabular.TabularJob, "emit", real_emit)
+    latest = sorted(glob.glob(os.path.join(state, "versions", "v*.json")))[-1]
+    document = packed_json.loads(open(latest, "rb").read())
+    assert document["pending"]["model"] is None and document["synthesizer_state"]["model"]
+    if pending_model.startswith("copied"):
+        document["pending"]["model"] = document["synthesizer_state"]["model"]
+        with open(latest, "wb") as handle:
+            handle.write(packed_json.dumps(document))
+    assert tabular.step(state, str(stream_files / "p2.csv"), out)["resumed"]
+    reference = tmp_path / "reference"
+    tabular.run(synthesizer(), str(stream_files / "stream.parquet"), str(reference), seed=5)
+    ref = read_dataset(str(reference))
+    ref = ref.filter(pc.less_equal(ref["period"], 2))
+    assert sorted_table(read_dataset(out)).equals(sorted_table(ref))
+
+
 def test_infer_domain_is_labelled_not_private(stream_files, tmp_path, capsys):
     code = main(["tabular", "run", "--input", str(stream_files / "stream.parquet"),
                  "--output", str(tmp_path / "o"), "--infer-domain", "--epsilon", "1",
