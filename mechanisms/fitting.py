@@ -211,10 +211,12 @@ class _LazyPropagation:
         import networkx as nx
 
         fresh = self.fresh.get(self.component[homes[0]])
-        if fresh is not None and fresh not in self._distance:
+        if fresh is None:  # nothing changed yet: every clique is p's marginal
+            return min(homes, key=lambda h: self.model.marginals[h].size)
+        if fresh not in self._distance:
             self._distance[fresh] = nx.single_source_shortest_path_length(self.tree, fresh)
-        return min(homes, key=lambda h: (self._distance[fresh][h] if fresh is not None
-                                         else 0, self.model.marginals[h].size))
+        distance = self._distance[fresh]
+        return min(homes, key=lambda h: (distance[h], self.model.marginals[h].size))
 
     def reach(self, home) -> None:
         """Make μ_home p's marginal (pass along the path from the freshest clique)."""

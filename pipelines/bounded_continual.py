@@ -20,6 +20,7 @@ from typing import Dict, Optional, Sequence
 import apache_beam as beam
 import numpy as np
 
+from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
 from continual_synth.mechanisms.errors import InputError
@@ -162,8 +163,8 @@ class ContinualPrivHPJob(IncrementalJob):
         period = pending["period"]
         return {"status": "released", "period": period, "resumed": resumed,
                 "samples": pending["size"],
-                "epsilon_spent": sum(e["amount"] for e in
-                                     state["synthesizer_state"]["ledger"]["entries"]),
+                "epsilon_spent": BudgetLedger.from_dict(
+                    state["synthesizer_state"]["ledger"]).spent,
                 "message": f"period {period}: released synthetic points of all the points "
                            f"of periods 1..{period}"}
 

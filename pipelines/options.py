@@ -16,6 +16,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from continual_synth.mechanisms.errors import (InputError, ParameterError, positive_real,
                                                probability, whole_number)
 from continual_synth.mechanisms.panel import encode_values
+from continual_synth.runners import direct
 
 
 @dataclass(frozen=True)
@@ -319,8 +320,6 @@ def pipeline_options(beam_args: Sequence[str] = ()) -> PipelineOptions:
     """Beam options from the remaining command-line arguments.  Beam's DirectRunner (the
     default, or ``--runner DirectRunner``) runs in this process and never on Prism
     (:mod:`continual_synth.runners.direct`); any other runner is Beam's choice."""
-    from continual_synth.runners import direct
-
     options = PipelineOptions(list(beam_args))
     standard = options.view_as(StandardOptions)
     if standard.runner is None or standard.runner.lower() in direct.DIRECT_NAMES:

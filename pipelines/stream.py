@@ -588,23 +588,22 @@ def _on_sigterm(signum, frame) -> None:
         raise StreamStopped("SIGTERM")
 
 
-def _is_stop(exc: BaseException) -> bool:
-    """Whether ``exc`` is, or wraps, a :class:`StreamStopped`: Beam re-raises an error
-    inside a bundle with its own message (e.g. a SIGTERM that lands while a bundle
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the errors it was raised from or while handling (Beam re-raises an
+    error inside a bundle with its own message: a SIGTERM that lands while a bundle
     decodes its input becomes "Error decoding input stream …" from the stop)."""
-    seen = exc
-    while seen is not None:
-        if isinstance(seen, StreamStopped) or _STOP_MESSAGE in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    while exc is not None:
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _is_stop(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or wraps, a :class:`StreamStopped`."""
+    return any(isinstance(seen, StreamStopped) or _STOP_MESSAGE in str(seen)
+               for seen in _chain(exc))
 
 
 def _unwrap(exc: BaseException) -> BaseException:
     """The library error a DoFn raised, out of Beam's wrapping (for a clean exit 2)."""
-    seen = exc
-    while seen is not None:
-        if isinstance(seen, (InputError, StateError)):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return exc
+    return next((seen for seen in _chain(exc) if isinstance(seen, (InputError, StateError))),
+                exc)
