@@ -121,6 +121,7 @@ records (ε: s·ε selection + (1 − s)·ε counters or measurements).  After a
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -595,6 +596,12 @@ def _size_estimate(sums: Sequence[float], variances: Sequence[float]) -> float:
     return max(float(np.dot(w, sums) / w.sum()), 0.0)
 
 
+@functools.lru_cache(maxsize=8)
+def _log_factorials(batch: int) -> np.ndarray:
+    """log n! = lgamma(n + 1) for n = 0 … ``batch``."""
+    return np.array([math.lgamma(n + 1.0) for n in range(batch + 1)])
+
+
 def _sampling_bias(p: np.ndarray, batch: int) -> float:
     """E‖X − B·p‖_1 for X ~ Multinomial(B, p): the L1 distance a batch of B records drawn
     from the model itself would show (de Moivre's mean absolute deviation of each cell's
@@ -603,9 +610,10 @@ def _sampling_bias(p: np.ndarray, batch: int) -> float:
         return 0.0
     p = np.clip(p, 0.0, 1.0)
     nu = np.minimum(np.floor(batch * p) + 1, batch)
-    lgamma = np.vectorize(math.lgamma, otypes=[float])  # no scipy import on the step path
+    log_factorial = _log_factorials(batch)  # ν ∈ [1, B]: a table, no scipy on the step path
+    k = nu.astype(np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_pmf = (math.lgamma(batch + 1) - lgamma(nu + 1) - lgamma(batch - nu + 1)
+        log_pmf = (log_factorial[batch] - log_factorial[k] - log_factorial[batch - k]
                    + nu * np.log(p) + (batch - nu) * np.log1p(-p))
     pmf = np.where((p > 0) & (p < 1), np.exp(log_pmf), 0.0)
     return float(np.sum(2 * nu * (1 - p) * pmf))
