@@ -409,8 +409,19 @@ def _einsum(factors, keep):
                                else chr(ord("A") + len(letters) - 26))
     spec = ",".join("".join(letters[a] for a in attrs) for attrs, _ in factors)
     spec += "->" + "".join(letters[a] for a in keep)
-    return np.einsum(spec, *[np.asarray(t) for _, t in factors],
-                     optimize=len(factors) > 2)
+    operands = [np.asarray(t) for _, t in factors]
+    if len(factors) <= 2:
+        return np.einsum(spec, *operands, optimize=False)
+    key = (spec, tuple(t.shape for t in operands))
+    path = _EINSUM_PATHS.get(key)
+    if path is None:  # numpy's greedy order, as optimize=True would find it on every call
+        if len(_EINSUM_PATHS) > 4096:
+            _EINSUM_PATHS.clear()
+        path = _EINSUM_PATHS[key] = np.einsum_path(spec, *operands, optimize="greedy")[0]
+    return np.einsum(spec, *operands, optimize=path)
+
+
+_EINSUM_PATHS: Dict = {}  # contraction orders by (subscripts, shapes): the few of one domain
 
 
 class MixtureModel(FittedModel):

@@ -145,6 +145,14 @@ def canonical_correlation(table: np.ndarray) -> float:
     return float(s[1]) if s.size > 1 else 0.0
 
 
+def mean_square_contingency(table: np.ndarray) -> float:
+    """φ² = Σ_ij P_ij² / (P_i· P_·j) − 1 of a two-way distribution: the sum of its squared
+    canonical correlations, so an upper bound on the first one's square."""
+    p = table / table.sum()
+    scale = np.outer(p.sum(axis=1), p.sum(axis=0))
+    return float(np.sum(np.divide(p * p, scale, out=np.zeros_like(p), where=scale > 0)) - 1)
+
+
 def rake_pair(table: np.ndarray, rows: np.ndarray, cols: np.ndarray,
               tolerance: float = 1e-10, max_steps: int = 100) -> np.ndarray:
     """The I-projection of a two-way distribution P onto {Q : Q's margins are ``rows``
@@ -556,8 +564,11 @@ class Fitter:
                     continue
                 home = min(common, key=lambda c: tables[c].size)
                 pair = tuple(v for v in home if v in (a, b))
-                table = _project_dense(tables[home], list(home), pair)
-                rho = canonical_correlation(table.reshape(sizes[pair[0]], sizes[pair[1]]))
+                table = _project_dense(tables[home], list(home), pair).reshape(
+                    sizes[pair[0]], sizes[pair[1]])
+                if mean_square_contingency(table) <= PAIR_CORRELATION ** 2:
+                    continue  # ρ² ≤ φ²: no SVD needed (most pairs)
+                rho = canonical_correlation(table)
                 if rho > PAIR_CORRELATION:
                     scored.append((-rho, i, j, pair))
         if not scored:

@@ -76,7 +76,7 @@ class Domain:
     def size(self, attributes: Sequence[str] = None) -> int:
         """Number of cells of the histogram over ``attributes`` (default: all)."""
         attributes = self.names if attributes is None else attributes
-        return int(np.prod([len(self.values[a]) for a in attributes], dtype=np.float64))
+        return math.prod(len(self.values[a]) for a in attributes)
 
     def index(self, attributes: Sequence[str]) -> List[int]:
         """Positions of ``attributes`` in the domain order."""

@@ -349,7 +349,11 @@ class TabularConfig:
     @property
     def cells(self) -> List[int]:
         """|W_i|: cells (marginal queries) of every workload."""
-        return [self.domain.size(w) for w in self.workloads]
+        return list(self._cells)
+
+    @functools.cached_property
+    def _cells(self) -> Tuple[int, ...]:
+        return tuple(self.domain.size(w) for w in self.workloads)
 
     @property
     def selection_epsilon(self) -> float:
@@ -608,6 +612,20 @@ def _sampling_bias(p: np.ndarray, batch: int) -> float:
     Binomial(B, p_c): 2ν(1 − p_c)·P(X_c = ν), ν = ⌊B p_c⌋ + 1)."""
     if batch < 1:
         return 0.0
+    return float(np.sum(_sampling_deviations(p, batch)))
+
+
+def _sampling_biases(tables: Sequence[np.ndarray], batch: int) -> np.ndarray:
+    """:func:`_sampling_bias` of each table, the cells of all of them computed at once."""
+    if batch < 1 or not tables:
+        return np.zeros(len(tables))
+    cells = _sampling_deviations(np.concatenate(tables), batch)
+    edges = np.cumsum([0] + [t.size for t in tables])
+    return np.array([np.sum(cells[a:b]) for a, b in zip(edges[:-1], edges[1:])])
+
+
+def _sampling_deviations(p: np.ndarray, batch: int) -> np.ndarray:
+    """Each cell's 2ν(1 − p_c)·P(X_c = ν) (see :func:`_sampling_bias`)."""
     p = np.clip(p, 0.0, 1.0)
     nu = np.minimum(np.floor(batch * p) + 1, batch)
     log_factorial = _log_factorials(batch)  # ν ∈ [1, B]: a table, no scipy on the step path
@@ -616,7 +634,7 @@ def _sampling_bias(p: np.ndarray, batch: int) -> float:
         log_pmf = (log_factorial[batch] - log_factorial[k] - log_factorial[batch - k]
                    + nu * np.log(p) + (batch - nu) * np.log1p(-p))
     pmf = np.where((p > 0) & (p < 1), np.exp(log_pmf), 0.0)
-    return float(np.sum(2 * nu * (1 - p) * pmf))
+    return 2 * nu * (1 - p) * pmf
 
 
 def _utilities(config, targets, model, candidates, bias, batch: int = 0) -> np.ndarray:
@@ -626,15 +644,14 @@ def _utilities(config, targets, model, candidates, bias, batch: int = 0) -> np.n
     ‖T_i − W_i(h)‖_1/|W_i| − b_i."""
     workloads, cells = config.workloads, config.cells
     out = np.empty(len(candidates))
-    for n, i in enumerate(candidates):
+    tables = [model.probabilities(workloads[i]) for i in candidates]
+    for n, (i, p) in enumerate(zip(candidates, tables)):
         if config.utility == "aim":
-            p = model.probabilities(workloads[i])
             out[n] = np.abs(targets[i] - p * targets[i].sum()).sum() - bias[i]
-            if config.bias_correction == "noise+sampling":
-                out[n] -= _sampling_bias(p, batch)
         else:
-            answer = model.probabilities(workloads[i]) * model.total
-            out[n] = np.abs(targets[i] - answer).sum() / cells[i] - bias[i]
+            out[n] = np.abs(targets[i] - p * model.total).sum() / cells[i] - bias[i]
+    if config.utility == "aim" and config.bias_correction == "noise+sampling":
+        out -= _sampling_biases(tables, batch)
     return out
 
 

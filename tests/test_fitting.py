@@ -228,6 +228,12 @@ def test_rake_pair_is_the_ipf_limit_and_fast_where_ipf_crawls():
         q *= (cols / q.sum(axis=0))[None, :]
     np.testing.assert_allclose(fitting.rake_pair(p, rows, cols), q, atol=1e-12)
 
+    independent = np.outer(rows, cols)
+    assert abs(fitting.mean_square_contingency(independent)) < 1e-12
+    for table in (p, q, rng.dirichlet(np.full(30, 0.2)).reshape(5, 6)):
+        rho = fitting.canonical_correlation(table)  # φ² bounds ρ² (the pairing's screen)
+        assert fitting.mean_square_contingency(table) >= rho ** 2 - 1e-12
+
     p = np.diag([0.3, 0.2, 0.1, 0.15, 0.05, 0.18]) + 0.0002  # last level: "not asked"
     p /= p.sum()
     assert fitting.canonical_correlation(p) > 0.99
