@@ -488,7 +488,8 @@ class Fitter:
         determine each other are fitted as one block step after ``PAIR_AFTER`` sweeps
         (:meth:`_pair_dependent_margins`)."""
         given = {tuple(m.workload) for m in measurements}
-        structure = [w for w in self.workloads if w in given or w in self.structure(warm)]
+        kept = set(self.structure(warm))
+        structure = [w for w in self.workloads if w in given or w in kept]
         cliques = self._tree(structure)
         last = warm.components[-1] if isinstance(warm, MixtureModel) else warm
         if isinstance(last, MRFModel) and last.cliques == cliques and warm is last:
