@@ -412,16 +412,16 @@ def _einsum(factors, keep):
     operands = [np.asarray(t) for _, t in factors]
     if len(factors) <= 2:
         return np.einsum(spec, *operands, optimize=False)
-    key = (spec, tuple(t.shape for t in operands))
-    path = _EINSUM_PATHS.get(key)
-    if path is None:  # numpy's greedy order, as optimize=True would find it on every call
-        if len(_EINSUM_PATHS) > 4096:
-            _EINSUM_PATHS.clear()
-        path = _EINSUM_PATHS[key] = np.einsum_path(spec, *operands, optimize="greedy")[0]
-    return np.einsum(spec, *operands, optimize=path)
+    return np.einsum(spec, *operands,
+                     optimize=_contraction_order(spec, tuple(t.shape for t in operands)))
 
 
-_EINSUM_PATHS: Dict = {}  # contraction orders by (subscripts, shapes): the few of one domain
+@functools.lru_cache(maxsize=4096)
+def _contraction_order(spec: str, shapes: Tuple[Tuple[int, ...], ...]) -> list:
+    """numpy's greedy contraction order for ``spec`` on operands of these shapes (what
+    ``optimize=True`` would search on every call; it depends on the shapes only)."""
+    return np.einsum_path(spec, *[np.broadcast_to(0.0, shape) for shape in shapes],
+                          optimize="greedy")[0]
 
 
 class MixtureModel(FittedModel):

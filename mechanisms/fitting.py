@@ -133,24 +133,26 @@ def junction_tree(domain: Domain, workloads: Sequence[Workload]) -> List[Tuple[s
     return sorted(unique, key=lambda c: [domain.names.index(a) for a in c])
 
 
-def canonical_correlation(table: np.ndarray) -> float:
-    """The first canonical correlation of a two-way distribution P (rows × columns):
-    the second singular value of D_r^{-1/2} P D_c^{-1/2} (the first is 1).  IPF on P's
-    two one-way margins contracts the error by its square per sweep."""
+def _standardised(table: np.ndarray) -> np.ndarray:
+    """D_r^{-1/2} P D_c^{-1/2} of a two-way distribution P (normalised first): its
+    singular values are 1 and the canonical correlations."""
     p = table / table.sum()
-    r, c = p.sum(axis=1), p.sum(axis=0)
-    scale = np.sqrt(np.outer(r, c))
-    m = np.divide(p, scale, out=np.zeros_like(p), where=scale > 0)
-    s = np.linalg.svd(m, compute_uv=False)
+    scale = np.sqrt(np.outer(p.sum(axis=1), p.sum(axis=0)))
+    return np.divide(p, scale, out=np.zeros_like(p), where=scale > 0)
+
+
+def canonical_correlation(table: np.ndarray) -> float:
+    """The first canonical correlation of a two-way distribution P (rows × columns): the
+    second singular value of :func:`_standardised` P.  IPF on P's two one-way margins
+    contracts the error by its square per sweep."""
+    s = np.linalg.svd(_standardised(table), compute_uv=False)
     return float(s[1]) if s.size > 1 else 0.0
 
 
 def mean_square_contingency(table: np.ndarray) -> float:
     """φ² = Σ_ij P_ij² / (P_i· P_·j) − 1 of a two-way distribution: the sum of its squared
     canonical correlations, so an upper bound on the first one's square."""
-    p = table / table.sum()
-    scale = np.outer(p.sum(axis=1), p.sum(axis=0))
-    return float(np.sum(np.divide(p * p, scale, out=np.zeros_like(p), where=scale > 0)) - 1)
+    return float(np.sum(_standardised(table) ** 2) - 1)
 
 
 def rake_pair(table: np.ndarray, rows: np.ndarray, cols: np.ndarray,

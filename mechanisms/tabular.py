@@ -606,17 +606,11 @@ def _log_factorials(batch: int) -> np.ndarray:
     return np.array([math.lgamma(n + 1.0) for n in range(batch + 1)])
 
 
-def _sampling_bias(p: np.ndarray, batch: int) -> float:
-    """E‖X − B·p‖_1 for X ~ Multinomial(B, p): the L1 distance a batch of B records drawn
-    from the model itself would show (de Moivre's mean absolute deviation of each cell's
-    Binomial(B, p_c): 2ν(1 − p_c)·P(X_c = ν), ν = ⌊B p_c⌋ + 1)."""
-    if batch < 1:
-        return 0.0
-    return float(np.sum(_sampling_deviations(p, batch)))
-
-
 def _sampling_biases(tables: Sequence[np.ndarray], batch: int) -> np.ndarray:
-    """:func:`_sampling_bias` of each table, the cells of all of them computed at once."""
+    """E‖X − B·p‖_1 for X ~ Multinomial(B, p), for each table p: the L1 distance a batch
+    of B records drawn from the model itself would show (de Moivre's mean absolute
+    deviation of each cell's Binomial(B, p_c): 2ν(1 − p_c)·P(X_c = ν), ν = ⌊B p_c⌋ + 1),
+    the cells of all the tables computed at once."""
     if batch < 1 or not tables:
         return np.zeros(len(tables))
     cells = _sampling_deviations(np.concatenate(tables), batch)
@@ -625,7 +619,7 @@ def _sampling_biases(tables: Sequence[np.ndarray], batch: int) -> np.ndarray:
 
 
 def _sampling_deviations(p: np.ndarray, batch: int) -> np.ndarray:
-    """Each cell's 2ν(1 − p_c)·P(X_c = ν) (see :func:`_sampling_bias`)."""
+    """Each cell's 2ν(1 − p_c)·P(X_c = ν) (see :func:`_sampling_biases`)."""
     p = np.clip(p, 0.0, 1.0)
     nu = np.minimum(np.floor(batch * p) + 1, batch)
     log_factorial = _log_factorials(batch)  # ν ∈ [1, B]: a table, no scipy on the step path

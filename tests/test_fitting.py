@@ -21,9 +21,21 @@ def skewed_codes(n, seed):
     return np.stack(np.unravel_index(idx, DOMAIN.sizes), axis=1).astype(np.int32)
 
 
-def exact_measurements(codes, workloads=WORKLOADS):
-    hists = workload_histograms(codes, DOMAIN, workloads)
+def exact_measurements(codes, workloads=WORKLOADS, domain=DOMAIN):
+    hists = workload_histograms(codes, domain, workloads)
     return [fitting.Measurement(w, h.astype(float), 1.0) for w, h in zip(workloads, hists)]
+
+
+def counted_steps(monkeypatch):
+    """The workloads of every IPF step the fits take from now on (in order)."""
+    steps, step = [], fitting._LazyPropagation.step
+
+    def counted(self, home, workload, *args):
+        steps.append(workload)
+        return step(self, home, workload, *args)
+
+    monkeypatch.setattr(fitting._LazyPropagation, "step", counted)
+    return steps
 
 
 def l1(model, measurements):
@@ -253,7 +265,7 @@ def test_rake_pair_is_the_ipf_limit_and_fast_where_ipf_crawls():
     assert q[2].sum() == 0 and np.abs(q.sum(axis=0) - cols).max() < 1e-10
 
 
-def test_ipf_fits_margins_of_attributes_that_nearly_determine_each_other():
+def test_ipf_fits_margins_of_attributes_that_nearly_determine_each_other(monkeypatch):
     """Two survey questions skipped by the same respondents (``x`` and ``y`` missing
     together; CCES's angryracism and whiteadv): pooled one-way margins of both whose
     missing shares disagree slightly with the warm start.  Plain IPF steps on the two
@@ -272,8 +284,7 @@ def test_ipf_fits_margins_of_attributes_that_nearly_determine_each_other():
     codes = np.stack([x, y, z], axis=1).astype(np.int32)
     workloads = all_workloads(domain, 2)
     fitter = fitting.Fitter(domain, workloads, "ipf", iterations=100)
-    ms = [fitting.Measurement(w, h.astype(float), 1.0)
-          for w, h in zip(workloads, workload_histograms(codes, domain, workloads))]
+    ms = exact_measurements(codes, workloads, domain)
     warm = fitter.fit(ms[:1], float(n))  # (x, y)
     margin_x = np.bincount(x, minlength=6).astype(float)
     margin_y = np.bincount(y, minlength=6).astype(float)
@@ -281,25 +292,15 @@ def test_ipf_fits_margins_of_attributes_that_nearly_determine_each_other():
     margin_y[5] *= 0.98
     margin_x *= n / margin_x.sum()
     margin_y *= n / margin_y.sum()
-    steps = []
-    step = fitting._LazyPropagation.step
-
-    def counted(self, *args):
-        steps.append(args[1])
-        return step(self, *args)
-
-    fitting._LazyPropagation.step = counted
-    try:
-        model = fitter.fit([ms[2], fitting.Measurement(("x",), margin_x),
-                            fitting.Measurement(("y",), margin_y)], float(n), warm_start=warm)
-    finally:
-        fitting._LazyPropagation.step = step
+    steps = counted_steps(monkeypatch)
+    model = fitter.fit([ms[2], fitting.Measurement(("x",), margin_x),
+                        fitting.Measurement(("y",), margin_y)], float(n), warm_start=warm)
     np.testing.assert_allclose(model.probabilities(("x",)), margin_x / n, atol=1e-5)
     np.testing.assert_allclose(model.probabilities(("y",)), margin_y / n, atol=1e-5)
     assert steps.count(("y", "z")) <= 12, steps.count(("y", "z"))
 
 
-def test_a_small_model_is_fitted_to_a_fraction_of_a_record_not_of_the_total():
+def test_a_small_model_is_fitted_to_a_fraction_of_a_record_not_of_the_total(monkeypatch):
     """A model of one batch (50 records, the tabular synthesizer's increment model):
     IPF approaches the empty cells of a sparse batch sublinearly, so a tolerance of
     1e-5 of the total (5e-4 records) costs sweeps up to the cap; the fit stops at
@@ -312,36 +313,19 @@ def test_a_small_model_is_fitted_to_a_fraction_of_a_record_not_of_the_total():
     codes[:, 3] = (codes[:, 1] + codes[:, 2]) % 6
     workloads = all_workloads(domain, 2)
     measured = [("a", "b"), ("b", "d"), ("c", "d"), ("a", "e"), ("d", "f"), ("b", "f")]
-    ms = [fitting.Measurement(w, h.astype(float), 1.0)
-          for w, h in zip(measured, workload_histograms(codes, domain, measured))]
+    ms = exact_measurements(codes, measured, domain)
     fitter = fitting.Fitter(domain, workloads, "ipf", iterations=300)
-    start = fitter.fit(exact_measurements_of(codes, domain, [("a", "c"), ("e", "f")]), 50.0)
-    sweeps = {}
-    step = fitting._LazyPropagation.step
-    for record_tolerance in (0.0, fitting.RECORD_TOLERANCE):
-        steps = []
-
-        def counted(self, *args):
-            steps.append(1)
-            return step(self, *args)
-
-        fitting._LazyPropagation.step = counted
-        old = fitting.RECORD_TOLERANCE
-        fitting.RECORD_TOLERANCE = record_tolerance
-        try:
-            model = fitter.fit(ms, 50.0, warm_start=start)
-        finally:
-            fitting._LazyPropagation.step = step
-            fitting.RECORD_TOLERANCE = old
+    start = fitter.fit(exact_measurements(codes, [("a", "c"), ("e", "f")], domain), 50.0)
+    sweeps, default = {}, fitting.RECORD_TOLERANCE
+    for record_tolerance in (0.0, default):
+        monkeypatch.setattr(fitting, "RECORD_TOLERANCE", record_tolerance)
+        steps = counted_steps(monkeypatch)
+        model = fitter.fit(ms, 50.0, warm_start=start)
+        monkeypatch.undo()
         sweeps[record_tolerance] = len(steps) / len(ms)
         worst = max(np.abs(model.probabilities(m.workload) * 50 - m.values).max() for m in ms)
         assert worst < 0.25, (record_tolerance, worst)
-    assert sweeps[fitting.RECORD_TOLERANCE] < 0.6 * sweeps[0.0], sweeps  # 23 against 78
-
-
-def exact_measurements_of(codes, domain, workloads):
-    return [fitting.Measurement(w, h.astype(float), 1.0)
-            for w, h in zip(workloads, workload_histograms(codes, domain, workloads))]
+    assert sweeps[default] < 0.6 * sweeps[0.0], sweeps  # 23 against 78
 
 
 def test_nonnegative_target_is_the_projection_onto_the_simplex():

@@ -340,7 +340,7 @@ def test_sampling_bias_is_the_expected_l1_deviation_of_a_batch(p, batch):
     draws = np.abs(np.random.default_rng(5).multinomial(batch, p, size=40_000)
                    - batch * p).sum(axis=1)
     stderr = draws.std() / np.sqrt(draws.size)
-    assert abs(tabular._sampling_bias(p, batch) - draws.mean()) < 4 * stderr + 1e-12
+    assert abs(tabular._sampling_biases([p], batch)[0] - draws.mean()) < 4 * stderr + 1e-12
 
 
 def ordered_stream_release(seed=3, **options):
