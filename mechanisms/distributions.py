@@ -60,9 +60,14 @@ class FittedModel:
         """The model's distribution of the workload's cells (sums to 1)."""
         raise NotImplementedError
 
+    def probabilities_of(self, workloads: Sequence[Workload]) -> List[np.ndarray]:
+        """:meth:`probabilities` of each of ``workloads`` (a model may compute them
+        together)."""
+        return [self.probabilities(tuple(w)) for w in workloads]
+
     def answers(self, workloads: Sequence[Workload]) -> List[np.ndarray]:
         """Workload histograms (float64, C order) scaled to ``total``."""
-        return [self.probabilities(tuple(w)) * self.total for w in workloads]
+        return [p * self.total for p in self.probabilities_of(workloads)]
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` records drawn i.i.d. from the model: an n × p int32 code matrix."""
@@ -234,6 +239,98 @@ class MRFModel(FittedModel):
         if workload not in self._cache:
             self._cache[workload] = self._marginal(workload)
         return self._cache[workload]
+
+    def probabilities_of(self, workloads):
+        """:meth:`probabilities` of each of ``workloads``; the two-way ones that no clique
+        holds are computed together, grouped by a shared attribute
+        (:meth:`_pair_marginals`)."""
+        workloads = [tuple(w) for w in workloads]
+        pending = [w for w in dict.fromkeys(workloads) if len(w) == 2 and w[0] != w[1]
+                   and w not in self._cache
+                   and not any(set(w) <= set(c) for c in self.cliques)]
+        if len(pending) > 1:
+            self._pair_marginals(pending)
+        return [self.probabilities(w) for w in workloads]
+
+    def _pair_marginals(self, pairs):
+        """Cache the marginals of two-way workloads (a, b) of attributes in different
+        cliques of one tree of the junction forest, one attribute a at a time (the one
+        most pending pairs share), by messages from a clique R holding a towards the
+        cliques holding its partners b: a clique C beyond the cliques holding a (which
+        form a subtree, by the running intersection property) receives the conditional
+        p(a | x_S) over its separator S with its parent, and
+        p(a, x_O) = Σ_{x_S} p(a | x_S)·μ_C(x_S, x_O) for the attributes O it passes on
+        (its children's separators, or b): only separator-sized tables, and each
+        clique table summed once per set of attributes for all the a.  One pass per
+        attribute instead of one per pair: the 35 of CCES's 91 two-way workloads that
+        no clique of a k = 12 model holds, 30 ms → 13 ms."""
+        import networkx as nx
+
+        forest = self._junction_forest()
+        tree, component = forest["tree"], forest["component"]
+        homes = {a: [c for c in self.cliques if a in c] for w in pairs for a in w}
+        pending = {w for w in pairs if homes[w[0]] and homes[w[1]]
+                   and component[homes[w[0]][0]] == component[homes[w[1]][0]]}
+        partners: Dict[str, set] = {}
+        for a, b in pending:
+            partners.setdefault(a, set()).add(b)
+            partners.setdefault(b, set()).add(a)
+        names = self.domain.names
+        projections: Dict = {}  # (clique, attributes) → μ_C's marginal, for every a
+
+        def projection(node, attrs):
+            if (node, attrs) not in projections:
+                projections[(node, attrs)] = marginal_table(self.marginals[node], node, attrs)
+            return projections[(node, attrs)]
+
+        while partners:
+            a = max(partners, key=lambda x: (len(partners[x]), -names.index(x)))
+            others = partners.pop(a)
+            for b in others:
+                partners[b].discard(a)
+                if not partners[b]:
+                    del partners[b]
+            root = min(homes[a], key=lambda c: self.marginals[c].size)
+            parent = {root: None}
+            parent.update({v: u for u, v in nx.bfs_edges(tree, root)})
+            depth = {root: 0}
+            for v in list(parent)[1:]:
+                depth[v] = depth[parent[v]] + 1
+            target = {b: min(homes[b], key=lambda c: (depth[c], self.marginals[c].size))
+                      for b in others}
+            needed = set()
+            for node in target.values():
+                while node is not None and node not in needed:
+                    needed.add(node)
+                    node = parent[node]
+            conditional = {}  # clique without a → (S, p(a | x_S))
+
+            def joint(node, out):
+                """p(a, x_O), axes (a,) + O, for attributes O of ``node``."""
+                if a in node:
+                    return projection(node, (a,) + out)
+                sep, cond = conditional[node]
+                union = tuple(x for x in node if x in sep or x in out)
+                return _einsum([((a,) + sep, cond), (union, projection(node, union))],
+                               (a,) + out)
+
+            for node in parent:  # breadth-first: a clique's parent comes first
+                if node not in needed or node == root or a in node:
+                    continue
+                sep = tuple(x for x in node if x in parent[node])
+                with_a = joint(parent[node], sep)
+                sep_marg = projection(node, sep)[None]
+                conditional[node] = (sep, np.divide(with_a, sep_marg,
+                                                    out=np.zeros_like(with_a),
+                                                    where=sep_marg > 0))
+            for b, node in target.items():
+                table = joint(node, (b,))
+                for w, marg in (((a, b), table), ((b, a), table.T)):
+                    if w in pending:
+                        marg = marg.reshape(-1)
+                        s = marg.sum()
+                        self._cache[w] = (marg / s if s > 0
+                                          else np.full(marg.size, 1.0 / marg.size))
 
     def _marginal(self, workload):
         for c in self.cliques:
@@ -460,8 +557,12 @@ class MixtureModel(FittedModel):
         return totals / totals.sum()
 
     def probabilities(self, workload):
+        return self.probabilities_of([workload])[0]
+
+    def probabilities_of(self, workloads):
         w = self._weights()
-        return sum(wi * c.probabilities(workload) for wi, c in zip(w, self.components))
+        tables = [c.probabilities_of(workloads) for c in self.components]
+        return [sum(wi * t[k] for wi, t in zip(w, tables)) for k in range(len(workloads))]
 
     def sample(self, n, rng):
         n = self._check_n(n)

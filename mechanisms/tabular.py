@@ -638,7 +638,7 @@ def _utilities(config, targets, model, candidates, bias, batch: int = 0) -> np.n
     ‖T_i − W_i(h)‖_1/|W_i| − b_i."""
     workloads, cells = config.workloads, config.cells
     out = np.empty(len(candidates))
-    tables = [model.probabilities(workloads[i]) for i in candidates]
+    tables = model.probabilities_of([workloads[i] for i in candidates])
     for n, (i, p) in enumerate(zip(candidates, tables)):
         if config.utility == "aim":
             out[n] = np.abs(targets[i] - p * targets[i].sum()).sum() - bias[i]
@@ -778,8 +778,8 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
     workloads = config.workloads
     q = len(workloads)
     g_prev = new.model
-    targets = [g_prev.probabilities(workloads[i]) * g_prev.total + hists[i]
-               for i in range(q)]
+    targets = [p * g_prev.total + hist
+               for p, hist in zip(g_prev.probabilities_of(workloads), hists)]
 
     def measurement_variance(i, time):
         counter = new.counters[i]
@@ -895,10 +895,9 @@ def _carry_increment(config, state, g, batch, selected, increments) -> None:
         measurements.append(Measurement(w, expected + lam * (increments[j] - expected), sd))
     delta = fitter.fit(measurements, batch, warm_start=prior)
     state.increment_model = delta
-    chosen = set(selected)
-    for i, w in enumerate(config.workloads):
-        if i not in chosen:
-            state.remainders[i] = state.remainders[i] + batch * delta.probabilities(w)
+    rest = [i for i in range(len(config.workloads)) if i not in set(selected)]
+    for i, p in zip(rest, delta.probabilities_of([config.workloads[i] for i in rest])):
+        state.remainders[i] = state.remainders[i] + batch * p
 
 
 def _step_baseline(config, new, hists, sampler, period) -> TabularRelease:

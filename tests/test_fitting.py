@@ -204,6 +204,14 @@ def test_ipf_junction_tree_matches_measurements_and_infers_exactly():
     for c in h2.cliques:
         assert np.allclose(distributions._einsum([(domain.names, dense)], c),
                            h2.marginals[c], atol=1e-12)
+    # the same marginals when asked together (pairs across cliques by shared attribute)
+    batched = distributions.model_from_dict(h2.to_dict(), domain)
+    pairs = workloads + [(b, a) for a, b in workloads]
+    across = [w for w in pairs if not any(set(w) <= set(c) for c in batched.cliques)]
+    assert len(across) >= 8
+    for w, p in zip(pairs, batched.probabilities_of(pairs)):
+        assert np.allclose(fitting._project_dense(dense, list(domain.names), w), p,
+                           atol=1e-12)
     for m in measure(chain + [("a", "f")]):
         assert np.abs(fitting._project_dense(dense, list(domain.names), m.workload)
                       - m.values / 3000).max() < 1e-3
