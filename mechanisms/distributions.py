@@ -230,9 +230,9 @@ class MRFModel(FittedModel):
         self._forest = None
 
     def probabilities(self, workload):
-        """Exact marginal of ``workload``: projected from a clique containing it, else
-        by summing out the other attributes of the smallest subtree of the junction
-        tree that connects cliques holding its attributes (a connected subtree of a
+        """Exact marginal of ``workload``: projected from the smallest clique holding
+        it, else by summing out the other attributes of the smallest subtree of the
+        junction tree that connects cliques holding its attributes (a connected subtree of a
         junction tree factorises as Π μ_C / Π μ_S over its cliques and separators;
         attributes in different components of the junction forest are independent)."""
         workload = tuple(workload)
@@ -333,9 +333,10 @@ class MRFModel(FittedModel):
                                           else np.full(marg.size, 1.0 / marg.size))
 
     def _marginal(self, workload):
-        for c in self.cliques:
-            if set(workload) <= set(c):
-                return _project_dense(self.marginals[c], list(c), workload)
+        holding = [c for c in self.cliques if set(workload) <= set(c)]
+        if holding:  # the smallest table holding it: the least to sum
+            c = min(holding, key=lambda c: self.marginals[c].size)
+            return _project_dense(self.marginals[c], list(c), workload)
         forest = self._junction_forest()
         groups: Dict = {}
         for a in workload:
