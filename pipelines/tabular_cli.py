@@ -45,7 +45,9 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                         help="workloads selected per period, the paper's k (default: 3, or "
                              "for the proposed method the most measurements whose noise is at "
                              "most one record per cell, up to 12: 5 at epsilon 8, 12 from "
-                             "about 19; --rule paper: 3)")
+                             "about 19; --rule paper: 3). A stream that arrives sorted or "
+                             "grouped by its attributes needs more at large epsilon: 24 "
+                             "from epsilon 38 (docs/tabular.md, Selections)")
     parser.add_argument("--marginals", default="2",
                         help="workloads: a number k for all k-way marginals (default 2), or "
                              "a list 'a,b;a,c'")
