@@ -895,7 +895,8 @@ def _carry_increment(config, state, g, batch, selected, increments) -> None:
         measurements.append(Measurement(w, expected + lam * (increments[j] - expected), sd))
     delta = fitter.fit(measurements, batch, warm_start=prior)
     state.increment_model = delta
-    rest = [i for i in range(len(config.workloads)) if i not in set(selected)]
+    chosen = set(selected)
+    rest = [i for i in range(len(config.workloads)) if i not in chosen]
     for i, p in zip(rest, delta.probabilities_of([config.workloads[i] for i in rest])):
         state.remainders[i] = state.remainders[i] + batch * p
 
