@@ -217,6 +217,29 @@ def test_ipf_junction_tree_matches_measurements_and_infers_exactly():
                       - m.values / 3000).max() < 1e-3
 
 
+def test_pair_marginals_together_on_a_forest_equal_the_dense_ones():
+    """``probabilities_of`` on a junction forest of two trees (a chain a-b-c-d, and e-f),
+    whose pairs span up to three cliques or two trees (independent), equals the
+    marginals of the dense distribution it factorises, in both orders of every pair."""
+    domain = Domain({c: list(range(k)) for c, k in zip("abcdef", [2, 3, 4, 2, 3, 2])})
+    rng = np.random.default_rng(3)
+    chain = rng.dirichlet(np.full(6, 0.5)).reshape(2, 3)
+    for k in (4, 2):  # p(next | previous) along the chain
+        conditional = rng.dirichlet(np.full(k, 0.5), size=chain.shape[-1])
+        chain = chain[..., None] * conditional
+    dense = chain[..., None, None] * rng.dirichlet(np.full(6, 0.5)).reshape(3, 2)
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("e", "f")]
+    names = list(domain.names)
+    model = distributions.JunctionTreeModel(
+        domain, 100.0, cliques,
+        {c: fitting._project_dense(dense, names, c).reshape(
+            [domain.sizes[names.index(x)] for x in c]) for c in cliques})
+    pairs = all_workloads(domain, 2)
+    pairs = pairs + [(b, a) for a, b in pairs]
+    for w, p in zip(pairs, model.probabilities_of(pairs)):
+        assert np.allclose(p, fitting._project_dense(dense, names, w), atol=1e-12), w
+
+
 @pytest.mark.parametrize("method", ["ipf", "mw"])
 def test_one_way_margins_are_fitted_beside_the_workloads(method):
     """A one-way measurement (a pooled margin) is fitted exactly beside a consistent
