@@ -110,9 +110,13 @@ def marginal_table(table: np.ndarray, table_attrs: Sequence[str],
 
 @functools.lru_cache(maxsize=8192)
 def _reduction_spec(table_attrs: Tuple[str, ...], attrs: Tuple[str, ...]) -> str:
-    letters = [chr(ord("a") + k) if k < 26 else chr(ord("A") + k - 26)
-               for k in range(len(table_attrs))]
+    letters = [_letter(k) for k in range(len(table_attrs))]
     return "".join(letters) + "->" + "".join(letters[table_attrs.index(a)] for a in attrs)
+
+
+def _letter(k: int) -> str:
+    """The k-th einsum subscript (a-z, then A-Z)."""
+    return chr(ord("a") + k) if k < 26 else chr(ord("A") + k - 26)
 
 
 class UniformModel(FittedModel):
@@ -230,27 +234,26 @@ class MRFModel(FittedModel):
         self._forest = None
 
     def probabilities(self, workload):
-        """Exact marginal of ``workload``: projected from the smallest clique holding
-        it, else by summing out the other attributes of the smallest subtree of the
-        junction tree that connects cliques holding its attributes (a connected subtree of a
-        junction tree factorises as Π μ_C / Π μ_S over its cliques and separators;
-        attributes in different components of the junction forest are independent)."""
-        workload = tuple(workload)
-        if workload not in self._cache:
-            self._cache[workload] = self._marginal(workload)
-        return self._cache[workload]
+        return self.probabilities_of([workload])[0]
 
     def probabilities_of(self, workloads):
-        """:meth:`probabilities` of each of ``workloads``; the two-way ones that no clique
-        holds are computed together, grouped by a shared attribute
-        (:meth:`_pair_marginals`)."""
+        """Exact marginals: a workload that a clique holds is summed from the smallest
+        such clique; two-way workloads across cliques of one tree of the junction forest
+        are computed together, grouped by a shared attribute (:meth:`_pair_marginals`);
+        any other by summing out the other attributes of the smallest subtree of the
+        junction tree that connects cliques holding its attributes (a connected subtree
+        of a junction tree factorises as Π μ_C / Π μ_S over its cliques and separators;
+        attributes in different components of the junction forest are independent)."""
         workloads = [tuple(w) for w in workloads]
         pending = [w for w in dict.fromkeys(workloads) if len(w) == 2 and w[0] != w[1]
                    and w not in self._cache
                    and not any(set(w) <= set(c) for c in self.cliques)]
-        if len(pending) > 1:
+        if pending:
             self._pair_marginals(pending)
-        return [self.probabilities(w) for w in workloads]
+        for w in workloads:
+            if w not in self._cache:
+                self._cache[w] = self._marginal(w)
+        return [self._cache[w] for w in workloads]
 
     def _pair_marginals(self, pairs):
         """Cache the marginals of two-way workloads (a, b) of attributes in different
@@ -519,8 +522,7 @@ def _einsum(factors, keep):
     letters = {}
     for attrs, _ in factors:
         for a in attrs:
-            letters.setdefault(a, chr(ord("a") + len(letters)) if len(letters) < 26
-                               else chr(ord("A") + len(letters) - 26))
+            letters.setdefault(a, _letter(len(letters)))
     spec = ",".join("".join(letters[a] for a in attrs) for attrs, _ in factors)
     spec += "->" + "".join(letters[a] for a in keep)
     operands = [np.asarray(t) for _, t in factors]
