@@ -444,10 +444,12 @@ class Fitter:
         kept = set(last.measured) if isinstance(last, MRFModel) else set()
         return [w for w in self.workloads if w in kept]
 
-    def fits(self, structure: Sequence[Workload], workload: Workload) -> bool:
+    def fits(self, structure: Sequence[Workload], workload: Workload,
+             limit: Optional[int] = None) -> bool:
         """Whether the junction tree of ``structure`` plus ``workload`` has at most
-        ``max_cells`` cells (AIM's model-size control, McKenna et al. 2022 §4.3: only
-        such workloads may be selected).  Always true for the other model kinds."""
+        ``limit`` cells (default ``max_cells``; AIM's model-size control, McKenna et al.
+        2022 §4.3: only such workloads may be selected).  Always true for the other
+        model kinds."""
         if self.model_kind not in ("mrf", "junction-tree") or workload in structure:
             return True
         if self.model_kind == "junction-tree" and any(
@@ -455,9 +457,9 @@ class Fitter:
             return True  # already inside a clique: the tree does not grow
         key = (tuple(structure), tuple(workload))
         if key not in self._fits_cache:
-            cells = junction_tree_cells(self.domain, list(structure) + [tuple(workload)])
-            self._fits_cache[key] = cells <= self.max_cells
-        return self._fits_cache[key]
+            self._fits_cache[key] = junction_tree_cells(self.domain,
+                                                        list(structure) + [tuple(workload)])
+        return self._fits_cache[key] <= (self.max_cells if limit is None else limit)
 
     # -- IPF on a junction tree ------------------------------------------------------------
     def _tree(self, structure):

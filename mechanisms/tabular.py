@@ -151,6 +151,7 @@ from continual_synth.mechanisms.fitting import (
     PGM_MODELS,
     Fitter,
     Measurement,
+    junction_tree_cells,
 )
 from continual_synth.mechanisms.marginals import Domain, Workload
 from continual_synth.mechanisms.samplers import Sampler, discrete_laplace_variance
@@ -167,18 +168,24 @@ COMBINES = ("last", "average")
 MARGINS = ("pooled", "none")
 BASELINE_STARTS = ("previous", "uniform")
 SELECTION_DISCOUNTS = ("none", "count")
+MODEL_GROWTHS = ("fixed", "horizon")
 # Selections per period k (``selections=None`` in :meth:`TabularSynthesizer.create`, the
 # command line's default): the paper's k = 3, more once a measurement's noise is below one
 # record per cell (see :func:`auto_selections`).
 PAPER_SELECTIONS = 3
 AUTO_SELECTIONS_MAX = 12  # each selection costs a fit: a step's time grows with k
+# ... except in the wide regime (noise of at most one record per cell even at k = 24):
+# there k = 24 with the model's size limit growing over the horizon (model_growth).
+WIDE_SELECTIONS = 24
 # The two rule sets: ours (the defaults) and the paper's as printed (to reproduce it).
 RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remainder": "increment",
                  "combine": "last", "refresh": 0, "baseline_start": "previous", "margins": None,
-                 "selection_share": None, "selection_discount": "none"},
+                 "selection_share": None, "selection_discount": "none",
+                 "model_growth": None},
          "paper": {"utility": "paper", "bias_correction": "paper", "remainder": "paper",
                    "combine": "average", "refresh": 0, "baseline_start": "uniform",
-                   "margins": "none", "selection_share": 0.5, "selection_discount": "none"}}
+                   "margins": "none", "selection_share": 0.5, "selection_discount": "none",
+                   "model_growth": "fixed"}}
 # Share s of each period's ε spent on its k selections (the rest on its k measurements).
 # The paper's is 1/2; AIM (McKenna et al. 2022) gives selection a tenth.  Proposed: on Adult
 # (randomized, batches of 200, seed 0) s = 0.1 took AvgWE from 0.0070 to 0.0049 at ε = 1
@@ -188,7 +195,8 @@ RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remaind
 # so it keeps the paper's 1/2 (docs/tabular.md, "Budget split").
 DEFAULT_SELECTION_SHARES = {"proposed": 0.1, "baseline": 0.5}
 # What a configuration saved before an option existed meant: no pool, the paper's split.
-SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5, "selection_discount": "none"}
+SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5, "selection_discount": "none",
+                         "model_growth": "fixed"}
 RELATION = "event-level add/remove of one record"
 MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
 INCREMENT_PULL = 0.2  # weight of g_t in the prior of the increment model δ_t
@@ -205,13 +213,21 @@ def resolved_selection_share(method: str, selection_share: Optional[float]) -> f
     return probability("selection_share", selection_share)
 
 
+def quiet_selections(epsilon: float, selection_share: float) -> int:
+    """The most measurements per period whose noise is at most one record per cell:
+    the largest k with √2·k/((1 − s)·ε) ≤ 1, the standard deviation of a Laplace
+    measurement of budget (1 − s)·ε/k."""
+    return int(math.floor((1.0 - selection_share) * epsilon / math.sqrt(2.0)))
+
+
 def auto_selections(epsilon: float, method: str, num_workloads: int,
                     selection_share: Optional[float] = None) -> int:
     """The default k: the most measurements per period whose noise stays at or below one
-    record per cell — √2·k/((1 − s)·ε) ≤ 1, the standard deviation of a Laplace
-    measurement of budget (1 − s)·ε/k — but never fewer than the paper's k = 3 nor more
-    than 12 or |W|; the baseline keeps 3.  So k = 3 up to ε ≈ 6.3 (s = 0.1), 5 at ε = 8,
-    12 from ε ≈ 19.
+    record per cell (:func:`quiet_selections`) but never fewer than the paper's k = 3 nor
+    more than 12, and 24 once 24 are that quiet (the *wide* regime, where the model's
+    size limit also grows over the horizon: :meth:`TabularConfig.model_limit`); never
+    more than |W|; the baseline keeps 3.  So k = 3 up to ε ≈ 6.3 (s = 0.1), 5 at ε = 8,
+    12 from ε ≈ 19, 24 from ε ≈ 38.
 
     Why.  Each of a period's k measurements gets (1 − s)·ε/k.  With k fixed at 3, budget
     beyond the paper's range makes the same three measurements ever more exact while every
@@ -220,7 +236,15 @@ def auto_selections(epsilon: float, method: str, num_workloads: int,
     AvgWE 3.8× the sampling floor at k = 3, 2.2× at k = 6, 1.1× at k = 12; CCES, batches
     of 50: 2.6× → 1.4× at k = 12).  Where a measurement's noise is still several records
     per cell, more selections lose (Adult ε = 1, k = 6: +24 %; CCES ε = 4 and 8: +6-7 %);
-    below one record, more precision buys less than coverage.  k depends on ε, s and |W|
+    below one record, more precision buys less than coverage.  Beyond 12 the model's
+    size limit is what binds: with a fixed limit, k = 24 cost 2.5-3× the time of 12 and
+    lost on randomized streams; with the limit growing over the horizon it takes about
+    1.4× the time and wins on every stream measured at ε = 1000 (Adult sorted by every
+    attribute, batches of 200: 1.58× and 1.79× the sampling floor against 5.06× and
+    5.89× at k = 12; Adult randomized 1.13× against 1.15×; CCES, batches of 50, t = 100:
+    1.37× and 1.13× against 1.57× and 1.42×; bench/results/tabular_selections.md).  Between
+    12 and 24 the growing limit was not better (Adult randomized, k = 12: 1.33×), so k
+    stays 12 there.  k depends on ε, s and |W|
     only (public), so the privacy statement is the one for that k (docs/tabular.md,
     "Selections").  The baseline's measurements see one batch and are not counted across
     periods."""
@@ -228,8 +252,9 @@ def auto_selections(epsilon: float, method: str, num_workloads: int,
     k = PAPER_SELECTIONS
     if method == "proposed":
         share = resolved_selection_share(method, selection_share)
-        quiet = int(math.floor((1.0 - share) * epsilon / math.sqrt(2.0)))
-        k = min(AUTO_SELECTIONS_MAX, max(k, quiet))
+        quiet = quiet_selections(epsilon, share)
+        k = WIDE_SELECTIONS if quiet >= WIDE_SELECTIONS else min(AUTO_SELECTIONS_MAX,
+                                                                 max(k, quiet))
     return min(k, num_workloads)
 
 
@@ -259,6 +284,7 @@ class TabularConfig:
     margins: Optional[str] = None
     selection_share: Optional[float] = None
     selection_discount: str = "none"
+    model_growth: Optional[str] = None
 
     def __post_init__(self):
         if not isinstance(self.domain, Domain):
@@ -335,6 +361,19 @@ class TabularConfig:
                                             "remainder")
         object.__setattr__(self, "selection_share",
                            resolved_selection_share(self.method, self.selection_share))
+        grows = self.method == "proposed" and self.fit == "ipf" and self.horizon is not None
+        if self.model_growth is None:   # the wide regime of auto_selections
+            wide = quiet_selections(self.epsilon, self.selection_share) >= WIDE_SELECTIONS
+            object.__setattr__(self, "model_growth", "horizon" if grows and wide and
+                               selections >= min(WIDE_SELECTIONS, len(workloads))
+                               else "fixed")
+        if self.model_growth not in MODEL_GROWTHS:
+            raise ParameterError("model_growth", f"must be one of {MODEL_GROWTHS}, got "
+                                                 f"{self.model_growth!r}")
+        if self.model_growth == "horizon" and not grows:
+            raise ParameterError("model_growth", "a model size growing over the horizon "
+                                                 "needs the proposed method, the ipf fit "
+                                                 "and a horizon (--horizon)")
         if self.max_cells is not None and (
                 isinstance(self.max_cells, bool)
                 or not isinstance(self.max_cells, (int, np.integer)) or self.max_cells < 1):
@@ -383,6 +422,37 @@ class TabularConfig:
             return int(self.max_cells)
         return DEFAULT_MAX_CELLS if self.fit == "mw" else DEFAULT_MODEL_CELLS
 
+    def model_limit(self, period: int) -> int:
+        """The fitted model's size limit at ``period``: :attr:`model_cells`, or under
+        ``model_growth="horizon"`` that share of it the horizon has reached,
+        ⌊model_cells·t/T⌋, but never below the largest model of one workload (so that
+        every workload can be selected from the first period) — AIM's model-size control (McKenna et al.
+        2022 §4.3) lets the model grow with the share of the budget spent; a stream
+        spends each period's ε on that period's records, and the share of the horizon
+        elapsed is the public analogue.  Why: at large ε every measurement is exact to a
+        record, and with a fixed limit the first periods' selections fill the junction
+        tree; on a stream sorted by its attributes the first batches hold one value of
+        the leading attributes, so the pairs holding them could never enter later
+        (Adult sorted, ε = 1000: (age, marital-status) never selected, released at
+        total-variation distance 0.22 from the truth with a model at 130 950 of its
+        131 072 cells).  Public (t, T and the workloads' sizes).  The default only in the
+        wide regime of :func:`auto_selections` (k = 24 at ε ≳ 38, where it is measured
+        to help): with k = 12 it cost the randomized Adult stream 1.15× → 1.33× the
+        sampling floor, at ε = 1 (k = 3) 4-7 %, and on the unit tests' small sorted
+        stream with a tight ``max_cells`` (k = 3) it left the model too small for most of
+        the stream (bench/results/tabular_selections.md).  The price: early in a long
+        horizon the model is small (at t = T/10 a tenth of ``max_cells``)."""
+        if self.model_growth != "horizon":
+            return self.model_cells
+        share = min(1.0, period / self.horizon)
+        return min(self.model_cells, max(int(self.model_cells * share), self._one_workload_model))
+
+    @functools.cached_property
+    def _one_workload_model(self) -> int:
+        """Cells of the largest junction forest of a single workload (the workload's
+        clique and every other attribute's one-way table)."""
+        return max(junction_tree_cells(self.domain, [w]) for w in self.workloads)
+
     @property
     def laplace_scale(self) -> float:
         """Baseline measurement noise: discrete Laplace of scale k/((1 − s)·ε) (the
@@ -421,7 +491,8 @@ class TabularConfig:
                 "combine": self.combine, "refresh": int(self.refresh),
                 "baseline_start": self.baseline_start, "margins": self.margins,
                 "selection_share": self.selection_share,
-                "selection_discount": self.selection_discount}
+                "selection_discount": self.selection_discount,
+                "model_growth": self.model_growth}
 
     @classmethod
     def from_dict(cls, data: Dict) -> "TabularConfig":
@@ -722,7 +793,7 @@ def _count_discounted(u: np.ndarray, counts: Sequence[int], candidates) -> np.nd
 
 def _select_measure_fit(config, sampler, targets, start, bias, measure, measurement,
                         size_of, rescale: bool, counts: Sequence[int], batch: int = 0,
-                        margins=None):
+                        margins=None, limit: Optional[int] = None):
     """The k select-measure-fit iterations both algorithms share (Algorithm 3 lines 9-18;
     Algorithm 2 lines 6-20): select j among the eligible workloads not yet selected this
     period by the exponential mechanism on the utilities against ``targets``, measure it
@@ -737,8 +808,9 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
     model stays under ``max_cells`` with it (a public check on the model).  ``rescale``:
     warm-start from h_{t,l−1} rescaled to the new size (the baseline, whose h_{t,0} is
     the empty uniform table).  ``margins(selected, size)``: further measurements (the
-    pooled one-way margins) fitted after the selected workloads'.  Returns (selected
-    indices, iterates)."""
+    pooled one-way margins) fitted after the selected workloads'.  ``limit``: the
+    model's size limit this period (:meth:`TabularConfig.model_limit`; default the
+    fitter's ``max_cells``).  Returns (selected indices, iterates)."""
     fitter = config.fitter()
     workloads, cells = config.workloads, config.cells
     h = start
@@ -746,7 +818,7 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
     for _ in range(config.selections):
         structure = fitter.structure(h)
         candidates = [i for i in range(len(workloads)) if i not in selected
-                      and fitter.fits(structure, workloads[i])]
+                      and fitter.fits(structure, workloads[i], limit)]
         if not candidates:
             break
         if len(selected) >= config.selections - config.refresh:
@@ -829,7 +901,8 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
         lambda increment: max(g_prev.total + increment, 0.0), rescale=False,
         counts=new.selection_counts,
         batch=int(round(g_prev.total / (period - 1))) if period > 1 else 0,
-        margins=margins if pooling else None)                    # lines 9-18
+        margins=margins if pooling else None,
+        limit=config.model_limit(period))                        # lines 9-18
     g = (average_models(config.domain, iterates) if config.combine == "average"
          else iterates[-1])                                      # line 19
     if pooling:
@@ -979,6 +1052,8 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "fit": config.fit,
         "fit_model": fitter.model_kind,
         "fit_iterations": int(config.fit_iterations),
+        "model_cells": config.model_cells if fitter.model_kind == "junction-tree" else None,
+        "model_growth": config.model_growth,
         "horizon": config.horizon,
         "workloads": [list(w) for w in config.workloads],
         "periods_released": state.period,

@@ -44,10 +44,10 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
     parser.add_argument("--selections", type=POSITIVE_INT, default=None,
                         help="workloads selected per period, the paper's k (default: 3, or "
                              "for the proposed method the most measurements whose noise is at "
-                             "most one record per cell, up to 12: 5 at epsilon 8, 12 from "
-                             "about 19; --rule paper: 3). A stream that arrives sorted or "
-                             "grouped by its attributes needs more at large epsilon: 24 "
-                             "from epsilon 38 (docs/tabular.md, Selections)")
+                             "most one record per cell, up to 12, then 24 with a growing "
+                             "model size (--model-growth) once 24 are that quiet: 5 at "
+                             "epsilon 8, 12 from about 19, 24 from about 38; --rule paper: "
+                             "3; docs/tabular.md, Selections)")
     parser.add_argument("--marginals", default="2",
                         help="workloads: a number k for all k-way marginals (default 2), or "
                              "a list 'a,b;a,c'")
@@ -81,6 +81,13 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
     parser.add_argument("--max-cells", type=POSITIVE_INT, default=None,
                         help="largest fitted model (junction-tree cells); workloads that "
                              "would exceed it are not selected")
+    parser.add_argument("--model-growth", choices=["fixed", "horizon"], default=None,
+                        help="horizon: the model's size limit grows with the periods, "
+                             "max-cells x t/T at period t (the proposed method with the ipf "
+                             "fit and a horizon; the default there with 24 selections whose "
+                             "noise is at most one record per cell, from epsilon about 38); "
+                             "fixed: max-cells from the first period (docs/tabular.md, "
+                             "Selections)")
     parser.add_argument("--horizon", type=POSITIVE_INT, default=None,
                         help="number of periods T (needed by bounded counters; default: the "
                              "stream's last period for run, unbounded counters for steps)")
@@ -165,6 +172,8 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         options["max_cells"] = args.max_cells
     if args.margins is not None:
         options["margins"] = args.margins
+    if args.model_growth is not None:
+        options["model_growth"] = args.model_growth
     if args.selection_share is not None:
         options["selection_share"] = args.selection_share
     selections = args.selections

@@ -445,18 +445,23 @@ def test_baseline_started_from_its_previous_increment_falls_toward_the_floor():
 def test_auto_selections_rule():
     """The default k (docs/tabular.md, "Selections"): the most measurements per period whose
     Laplace noise (std √2·k/((1 − s)·ε)) is at most one record per cell, at least the
-    paper's 3, at most 12 and |W|; the baseline keeps 3."""
+    paper's 3, at most 12 — or 24 once 24 are that quiet (the wide regime, where the
+    model's size limit grows over the horizon) — and at most |W|; the baseline keeps 3."""
     auto = tabular.auto_selections
-    assert [auto(e, "proposed", 78) for e in (0.5, 1, 2, 4, 6.2, 6.3, 8, 18.8, 18.9, 1000)] \
-        == [3, 3, 3, 3, 3, 4, 5, 11, 12, 12]
+    assert [auto(e, "proposed", 78)
+            for e in (0.5, 1, 2, 4, 6.2, 6.3, 8, 18.8, 18.9, 37.7, 37.8, 1000)] \
+        == [3, 3, 3, 3, 3, 4, 5, 11, 12, 12, 24, 24]
     assert auto(1000, "baseline", 78) == 3
     assert auto(8, "proposed", 78, selection_share=0.5) == 3   # 0.5·8/√2 = 2.8
     assert auto(1000, "proposed", 5) == 5 and auto(1, "proposed", 2) == 2
-    for eps in np.linspace(0.1, 25, 250):
+    for eps in np.linspace(0.1, 60, 600):
         k = auto(eps, "proposed", 78)
         noise = lambda k: np.sqrt(2) * k / (0.9 * eps)   # noqa: E731
         assert k == 3 or noise(k) <= 1 + 1e-12            # never noisier than a record
-        assert k == 12 or noise(k + 1) > 1                # and the most such k
+        if noise(24) <= 1:
+            assert k == 24                                # the wide regime
+        else:
+            assert k == 12 or noise(k + 1) > 1            # else the most such k, up to 12
     with pytest.raises(ParameterError, match="epsilon"):
         auto(float("inf"), "proposed", 78)
 
@@ -500,3 +505,57 @@ def test_more_selections_at_large_epsilon_lower_the_noise_free_error():
     three, auto = final_error(3), final_error(tabular.auto_selections(1e6, "proposed",
                                                                       len(WORKLOADS)))
     assert auto < 0.7 * three, (auto, three)
+
+
+def test_model_growth_limits_the_model_to_the_share_of_the_horizon_reached():
+    """``model_growth="horizon"`` (TabularConfig.model_limit): the junction tree at period
+    t holds at most ⌊max_cells·t/T⌋ cells but never less than the largest one-workload
+    forest (here 19 = a 12-cell workload and the other attributes' one-way tables), and
+    under ``fixed`` the same stream's model passes that limit early (so the check can
+    fail)."""
+    from continual_synth.mechanisms.fitting import junction_tree_cells
+    batches = stream(10, 100, 7)
+    sizes = {}
+    for growth in ("fixed", "horizon"):
+        cfg = config(epsilon=1e6, horizon=10, fit="ipf", selections=4, max_cells=60,
+                     model_growth=growth)
+        state, sampler = tabular.initial_state(cfg), SeededSampler(3)
+        sizes[growth] = []
+        for t, codes in enumerate(batches, start=1):
+            state, release = tabular.step(cfg, state, workload_histograms(
+                codes, DOMAIN, cfg.workloads), sampler)
+            cells = junction_tree_cells(DOMAIN, release.model.measured)
+            sizes[growth].append(cells)
+            assert cells <= cfg.model_limit(t), (growth, t, cells, cfg.model_limit(t))
+    limits = [config(horizon=10, fit="ipf", max_cells=60, model_growth="horizon")
+              .model_limit(t) for t in range(1, 11)]
+    assert limits == [19, 19, 19, 24, 30, 36, 42, 48, 54, 60]
+    assert any(f > limit for f, limit in zip(sizes["fixed"], limits)), sizes
+    assert sizes["horizon"][-1] > sizes["horizon"][0], sizes   # it grows
+
+
+def test_model_growth_is_validated_saved_and_in_the_manifest():
+    """The default: ``horizon`` only in the wide regime of auto_selections (the proposed
+    method, the ipf fit, a horizon, k ≥ min(24, |W|) measurements of at most one record
+    of noise per cell), else ``fixed``; the paper's rules keep ``fixed``."""
+    assert config(fit="ipf").model_growth == "fixed"                        # ε = 1
+    assert config(fit="ipf", epsilon=1000, selections=10).model_growth == "horizon"
+    assert config(fit="ipf", epsilon=1000, selections=9).model_growth == "fixed"
+    assert config(fit="ipf", epsilon=20, selections=10).model_growth == "fixed"  # k = 12 regime
+    assert config(fit="mw", epsilon=1000, selections=10).model_growth == "fixed"
+    assert config(fit="ipf", epsilon=1000, selections=10, horizon=None,
+                  counter="hybrid").model_growth == "fixed"
+    assert config(fit="ipf", epsilon=1000, selections=10,
+                  **tabular.RULES["paper"]).model_growth == "fixed"
+    for bad in (dict(model_growth="linear"), dict(model_growth="horizon", fit="mw"),
+                dict(model_growth="horizon", fit="ipf", horizon=None, counter="hybrid"),
+                dict(model_growth="horizon", fit="ipf", method="baseline")):
+        with pytest.raises(ParameterError, match="model_growth"):
+            config(**bad)
+    cfg = config(fit="ipf", model_growth="horizon")
+    assert tabular.TabularConfig.from_dict(cfg.to_dict()) == cfg
+    saved = cfg.to_dict()
+    del saved["model_growth"]                       # a state made before the option
+    assert tabular.TabularConfig.from_dict(saved).model_growth == "fixed"
+    fields = tabular.manifest_fields(cfg, tabular.initial_state(cfg))
+    assert fields["model_growth"] == "horizon" and fields["model_cells"] == cfg.model_cells
