@@ -424,28 +424,28 @@ class TabularConfig:
 
     def model_limit(self, period: int) -> int:
         """The fitted model's size limit at ``period``: :attr:`model_cells`, or under
-        ``model_growth="horizon"`` that share of it the horizon has reached,
-        ⌊model_cells·t/T⌋, but never below the largest model of one workload (so that
-        every workload can be selected from the first period) — AIM's model-size control (McKenna et al.
-        2022 §4.3) lets the model grow with the share of the budget spent; a stream
-        spends each period's ε on that period's records, and the share of the horizon
-        elapsed is the public analogue.  Why: at large ε every measurement is exact to a
-        record, and with a fixed limit the first periods' selections fill the junction
-        tree; on a stream sorted by its attributes the first batches hold one value of
-        the leading attributes, so the pairs holding them could never enter later
-        (Adult sorted, ε = 1000: (age, marital-status) never selected, released at
-        total-variation distance 0.22 from the truth with a model at 130 950 of its
-        131 072 cells).  Public (t, T and the workloads' sizes).  The default only in the
-        wide regime of :func:`auto_selections` (k = 24 at ε ≳ 38, where it is measured
-        to help): with k = 12 it cost the randomized Adult stream 1.15× → 1.33× the
+        ``model_growth="horizon"`` the share of it the horizon has reached,
+        ⌊model_cells·t/T⌋, never below the largest model of one workload (so that every
+        workload can be selected from the first period).  AIM's model-size control
+        (McKenna et al. 2022 §4.3) grows the model with the share of the budget spent; a
+        stream spends each period's ε on that period's records, and the share of the
+        horizon elapsed is the public analogue.  Why: at large ε the first periods'
+        selections fill a fixed-size junction tree with large cliques for good; grown
+        with the horizon, the same cells end up holding more of the workloads (Adult
+        sorted by every attribute, ε = 1000: 65 of 78 workloads at k = 24, against 50
+        with a fixed limit and 43 at k = 12, whose model sat at 130 950 of its 131 072
+        cells).  Public (t, T and the workloads' sizes).  The default only in the wide
+        regime of :func:`auto_selections` (k = 24 at ε ≳ 38, where it is measured to
+        help): with k = 12 it cost the randomized Adult stream 1.15× → 1.33× the
         sampling floor, at ε = 1 (k = 3) 4-7 %, and on the unit tests' small sorted
-        stream with a tight ``max_cells`` (k = 3) it left the model too small for most of
-        the stream (bench/results/tabular_selections.md).  The price: early in a long
-        horizon the model is small (at t = T/10 a tenth of ``max_cells``)."""
+        stream with a tight ``max_cells`` (k = 3) it left the model too small for most
+        of the stream (bench/results/tabular_selections.md).  The price: early in a
+        long horizon the model is small (at t = T/10 a tenth of ``max_cells``)."""
         if self.model_growth != "horizon":
             return self.model_cells
         share = min(1.0, period / self.horizon)
-        return min(self.model_cells, max(int(self.model_cells * share), self._one_workload_model))
+        return min(self.model_cells,
+                   max(int(self.model_cells * share), self._one_workload_model))
 
     @functools.cached_property
     def _one_workload_model(self) -> int:
