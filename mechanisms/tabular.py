@@ -220,6 +220,13 @@ def quiet_selections(epsilon: float, selection_share: float) -> int:
     return int(math.floor((1.0 - selection_share) * epsilon / math.sqrt(2.0)))
 
 
+def wide_regime(epsilon: float, selection_share: float) -> bool:
+    """Whether even ``WIDE_SELECTIONS`` measurements a period are that quiet: there the
+    default is k = 24 (:func:`auto_selections`) with the model's size limit growing over
+    the horizon (``model_growth``)."""
+    return quiet_selections(epsilon, selection_share) >= WIDE_SELECTIONS
+
+
 def auto_selections(epsilon: float, method: str, num_workloads: int,
                     selection_share: Optional[float] = None) -> int:
     """The default k: the most measurements per period whose noise stays at or below one
@@ -247,15 +254,14 @@ def auto_selections(epsilon: float, method: str, num_workloads: int,
     (bench/results/tabular_selections.md).  With k = 12 the growing limit was not better
     (Adult randomized: 1.33×), so below the wide regime k stays at most 12 with the fixed
     limit.  k depends on ε, s and |W| only (public), so the privacy statement is the one
-    for that k (docs/tabular.md, "Selections").  The baseline's measurements see one batch and are not counted across
-    periods."""
+    for that k (docs/tabular.md, "Selections").  The baseline's measurements see one
+    batch and are not counted across periods."""
     epsilon = positive_real("epsilon", epsilon)
     k = PAPER_SELECTIONS
     if method == "proposed":
         share = resolved_selection_share(method, selection_share)
-        quiet = quiet_selections(epsilon, share)
-        k = WIDE_SELECTIONS if quiet >= WIDE_SELECTIONS else min(AUTO_SELECTIONS_MAX,
-                                                                 max(k, quiet))
+        k = WIDE_SELECTIONS if wide_regime(epsilon, share) else min(
+            AUTO_SELECTIONS_MAX, max(k, quiet_selections(epsilon, share)))
     return min(k, num_workloads)
 
 
@@ -364,10 +370,9 @@ class TabularConfig:
                            resolved_selection_share(self.method, self.selection_share))
         grows = self.method == "proposed" and self.fit == "ipf" and self.horizon is not None
         if self.model_growth is None:   # the wide regime of auto_selections
-            wide = quiet_selections(self.epsilon, self.selection_share) >= WIDE_SELECTIONS
-            object.__setattr__(self, "model_growth", "horizon" if grows and wide and
-                               selections >= min(WIDE_SELECTIONS, len(workloads))
-                               else "fixed")
+            wide = (wide_regime(self.epsilon, self.selection_share)
+                    and selections >= min(WIDE_SELECTIONS, len(workloads)))
+            object.__setattr__(self, "model_growth", "horizon" if grows and wide else "fixed")
         if self.model_growth not in MODEL_GROWTHS:
             raise ParameterError("model_growth", f"must be one of {MODEL_GROWTHS}, got "
                                                  f"{self.model_growth!r}")
@@ -806,7 +811,7 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
     h_{t,l−1}) at the noisy size ``size_of(B̂)`` (B̂: the inverse-variance weighted mean
     of the noisy period sizes measured so far; ``measurement(j, size)`` → the values the
     fit matches and their per-cell variance).  A workload is eligible when the fitted
-    model stays under ``max_cells`` with it (a public check on the model).  ``rescale``:
+    model stays within ``limit`` with it (a public check on the model).  ``rescale``:
     warm-start from h_{t,l−1} rescaled to the new size (the baseline, whose h_{t,0} is
     the empty uniform table).  ``margins(selected, size)``: further measurements (the
     pooled one-way margins) fitted after the selected workloads'.  ``limit``: the
