@@ -63,7 +63,9 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
     parser.add_argument("--rule", choices=["aim", "paper"], default="aim",
                         help="selection and measurement rules: aim (default: AIM-style "
                              "utility with noise and sampling bias correction, remainder "
-                             "imputed from per-period increment models, g_t = last iterate) "
+                             "imputed from per-period increment models and, on a stream "
+                             "whose periods look exchangeable, shrunk toward the "
+                             "counters' own shares; g_t = last iterate) "
                              "or paper "
                              "(Kumar et al. §7.2 utility, bias |W|, r(t, i) of lines 16-21, "
                              "g_t = average of the iterates); see docs/tabular.md")

@@ -238,7 +238,7 @@ def test_deterministic_and_state_round_trip(method):
     assert np.array_equal(release.model.sample(30, np.random.default_rng(1)),
                           r1[-1].model.sample(30, np.random.default_rng(1)))
     assert set(state.to_dict()) == {"format", "config", "ledger", "period", "model", "counters",
-                                    "counter_values", "remainders", "increment_model",
+                                    "counter_values", "remainders", "drift", "increment_model",
                                     "anchor_times", "margin_sums", "margin_levels",
                                     "size", "selection_counts",
                                     "last_selected"}
