@@ -209,14 +209,15 @@ RELATION = "event-level add/remove of one record"
 MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
 INCREMENT_PULL = 0.2  # weight of g_t in the prior of the increment model δ_t
 FORMAT_VERSION = 2  # 2: the aim rules, the ipf fit (junction-tree models)
-# remainder="adaptive": the drift statistic D (mean of z over the pooled one-way margins'
-# period increments, discounted by DRIFT_DISCOUNT per period, from period DRIFT_WARMUP + 1)
-# and the stationary estimate's weight γ = 1 at D ≤ EXCHANGEABLE_BELOW, 0 at D ≥
-# DRIFTING_ABOVE, linear between (see :func:`stationary_weight`).
-DRIFT_DISCOUNT = 0.95
+# remainder="adaptive": the drift estimate Δ̂ (the mean squared distance between a
+# period's one-way shares and the stream's, from the pooled margins' period increments,
+# discounted by DRIFT_DISCOUNT per period, from period DRIFT_WARMUP + 1) and the weight
+# of the shrinkage γ = 1 at Δ̂ ≤ EXCHANGEABLE_BELOW, 0 at Δ̂ ≥ DRIFTING_ABOVE, linear
+# between (see :func:`_drift_update`, :func:`stationary_weight`).
+DRIFT_DISCOUNT = 0.98
 DRIFT_WARMUP = 5
-EXCHANGEABLE_BELOW = 2.0
-DRIFTING_ABOVE = 4.0
+EXCHANGEABLE_BELOW = 0.02
+DRIFTING_ABOVE = 0.06
 
 
 # ---------------------------------------------------------------------------- config
@@ -561,7 +562,7 @@ class TabularState:
     counters: List[StreamCounter] = field(default_factory=list)
     counter_values: List[np.ndarray] = field(default_factory=list)
     remainders: List[np.ndarray] = field(default_factory=list)
-    drift: Tuple[float, float] = (0.0, 0.0)
+    drift: Tuple[float, float, float] = (0.0, 0.0, 0.0)
     increment_model: Optional[FittedModel] = None
     anchor_times: List[int] = field(default_factory=list)
     margin_sums: Dict[str, np.ndarray] = field(default_factory=dict)
@@ -602,7 +603,8 @@ class TabularState:
                    counter_values=[np.asarray(v, dtype=np.float64)
                                    for v in data["counter_values"]],
                    remainders=[np.asarray(v, dtype=np.float64) for v in data["remainders"]],
-                   drift=tuple(float(x) for x in data.get("drift", (0.0, 0.0))),
+                   drift=tuple(float(x) for x in
+                               (list(data.get("drift", [])) + [0.0, 0.0, 0.0])[:3]),
                    increment_model=(None if data.get("increment_model") is None
                                     else model_from_dict(data["increment_model"], domain)),
                    anchor_times=[int(x) for x in data["anchor_times"]],
@@ -817,24 +819,26 @@ def _count_discounted(u: np.ndarray, counts: Sequence[int], candidates) -> np.nd
     return np.where(u > 0, u / (1.0 + c), u)
 
 
-def _drift_update(drift: Tuple[float, float], sums, measured, batch: float
-                  ) -> Tuple[float, float]:
-    """One period's update of the drift statistic of ``remainder="adaptive"``: for every
+def _drift_update(drift: Tuple[float, float, float], sums, measured, batch: float
+                  ) -> Tuple[float, float, float]:
+    """One period's update of the drift estimate of ``remainder="adaptive"``: for every
     attribute a whose one-way margin the period measured (the pool's m_a(t), per-cell
-    noise variance v_a; :func:`pooled_margins.period_margins`),
+    noise variance v_a; :func:`pooled_margins.period_margins`), with S_a = M_a(t − 1)/
+    |M_a(t − 1)| the pooled share so far and ν_a = |a|·v_a + B̂_t·(1 − Σ S_a²) what
+    ‖m_a(t) − B̂_t·S_a‖² is on average if the period is B̂_t records drawn from S_a and
+    measured with that noise (the multinomial's Σ_c B·s_c(1 − s_c) plus the noise),
 
-        z_a = ‖m_a(t) − B̂_t·S_a‖² / (|a|·v_a + B̂_t·(1 − Σ S_a²)),
+        z_a = ‖m_a(t) − B̂_t·S_a‖² / ν_a,    κ_a = B̂_t² / ν_a.
 
-    S_a = M_a(t − 1)/|M_a(t − 1)| the pooled share so far: the squared distance of the
-    period's margin from the stream's margin so far, over what it would be if the period
-    were B̂_t records drawn from that margin and measured with that noise (the
-    multinomial's Σ_c B·s_c(1 − s_c) plus the noise).  About 1 on an exchangeable
-    stream (records in random order), far above it on a drifting one (sorted by an
-    attribute: 10-40 on Adult sorted by every attribute).  Returns the discounted sums
-    (Σ γ^age·z, Σ γ^age), γ = ``DRIFT_DISCOUNT``; D is their ratio.  Post-processing of
-    the counters' outputs (no budget)."""
-    total, weight = drift
-    total, weight = DRIFT_DISCOUNT * total, DRIFT_DISCOUNT * weight
+    E z_a = 1 on an exchangeable stream (records in random order); a period whose shares
+    are p_t adds κ_a·‖p_t − S_a‖² to it, so Δ̂ = Σ(z − 1)/Σκ estimates the mean squared
+    distance ‖p_t − S‖² between a period's shares and the stream's: 0 when the periods
+    are exchangeable, 0.3-0.4 on Adult sorted by every attribute.  Dividing by κ keeps
+    Δ̂ on that scale when the noise swamps the sampling (small batches, small ε: z is
+    then near 1 on any stream, and z alone would call a sorted stream exchangeable).
+    Returns the discounted sums (Σ γ^age·z, Σ γ^age, Σ γ^age·κ), γ = ``DRIFT_DISCOUNT``.
+    Post-processing of the counters' outputs (no budget)."""
+    total, weight, power = (DRIFT_DISCOUNT * x for x in drift)
     if batch > 0:
         for a, (margin, variance) in measured.items():
             mass = float(sums[a].sum()) if a in sums else 0.0
@@ -845,17 +849,25 @@ def _drift_update(drift: Tuple[float, float], sums, measured, batch: float
             if null > 0:
                 total += float(np.sum((margin - batch * share) ** 2)) / null
                 weight += 1.0
-    return total, weight
+                power += batch * batch / null
+    return total, weight, power
 
 
-def stationary_weight(drift: Tuple[float, float]) -> float:
-    """γ of ``remainder="adaptive"``: 1 while the drift statistic D (:func:`_drift_update`)
+def drift_estimate(drift: Tuple[float, float, float]) -> Optional[float]:
+    """Δ̂ = Σ(z − 1)/Σκ of :func:`_drift_update`; None before any period was scored."""
+    total, weight, power = drift
+    if weight <= 0 or power <= 0:
+        return None
+    return (total - weight) / power
+
+
+def stationary_weight(drift: Tuple[float, float, float]) -> float:
+    """γ of ``remainder="adaptive"``: 1 while the drift estimate Δ̂ (:func:`drift_estimate`)
     is at most ``EXCHANGEABLE_BELOW``, 0 from ``DRIFTING_ABOVE``, linear between; 0
     before any period has been scored."""
-    total, weight = drift
-    if weight <= 0:
+    d = drift_estimate(drift)
+    if d is None:
         return 0.0
-    d = total / weight
     return float(np.clip((DRIFTING_ABOVE - d) / (DRIFTING_ABOVE - EXCHANGEABLE_BELOW),
                          0.0, 1.0))
 
@@ -1140,8 +1152,9 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "bias_correction": config.bias_correction,
         "utility": config.utility,
         "remainder": config.remainder,
-        "remainder_drift": (None if config.remainder != "adaptive" or state.drift[1] <= 0
-                            else round(state.drift[0] / state.drift[1], 4)),
+        "remainder_drift": (None if config.remainder != "adaptive"
+                            or drift_estimate(state.drift) is None
+                            else round(drift_estimate(state.drift), 5)),
         "remainder_stationary_weight": (stationary_weight(state.drift)
                                         if config.remainder == "adaptive" else None),
         "combine": config.combine,
