@@ -51,8 +51,8 @@ Two rule sets (``RULES``; each rule is also its own option):
   public test of the pooled one-way margins (:func:`_drift_update`,
   :func:`stationary_weight`: 1 on a stream in random order, 0 on a sorted one) and w a
   James-Stein weight (:func:`_shrunk_share`).  On Adult in random or stored order it
-  took AvgWE about a quarter down at ε = 1 and 2 (bench/results/
-  tabular_tables_adult_adaptive.md); on a sorted stream γ = 0 and it is ``increment``
+  took AvgWE 15-30 % down at ε = 1 and 2 (3 seeds; bench/results/
+  tabular_tables_adult_adaptive_notes.md; CCES at ε = 1, t = 100: 3.5 % up); on a sorted stream γ = 0 and it is ``increment``
   (the default before it; states saved with it keep it).  ``remainder="model"`` (the
   default before that) imputes them from the current model, (n̂_t − |C_j(t)|)·P_j(g_{t−1}): a fixed point that
   kept ordered streams at 15-19× the sampling floor without noise.  g_t = h_{t,k} (the

@@ -189,8 +189,8 @@ def test_adaptive_remainder_lowers_the_error_of_a_random_order_stream():
     """ε = 2, 60 periods of 100 records in random order, 4 sampler seeds: the mean
     per-cell error of the final model with the adaptive remainder below 0.85× the
     increment remainder's (measured 0.68-0.72× on four record seeds; Adult in random
-    order, batches of 200: about 0.75× at ε = 1 and 2,
-    bench/results/tabular_tables_adult_adaptive.md)."""
+    order, batches of 200: 0.83× and 0.77× at ε = 1 and 2, 3 seeds,
+    bench/results/tabular_tables_adult_adaptive_notes.md)."""
     codes = records()
     errors = {r: np.mean([fold(codes, 2.0, r, seed)[1] for seed in range(4)])
               for r in ("adaptive", "increment")}
