@@ -51,19 +51,19 @@ Two rule sets (``RULES``; each rule is also its own option):
   public test of the pooled one-way margins (:func:`_drift_update`,
   :func:`stationary_weight`: 1 on a stream in random order, 0 on a sorted one) and w a
   James-Stein weight (:func:`_shrunk_share`).  On Adult in random or stored order it
-  took AvgWE 15-30 % down at ε = 1 and 2 (3 seeds; bench/results/
-  tabular_tables_adult_adaptive_notes.md; CCES at ε = 1, t = 100: 3.5 % up); on a sorted stream γ = 0 and it is ``increment``
-  (the default before it; states saved with it keep it).  ``remainder="model"`` (the
-  default before that) imputes them from the current model, (n̂_t − |C_j(t)|)·P_j(g_{t−1}): a fixed point that
-  kept ordered streams at 15-19× the sampling floor without noise.  g_t = h_{t,k} (the
+  took AvgWE 15-30 % down at ε = 1 and 2 (3 seeds; CCES at ε = 1, t = 100: 3.5 % up;
+  bench/results/tabular_tables_adult_adaptive_notes.md); on a sorted stream γ = 0 and it
+  is ``increment`` (the default before it; states saved with it keep it).
+  ``remainder="model"`` (the default before that) imputes them from the current model,
+  (n̂_t − |C_j(t)|)·P_j(g_{t−1}): a fixed point that kept ordered streams at 15-19× the sampling floor without noise.  g_t = h_{t,k} (the
   average gives the last measurement 1/k of its weight).  Optional ``refresh`` slots (0
   by default) give some of the k selections to the stalest workload, a public choice;
   ``selection_discount="count"`` (off by default) divides each positive utility by 1 +
   the workload's earlier selections (:func:`_count_discounted`).  Pooled one-way margins
   (``margins="pooled"``, the default where the fit takes them: ``ipf`` or ``mw`` with
-  the ``adaptive``, ``increment`` or ``model`` remainder): every fit also matches each attribute's
-  one-way margin pooled over all the periods' counter increments of the workloads
-  holding it (:mod:`~continual_synth.mechanisms.pooled_margins`).
+  the ``adaptive``, ``increment`` or ``model`` remainder): every fit also matches each
+  attribute's one-way margin pooled over all the periods' counter increments of the
+  workloads holding it (:mod:`~continual_synth.mechanisms.pooled_margins`).
 
 Budget split (``selection_share`` s): each period's ε goes s·ε to its k selections
 (s·ε/k each) and (1 − s)·ε to its k measurements ((1 − s)·ε/k each).  The paper's
@@ -833,7 +833,7 @@ def _drift_update(drift: Tuple[float, float, float], sums, measured, batch: floa
     E z_a = 1 on an exchangeable stream (records in random order); a period whose shares
     are p_t adds κ_a·‖p_t − S_a‖² to it, so Δ̂ = Σ(z − 1)/Σκ estimates the mean squared
     distance ‖p_t − S‖² between a period's shares and the stream's: 0 when the periods
-    are exchangeable, 0.3-0.4 on Adult sorted by every attribute.  Dividing by κ keeps
+    are exchangeable, 0.07-0.22 on Adult sorted by every attribute (ε = 0.5-1).  Dividing by κ keeps
     Δ̂ on that scale when the noise swamps the sampling (small batches, small ε: z is
     then near 1 on any stream, and z alone would call a sorted stream exchangeable).
     Returns the discounted sums (Σ γ^age·z, Σ γ^age, Σ γ^age·κ), γ = ``DRIFT_DISCOUNT``.
@@ -970,6 +970,9 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
     bias = _bias(config, next_sds)
 
     increments = {}
+    # γ of the adaptive remainder, from the periods before this one (needs the pool)
+    gamma = (stationary_weight(new.drift)
+             if config.remainder == "adaptive" and config.margins == "pooled" else 0.0)
 
     def measure(j):
         previous = new.counter_values[j]
@@ -1005,7 +1008,6 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
         return [Measurement((a,), values) for a, values in pooled.items()]
 
     pooling = config.margins == "pooled"
-    gamma = stationary_weight(new.drift) if config.remainder == "adaptive" and pooling else 0.0
     selected, iterates = _select_measure_fit(
         config, sampler, targets, g_prev, bias, measure, measurement,
         lambda increment: max(g_prev.total + increment, 0.0), rescale=False,
@@ -1016,12 +1018,12 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
     g = (average_models(config.domain, iterates) if config.combine == "average"
          else iterates[-1])                                      # line 19
     if pooling:
+        measured = measured_margins(selected)
         if period > DRIFT_WARMUP:
-            new.drift = _drift_update(new.drift, new.margin_sums, measured_margins(selected),
+            new.drift = _drift_update(new.drift, new.margin_sums, measured,
                                       g.total - g_prev.total)
         new.margin_sums, new.margin_levels = pooled_margins.commit(
-            new.margin_sums, new.margin_levels, measured_margins(selected),
-            g.total - g_prev.total, g_prev)
+            new.margin_sums, new.margin_levels, measured, g.total - g_prev.total, g_prev)
     if config.remainder in ("adaptive", "increment"):
         _carry_increment(config, new, g, g.total - g_prev.total, selected, increments)
     for i in range(q):                                           # lines 20-21
@@ -1127,6 +1129,7 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
     spent = state.ledger.spent
     proposed = config.method == "proposed"
     fitter = config.fitter()
+    drift = drift_estimate(state.drift)
     return {
         "algorithm": ALGORITHMS[config.method],
         "paper": ("Kumar, Strohmer, Vershynin (2024), "
@@ -1152,9 +1155,8 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "bias_correction": config.bias_correction,
         "utility": config.utility,
         "remainder": config.remainder,
-        "remainder_drift": (None if config.remainder != "adaptive"
-                            or drift_estimate(state.drift) is None
-                            else round(drift_estimate(state.drift), 5)),
+        "remainder_drift": (None if config.remainder != "adaptive" or drift is None
+                            else round(drift, 5)),
         "remainder_stationary_weight": (stationary_weight(state.drift)
                                         if config.remainder == "adaptive" else None),
         "combine": config.combine,
