@@ -29,7 +29,7 @@ statistic of bench/privhp_space_utility.py, ``--projections`` directions on
 Memory is the number of words the method holds, measured from its
 state after each period (continual: the counters' state arrays; one-shot: its counters).
 
-    python bench/privhp_continual.py [--n 1000000] [--periods 50] [--reps 2]
+    python bench/privhp_continual.py [--n 1000000] [--periods 50] [--reps 6]
 
 Writes bench/results/privhp_continual.{md,json,png}.
 """
@@ -82,7 +82,11 @@ def main():
                         help="the block counter's block size (with --counter block)")
     parser.add_argument("--final-share", type=float, default=None,
                         help="the anchored counter's final share (with --counter anchored)")
-    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=6)
+    parser.add_argument("--stride", type=int, default=None,
+                        help="continual: counters on every s-th level (default: the library's)")
+    parser.add_argument("--sketch-depth", type=int, default=None,
+                        help="continual: count-min rows j (default: the library's)")
     parser.add_argument("--eval-points", type=int, default=200_000)
     parser.add_argument("--projections", type=int, default=64)
     parser.add_argument("--out", default=os.path.join(RESULTS, "privhp_continual"))
@@ -92,12 +96,13 @@ def main():
     edges = np.linspace(0, args.n, args.periods + 1).astype(int)
     structure = dict(epsilon=args.epsilon, dims=2, prune_k=args.prune_k, depth=args.depth)
     continual = ContinualPrivHPConfig.create(
-        horizon=args.periods, counter=args.counter, memory=args.memory,
+        horizon=args.periods, counter=args.counter, memory=args.memory, stride=args.stride,
         counter_options={k: v for k, v in (("block_size", args.block_size),
                                            ("final_share", args.final_share))
                          if v is not None} or None,
         **{**structure, "depth": args.continual_depth or args.depth,
-           "prune_k": args.continual_prune_k or args.prune_k})
+           "prune_k": args.continual_prune_k or args.prune_k,
+           "sketch_depth": args.sketch_depth})
     one_shot = privhp.PrivHPConfig(**structure, memory=args.memory)
     rows, floors, sliced = [], {}, []
     # leaf boundaries lie on the 2^(cuts of level r) grid; 8 more bits resolve the points
@@ -141,6 +146,9 @@ def main():
             "depth": args.depth, "prune_k": args.prune_k, "memory_budget": args.memory,
             "continual_depth": continual.structure.depth,
             "continual_prune_k": continual.structure.prune_k,
+            "continual_stride": continual.stride,
+            "continual_measured_levels": list(continual.measured_levels),
+            "continual_sketch_depth": continual.structure.sketch_depth,
             "counter": continual.counter,
             "budget_split": continual.structure.budget_split,
             "one_shot_budget_split": one_shot.budget_split,
@@ -199,8 +207,11 @@ def write_table(meta, summary, rows, path):
         f"dyadic grid of {meta['grid_cells_per_axis']:,} cells per axis: no subsampling, "
         "no evaluation noise); floor = the same for the noise-free tree of depth r (the "
         "resolution term).  Continual: one release per period, ε = "
-        f"{meta['epsilon']} for the whole stream (event level), {meta['budget_split']} "
-        "split over levels, least squares over the exact levels (Hay et al. 2010, the "
+        f"{meta['epsilon']} for the whole stream (event level), counters on every s-th level "
+        f"(s = {meta['continual_stride']}: levels {meta['continual_measured_levels']}; the "
+        f"others are sums of their children), {meta['budget_split']} split over them, "
+        f"count-min sketches of {meta['continual_sketch_depth']} rows (one-shot: 3), "
+        "least squares over the exact levels (Hay et al. 2010, the "
         "counters' variances at t) before growth, counter "
         f"`{meta['counter']}` {meta['counter_options'] or ''} ({meta['words_per_cell']} "
         "word(s) per cell).  One-shot: PrivHP "

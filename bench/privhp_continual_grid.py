@@ -7,10 +7,12 @@ is split into T equal periods in arrival order; continual PrivHP (ε for the who
 event level) is stepped through all T periods and its release at T compared with one-shot
 PrivHP run once on all points at the same ε, r, prune_k and M (the paper's defaults:
 ``sqrt`` split, sketch depth j = 3).  Continual variants: the library default (``auto``
-counter = Simple II at T = 50, j = 3), the same with one- and two-row sketches (j = 1, 2;
-the one-shot yardstick keeps j = 3), and the ``anchored`` counter (Simple II + one node of
-all T periods, final share 0.2); and one-shot PrivHP at ε/√T, to show how strongly W1
-follows the noise on each data set.  W1 is the exact marginal W1 of bench/privhp_continual.py
+counter = Simple II at T = 50, two-row sketches j = 2, counters on every second level
+s = 2); the default before these two options (j = 3, s = 1); three-row sketches
+(j = 3, the one-shot yardstick's) with s = 2; counters on every level (s = 1) or every
+third (s = 3) with j = 2; and the ``anchored`` counter (Simple II + one node of all T
+periods, final share 0.2) with j = 2, s = 2.  And one-shot PrivHP at ε/√T, to show how
+strongly W1 follows the noise on each data set.  W1 is the exact marginal W1 of bench/privhp_continual.py
 (no sampling noise).
 
 Data: the five-cluster ``skewed`` and the ``uniform`` sets of bench/privhp_space_utility.py
@@ -59,11 +61,13 @@ CONFIGS = [
     ("adult2", "adult", 2, 16, 64, 16_384),       # r = round(log2(ε·n)) for n = 48 842
     ("adult1", "adult", 1, 16, 64, 16_384),
 ]
-VARIANTS = [  # (label, counter, sketch depth j)
-    ("default (auto, j = 3)", "auto", 3),
-    ("j = 2", "auto", 2),
-    ("j = 1", "auto", 1),
-    ("anchored, j = 3", "anchored", 3),
+VARIANTS = [  # (label, counter, sketch depth j, level stride s)
+    ("default (auto, j = 2, s = 2)", "auto", 2, 2),
+    ("before (s = 1, j = 3)", "auto", 3, 1),
+    ("j = 3, s = 2", "auto", 3, 2),
+    ("s = 1", "auto", 2, 1),
+    ("s = 3", "auto", 2, 3),
+    ("anchored", "anchored", 2, 2),
 ]
 
 
@@ -91,9 +95,9 @@ def one_shot_w1(truth, real, cuts, reps, epsilon, periods, **structure):
         for rep in range(reps)]
 
 
-def continual_w1(truth, real, cuts, reps, epsilon, periods, counter, **structure):
+def continual_w1(truth, real, cuts, reps, epsilon, periods, counter, stride, **structure):
     config = ContinualPrivHPConfig.create(horizon=periods, counter=counter, epsilon=epsilon,
-                                          **structure)
+                                          stride=stride, **structure)
     edges = np.linspace(0, len(truth), periods + 1).astype(int)
     parts = [privhp.accumulate(truth[edges[t - 1]:edges[t]], config.structure)
              for t in range(1, periods + 1)]
@@ -138,9 +142,10 @@ def main():
         row = {"config": name, "data": kind, "n": len(truth), "dims": dims, "depth": depth,
                "prune_k": prune_k, "memory": memory, "one_shot": one,
                "one_shot_eps_over_sqrt_T": noisier, "variants": {}}
-        for label, counter, j in VARIANTS:
+        for label, counter, j, stride in VARIANTS:
             w1, words, cells = continual_w1(truth, real, cuts, args.reps, args.epsilon,
-                                            args.periods, counter, sketch_depth=j, **common)
+                                            args.periods, counter, stride, sketch_depth=j,
+                                            **common)
             row["variants"][label] = {"w1": w1, "words_per_cell": words, "cells": cells,
                                       "ratio": float(np.mean(w1) / np.mean(one))}
         rows.append(row)
@@ -161,7 +166,7 @@ def se(values) -> float:
 
 
 def write_table(meta, rows, path):
-    labels = [label for label, _, _ in VARIANTS]
+    labels = [label for label, _, _, _ in VARIANTS]
     lines = [
         f"# Continual PrivHP / one-shot PrivHP at the last period, beyond the benchmark "
         f"(T = {meta['periods']}, ε = {meta['epsilon']}, {meta['reps']} seeds)", "",

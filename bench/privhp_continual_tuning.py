@@ -74,7 +74,7 @@ def continual_w1(truth, edges, periods, depth, prune_k, memory, epsilon, split,
     counters' raw outputs, as before this change."""
     config = cp.ContinualPrivHPConfig.create(
         horizon=len(edges) - 1, memory=memory, epsilon=epsilon, dims=2, prune_k=prune_k,
-        depth=depth, budget_split=split)
+        depth=depth, budget_split=split, stride=1)  # the ablation ran with every level
     s = config.structure
     parts = [privhp.accumulate(truth[edges[t - 1]:edges[t]], s)
              for t in range(1, max(periods) + 1)]
@@ -85,18 +85,19 @@ def continual_w1(truth, edges, periods, depth, prune_k, memory, epsilon, split,
             if least_squares:
                 tree = cp.feed(config, counters, part, period_sampler(rep, t))
             else:
-                sums = _raw_sums(s, counters, part, period_sampler(rep, t))
+                sums = _raw_sums(config, counters, part, period_sampler(rep, t))
                 tree = privhp.grow(s, *cp.noisy_structure(config, sums))
             if t in out:
                 out[t].append(marginal_w1(real[t], marginal_cdfs_of_tree(tree, cuts)))
     return {t: float(np.mean(v)) for t, v in out.items()}, config
 
 
-def _raw_sums(s, counters, part, sampler):
-    """Each level's counter fed its entry (the order of continual_privhp.feed)."""
-    return [c.feed(part.level_counts(level) if level <= s.exact_depth
-                   else part.sketches[level - s.exact_depth - 1].ravel(), sampler)
-            for level, c in enumerate(counters)]
+def _raw_sums(config, counters, part, sampler):
+    """Each measured level's counter fed its entry (the order of continual_privhp.feed)."""
+    s = config.structure
+    return {level: c.feed(part.level_counts(level) if level <= s.exact_depth
+                          else part.sketches[level - s.exact_depth - 1].ravel(), sampler)
+            for level, c in zip(config.measured_levels, counters)}
 
 
 def counter_table(horizon: int, curve):

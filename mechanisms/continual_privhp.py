@@ -26,9 +26,10 @@ cell per row), doubled under ``replace`` — the one-shot sensitivities, now *pe
 entry* (``entries_changed`` = Δ_ℓ).  Level ℓ's counter is calibrated to ε_ℓ by the
 counter library (b = Δ_ℓ·h/ε_ℓ with h the nodes one entry touches: the counter's exact
 sensitivity across all T periods), so it is ε_ℓ-DP over the whole stream, and by basic
-composition over levels 0..r the stream of releases is ε-DP with ε = Σ_ℓ ε_ℓ.
+composition over the measured levels (all of 0..r at stride 1) the stream of releases is
+ε-DP with ε = Σ_ℓ ε_ℓ; everything else is post-processing of the counters' outputs.
 
-Split.  The default split is ``uniform`` (ε_ℓ = ε/(r+1)), not one-shot PrivHP's
+Split.  The default split is ``uniform`` (ε_ℓ = ε/(r+1) at stride 1), not one-shot PrivHP's
 ``sqrt`` (:meth:`PrivHPConfig.epsilons`; any split can still be given): with the
 least-squares step every level's noise also informs the levels above it, and on the
 benchmark's data (1e6 points, T = 50, ε = 1, M = 65 536) the uniform split lowers the
@@ -49,12 +50,38 @@ squares combined) lowers the variance at T to 0.38× Simple II's for 1.56× befo
 final share 0.2): measured, the last period's W1 improves and the other periods' worsen
 (bench/results/privhp_continual_anchored.md), so it is an option, not ``auto``.
 
+Stride (new; Qardaji, Yang and Li 2013, "Understanding hierarchical methods for
+differentially private histograms": with constrained inference a hierarchy of fan-out
+above 2 has the lower error).  Counters sit on every s-th level only
+(:attr:`ContinualPrivHPConfig.measured_levels`: r, r − s, … on the sketch levels, L_e,
+L_e − s, … on the exact ones), so each measured level gets ε·s/(r + 1) or so instead of
+ε/(r + 1) — variance s² times smaller — and a level between is the sum of its measured
+descendants (:func:`noisy_structure`; exact levels through the least-squares step with
+infinite variance, sketch levels by :class:`ChildrenSum`).  In d = 2 the default s = 2
+makes the measured levels a quadtree (every measured level halves both axes).  Measured at
+T = 50, ε = 1 (bench/results/privhp_continual_grid.md, 6 seeds, three-row sketches): the
+last period's W1 over one-shot PrivHP's falls from 1.74 to 1.45 on the issue's benchmark and
+by 12-21 % in each of the 9 configurations (1-D, uniform and real Adult included); s = 3
+was better in 2 of 9 and worse in 4 (with two-row sketches), s = 4 no better (privhp_continual_grid_strides_j3.md).  Only the measured levels compose:
+ε = Σ_{ℓ measured} ε_ℓ.  States saved before the option have s = 1 (every level).
+
+Sketch rows.  The default count-min depth is j = 2, not one-shot PrivHP's 3: a sketch
+level's sensitivity is j, and a continual counter's noise at t is about t times one-shot's
+in variance, so the balance between collisions (fewer with more rows) and noise (more with
+more rows) moves to fewer rows.  Measured with s = 2 (privhp_continual_grid.md): lower or
+equal W1 in 8 of 9 configurations (skewed 2-D 1.33× one-shot's against 1.45×), +2 % (within
+a standard error) in the ninth; any j can still be given.
+
 Memory.  The counters hold ``words_per_cell`` floats per cell (the counter's state:
 1 for ``simple``, 2 per tree level for ``kary``, …), never anything per point or per
 period.  A budget of M words (``memory``) sizes the structure for ⌊M / words_per_cell⌋
 cells with one-shot PrivHP's rule (:func:`~continual_synth.mechanisms.privhp.
 sketch_width_for`), so the words used are ≤ M, ≤ the plain continual tree of the same
-depth, and non-decreasing in prune_k.
+depth, and non-decreasing in prune_k.  With s > 1 only the measured levels hold counters,
+so the words used are fewer still (about half at s = 2): the structure stays the one-shot
+structure of the same budget (its sketch width and exact levels), which measured better than
+widening the sketches into the freed words (s = 2 on the benchmark, 8 seeds: 1.47× one-shot's
+W1 with the sketches widened, 1.44× without).
 Pure numpy; no Beam.
 """
 from __future__ import annotations
@@ -72,6 +99,8 @@ from continual_synth.mechanisms.sketch import CountMinSketch
 
 COUNTERS = ("auto", "simple", "block", "tree", "honaker", "kary", "anchored")
 DEFAULT_SPLIT = "uniform"  # the levels' budget split unless one is given (see above)
+DEFAULT_STRIDE = 2  # counters on every second level (see above)
+DEFAULT_SKETCH_DEPTH = 2  # count-min rows j unless given (one-shot PrivHP's default is 3)
 
 
 def resolve_counter(kind: str, horizon: int) -> Tuple[str, Dict]:
@@ -104,17 +133,22 @@ class ContinualPrivHPConfig:
     counter: str
     counter_options: Tuple[Tuple[str, int], ...] = ()
     memory: Optional[int] = None
+    stride: int = 1  # configurations saved before the option counted every level
 
     @classmethod
     def create(cls, *, horizon: int, counter: str = "auto", memory: Optional[int] = None,
-               counter_options: Optional[Dict] = None, **structure
-               ) -> "ContinualPrivHPConfig":
+               counter_options: Optional[Dict] = None, stride: Optional[int] = None,
+               **structure) -> "ContinualPrivHPConfig":
         """Resolve the counter (``counter_options``: the library's options of an explicit
         kind, e.g. ``{"block_size": 25}``), size the structure from ``memory`` words (if
-        given) and check the budget covers it."""
+        given) and check the budget covers it; ``stride`` s: counters on every s-th level
+        (:attr:`measured_levels`; default :data:`DEFAULT_STRIDE`)."""
         horizon = whole_number("horizon", horizon)
+        stride = DEFAULT_STRIDE if stride is None else whole_number("stride", stride)
         if structure.get("budget_split") is None:
             structure["budget_split"] = DEFAULT_SPLIT
+        if structure.get("sketch_depth") is None:
+            structure["sketch_depth"] = DEFAULT_SKETCH_DEPTH
         kind, options = resolve_counter(counter, horizon)
         if counter_options:
             if counter == "auto":
@@ -136,7 +170,7 @@ class ContinualPrivHPConfig:
             raise ParameterError("memory", f"{memory} words = {cells} cells of "
                                  f"{words_per_cell(kind, horizon, options)} words "
                                  f"({kind} counter): {exc.args[-1]}") from None
-        return cls(config, horizon, kind, tuple(sorted(options.items())), memory)
+        return cls(config, horizon, kind, tuple(sorted(options.items())), memory, stride)
 
     @property
     def epsilon(self) -> float:
@@ -147,8 +181,20 @@ class ContinualPrivHPConfig:
         return words_per_cell(self.counter, self.horizon, dict(self.counter_options))
 
     @property
+    def measured_levels(self) -> Tuple[int, ...]:
+        """The levels that hold counters, shallowest first: r, r − s, r − 2s, … while
+        deeper than L_e (sketch levels), then L_e, L_e − s, … ≥ 0 (exact levels).  The
+        levels between are sums of their measured descendants (:func:`noisy_structure`):
+        the deepest level and the deepest exact level are always measured."""
+        s = self.structure
+        sketch = range(s.depth, s.exact_depth, -self.stride)
+        exact = range(s.exact_depth, -1, -self.stride)
+        return tuple(sorted(set(sketch) | set(exact)))
+
+    @property
     def cells(self) -> int:
-        return self.structure.memory_counters
+        """Cells holding a counter: the measured levels' (≤ the structure's counters)."""
+        return int(sum(self.level_cells(level) for level in self.measured_levels))
 
     @property
     def memory_words(self) -> int:
@@ -159,20 +205,28 @@ class ContinualPrivHPConfig:
         s = self.structure
         return 2 ** level if level <= s.exact_depth else s.sketch_depth * s.sketch_width
 
-    def new_counters(self) -> List[StreamCounter]:
-        """One counter per level ℓ = 0..r: dim = the level's cells, ε_ℓ, entries changed
-        Δ_ℓ (the level's one-shot sensitivity; see the module docstring)."""
+    def level_epsilons(self) -> Dict[int, float]:
+        """ε_ℓ of each measured level: the structure's split (:meth:`PrivHPConfig.
+        epsilons`) restricted to the measured levels and rescaled to sum to ε."""
         eps = self.structure.epsilons()
+        levels = list(self.measured_levels)
+        return dict(zip(levels, eps[levels] * (self.epsilon / eps[levels].sum())))
+
+    def new_counters(self) -> List[StreamCounter]:
+        """One counter per measured level ℓ (in :attr:`measured_levels`' order): dim = the
+        level's cells, ε_ℓ, entries changed Δ_ℓ (the level's one-shot sensitivity; see
+        the module docstring)."""
+        eps = self.level_epsilons()
         return [make_counter(self.counter, self.horizon, epsilon=float(eps[level]),
                              dim=self.level_cells(level),
                              entries_changed=self.structure.sensitivity(level),
                              **dict(self.counter_options))
-                for level in range(self.structure.depth + 1)]
+                for level in self.measured_levels]
 
     def to_dict(self) -> Dict:
         return {"structure": self.structure.to_dict(), "horizon": self.horizon,
                 "counter": self.counter, "counter_options": dict(self.counter_options),
-                "memory": self.memory}
+                "memory": self.memory, "stride": self.stride}
 
     @classmethod
     def from_dict(cls, data: Dict) -> "ContinualPrivHPConfig":
@@ -182,33 +236,45 @@ class ContinualPrivHPConfig:
             structure["level_epsilons"] = tuple(structure["level_epsilons"])
         return cls(privhp.PrivHPConfig(**structure, memory=cells), data["horizon"],
                    data["counter"], tuple(sorted(data["counter_options"].items())),
-                   data["memory"])
+                   data["memory"], data.get("stride", 1))
 
     def accounting(self) -> Dict:
         """The manifest's privacy and memory statement."""
-        counters = self.new_counters()
+        counters = dict(zip(self.measured_levels, self.new_counters()))
+        eps = self.level_epsilons()
         one_shot = self.structure.accounting()
-        levels = [{**level, "counter": counter.kind,
-                   "noise_scale": float(counter._entry_groups()[0][1]),
-                   "counter_nodes_per_entry": sum(k for k, _ in counter._entry_groups()),
-                   "variance_at_horizon": float(counter.variance(self.horizon))}
-                  for level, counter in zip(one_shot["levels"], counters)]
+        levels = []
+        for level in one_shot["levels"]:
+            counter = counters.get(level["level"])
+            if counter is None:
+                levels.append({**level, "measured": False, "epsilon": 0.0,
+                               "noise_scale": None, "counter": None,
+                               "estimate": "the sum of its children's estimates"})
+                continue
+            levels.append({**level, "measured": True, "epsilon": float(eps[level["level"]]),
+                           "counter": counter.kind,
+                           "noise_scale": float(counter._entry_groups()[0][1]),
+                           "counter_nodes_per_entry": sum(k for k, _ in counter._entry_groups()),
+                           "variance_at_horizon": float(counter.variance(self.horizon))})
         return {
             **one_shot,
-            "composition": ("basic (pure ε-DP): ε = Σ_ℓ ε_ℓ over levels 0..r; level ℓ's "
-                            "continual counter is ε_ℓ-DP over the whole stream"),
+            "composition": ("basic (pure ε-DP): ε = Σ_ℓ ε_ℓ over the measured levels; level "
+                            "ℓ's continual counter is ε_ℓ-DP over the whole stream"),
             "privacy_level": "event-level",
-            "post_processing": ("least squares over the exact levels 0..L_e with the "
-                                "counters' variances at t (Hay et al. 2010), then "
+            "stride": self.stride,
+            "measured_levels": list(self.measured_levels),
+            "post_processing": ("levels without counters are sums of their measured "
+                                "descendants; least squares over the exact levels 0..L_e "
+                                "with the counters' variances at t (Hay et al. 2010), then "
                                 "Algorithms 2-3 (growth, consistency, non-negativity)"),
             "neighbor_meaning": ("streams differ by adding or removing one point in one "
                                  "period" if self.structure.neighbor == "add-remove" else
                                  "streams differ by replacing one point by another in "
                                  "one period (sensitivities doubled)"),
-            "sensitivity_note": ("a point changes one period's entry of Δ_ℓ cells of level "
-                                 "ℓ (1 exact, j sketch); the counter's noise scale is "
-                                 "Δ_ℓ·h/ε_ℓ, h = nodes one entry touches over all T "
-                                 "periods"),
+            "sensitivity_note": ("a point changes one period's entry of Δ_ℓ cells of each "
+                                 "measured level ℓ (1 exact, j sketch); the counter's noise "
+                                 "scale is Δ_ℓ·h/ε_ℓ, h = nodes one entry touches over all "
+                                 "T periods"),
             "levels": levels,
             "horizon": self.horizon,
             "counter": {"kind": self.counter, "options": dict(self.counter_options),
@@ -216,32 +282,62 @@ class ContinualPrivHPConfig:
         }
 
 
-def noisy_structure(config: ContinualPrivHPConfig, sums: List[np.ndarray]
-                    ) -> Tuple[np.ndarray, List[CountMinSketch]]:
-    """The noisy prefix sums of every level as one-shot PrivHP's noisy state: the exact
-    levels' counters in heap order and one sketch per sketch level."""
+class ChildrenSum:
+    """The estimator of a sketch level without counters (``stride`` > 1): a node's count
+    is the sum of its two children's estimates one level down, where the children's
+    level is measured or is itself such a sum.  Post-processing of the measured levels."""
+
+    def __init__(self, below):
+        self.below = below
+
+    def estimate(self, keys: np.ndarray) -> np.ndarray:
+        keys = np.asarray(keys, dtype=np.uint64)
+        return (np.asarray(self.below.estimate(2 * keys), dtype=np.float64)
+                + self.below.estimate(2 * keys + np.uint64(1)))
+
+
+def noisy_structure(config: ContinualPrivHPConfig, sums: Dict[int, np.ndarray]
+                    ) -> Tuple[np.ndarray, List]:
+    """The noisy prefix sums of the measured levels (``sums[ℓ]``) as one-shot PrivHP's
+    noisy state: the exact levels 0..L_e in heap order (a level without counters holds
+    its children's sums) and one estimator per sketch level L_e+1..r (a count-min sketch
+    where measured, else :class:`ChildrenSum`)."""
     s = config.structure
-    tree = np.concatenate(sums[:s.exact_depth + 1])
-    sketches = [s.sketch(level, sums[level].reshape(s.sketch_depth, s.sketch_width))
-                for level in s.sketch_levels]
-    return tree, sketches
+    exact = {}
+    for level in range(s.exact_depth, -1, -1):
+        exact[level] = (sums[level] if level in sums
+                        else exact[level + 1].reshape(-1, 2).sum(axis=1))
+    tree = np.concatenate([exact[level] for level in range(s.exact_depth + 1)])
+    sketches = {}
+    for level in reversed(s.sketch_levels):
+        sketches[level] = (s.sketch(level, sums[level].reshape(s.sketch_depth, s.sketch_width))
+                           if level in sums else ChildrenSum(sketches[level + 1]))
+    return tree, [sketches[level] for level in s.sketch_levels]
 
 
 def feed(config: ContinualPrivHPConfig, counters: List[StreamCounter],
          period: privhp.PrivHPAccumulator, sampler: Sampler) -> privhp.PrivHPTree:
-    """One period: feed each level's exact entry z_ℓ^t to its counter (levels 0..r in
-    order, one sampler), take the least-squares estimate of the exact levels given the
-    counters' variances at t, then grow and make consistent."""
+    """One period: feed each measured level's exact entry z_ℓ^t to its counter (levels
+    in order, one sampler), take the least-squares estimate of the exact levels given
+    the counters' variances at t (levels without counters: infinite), then grow and
+    make consistent."""
     s = config.structure
     if period.config != s:
         raise ValueError("the period's statistics were accumulated with another "
                          "PrivHP structure")
-    sums = []
-    for level, counter in enumerate(counters):
+    levels = config.measured_levels
+    if len(counters) != len(levels):
+        raise ValueError(f"{len(counters)} counters for the {len(levels)} measured levels "
+                         f"of this configuration")
+    sums = {}
+    for level, counter in zip(levels, counters):
         entry = (period.level_counts(level) if level <= s.exact_depth
                  else period.sketches[level - s.exact_depth - 1].ravel())
-        sums.append(counter.feed(entry, sampler))
+        sums[level] = counter.feed(entry, sampler)
     tree, sketches = noisy_structure(config, sums)
     t = counters[0]._time
-    tree = privhp.least_squares_tree(tree, [c.variance(t) for c in counters], s.exact_depth)
+    variance = {level: counter.variance(t) for level, counter in zip(levels, counters)}
+    tree = privhp.least_squares_tree(
+        tree, [variance.get(level, np.inf) for level in range(s.exact_depth + 1)],
+        s.exact_depth)
     return privhp.grow(s, tree, sketches)

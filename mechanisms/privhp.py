@@ -415,16 +415,24 @@ def least_squares_tree(noisy_tree: np.ndarray, variances: Sequence[float], level
 
     then top down each family's children share the difference f_parent − z_left −
     z_right equally (equal variances within a level), so f_left + f_right = f_parent.
+    A level of infinite variance is one that was not measured (continual PrivHP's
+    ``stride``): its estimate is its children's sum (z_v = z_left + z_right, u_ℓ = c_ℓ)
+    and its entries in ``noisy_tree`` are ignored; the deepest level must be measured.
     Linear post-processing of the noisy counts: no privacy cost.  Entries beyond the
     tree are returned unchanged."""
     tree = np.asarray(noisy_tree, dtype=np.float64)
     v = np.asarray(variances, dtype=np.float64)[:levels + 1]
+    if not np.isfinite(v[levels]):
+        raise ValueError("the deepest level of the tree must be measured")
     z, u = [None] * (levels + 1), np.empty(levels + 1)
     z[levels] = tree[2 ** levels - 1: 2 ** (levels + 1) - 1]
     u[levels] = v[levels]
     for level in range(levels - 1, -1, -1):
         children = z[level + 1][0::2] + z[level + 1][1::2]
         c = 2.0 * u[level + 1]
+        if np.isinf(v[level]):
+            z[level], u[level] = children, c
+            continue
         z[level] = (tree[2 ** level - 1: 2 ** (level + 1) - 1] * c + children * v[level]) \
             / (v[level] + c)
         u[level] = v[level] * c / (v[level] + c)

@@ -8,6 +8,7 @@
                                 [--seed S] [--format parquet|csv|avro] [--input-format F] [--clip]
                                 [--shards 8] [--hash-seed 0] [Beam options]
     continual-synth bounded run  ... --horizon T [--period-col period] [--counter auto]
+                                [--level-stride 2]
     continual-synth bounded init --state STATE --horizon T [run's options, no --input/--output]
     continual-synth bounded step --state STATE --input PERIOD_FILE --output DIR [--period P]
     continual-synth bounded stream --watch DIR --state STATE --output DIR --horizon T
@@ -65,8 +66,9 @@ class BoundedReleaseOptions(JobOptions):
                             help="memory budget in counters: sizes the sketch width and the "
                                  "exact levels (reported in the manifest); not with "
                                  "--sketch-width")
-        parser.add_argument("--sketch-depth", type=POSITIVE_INT, default=3,
-                            help="count-min rows j")
+        parser.add_argument("--sketch-depth", type=POSITIVE_INT, default=None,
+                            help="count-min rows j (default 3; 2 for continual PrivHP: "
+                                 "--horizon, init)")
         parser.add_argument("--neighbor", choices=["add-remove", "replace"],
                             default="add-remove",
                             help="neighbouring relation: add/remove one point (the paper's) "
@@ -98,6 +100,11 @@ class BoundedReleaseOptions(JobOptions):
                             help="continual PrivHP (init, run --horizon): the continual "
                                  "counter of every cell; auto = the k-ary tree of least "
                                  "variance for T (Simple II for small T)")
+        parser.add_argument("--level-stride", type=POSITIVE_INT, default=None, metavar="S",
+                            help="continual PrivHP (init, run --horizon): counters on every "
+                                 "S-th level of the hierarchy (r, r-S, ...; the levels "
+                                 "between are sums of their children), each with more of ε; "
+                                 "default 2 (1 = every level, the layout before the option)")
 
 
 class BoundedRunOptions(OutputOptions, InputOptions, BoundedReleaseOptions):
@@ -198,12 +205,16 @@ def _config(args):
     if horizon is None:
         if args.counter != "auto":
             raise InputError("--counter applies to continual PrivHP: give --horizon T")
+        if args.level_stride is not None:
+            raise InputError("--level-stride applies to continual PrivHP: give --horizon T")
         structure["budget_split"] = args.budget_split or "sqrt"
+        structure["sketch_depth"] = args.sketch_depth or 3
         return columns, bounds, privhp.PrivHPConfig(**structure, memory=args.memory), \
             depth_from
     from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
     config = ContinualPrivHPConfig.create(horizon=horizon, counter=args.counter,
-                                          memory=args.memory, **structure)
+                                          memory=args.memory, stride=args.level_stride,
+                                          **structure)
     return columns, bounds, config, depth_from
 
 

@@ -58,25 +58,34 @@ def clustered(n, seed):
 
 @pytest.mark.parametrize("counter", ["auto", "block", "honaker", "kary", "anchored"])
 @pytest.mark.parametrize("neighbor", ["add-remove", "replace"])
-def test_levels_spend_epsilon_for_their_sensitivity(counter, neighbor):
-    config = cp.ContinualPrivHPConfig.create(horizon=12, counter=counter,
+@pytest.mark.parametrize("stride", [1, 2, 3])
+def test_levels_spend_epsilon_for_their_sensitivity(counter, neighbor, stride):
+    config = cp.ContinualPrivHPConfig.create(horizon=12, counter=counter, stride=stride,
                                              **{**STRUCTURE, "neighbor": neighbor})
     s = config.structure
     assert 0 < s.exact_depth < s.depth  # exact and sketch levels both present
+    measured = config.measured_levels
+    assert s.depth in measured and s.exact_depth in measured
+    assert all(b - a <= stride for a, b in zip(measured, measured[1:]))
+    if stride == 1:
+        assert measured == tuple(range(s.depth + 1))
     factor = 1 if neighbor == "add-remove" else 2
     spent = 0.0
-    for level, counter_ in enumerate(config.new_counters()):
+    for level, counter_ in zip(measured, config.new_counters()):
         delta = factor * (1 if level <= s.exact_depth else s.sketch_depth)
         assert counter_.entries_changed == delta == s.sensitivity(level)
         assert counter_.dim == config.level_cells(level)
         # the loss of one changed entry times the Δ_ℓ entries one point changes
         spent += delta * counter_.entry_cost()
-        assert delta * counter_.entry_cost() == pytest.approx(s.epsilons()[level], rel=1e-9)
+        assert delta * counter_.entry_cost() == pytest.approx(config.level_epsilons()[level],
+                                                              rel=1e-9)
     assert spent == pytest.approx(1.0, rel=1e-9)
     accounting = config.accounting()
     assert accounting["privacy_level"] == "event-level"
     assert [lv["l1_sensitivity"] for lv in accounting["levels"]] == [
         s.sensitivity(l) for l in range(s.depth + 1)]
+    assert [lv["level"] for lv in accounting["levels"] if lv["measured"]] == list(measured)
+    assert sum(lv["epsilon"] for lv in accounting["levels"]) == pytest.approx(1.0, rel=1e-9)
 
 
 def test_auto_counter_is_the_kary_choice():
@@ -107,21 +116,25 @@ def test_noisy_prefix_sums_have_the_counters_variance(counter):
     config = cp.ContinualPrivHPConfig.create(horizon=6, counter=counter,
                                              **{**STRUCTURE, "depth": 5, "sketch_width": 4})
     s = config.structure
+    levels = config.measured_levels
+    assert len(levels) < s.depth + 1  # the default stride leaves levels out
+
+    def entries(period):
+        return [period.level_counts(l) if l <= s.exact_depth else
+                period.sketches[l - s.exact_depth - 1].ravel() for l in levels]
+
     periods = [privhp.accumulate(clustered(300, t), s) for t in range(6)]
-    truth = np.cumsum([[np.concatenate([p.tree, p.sketches.ravel()]) for p in periods]],
-                      axis=1)[0]
+    truth = np.cumsum([np.concatenate(entries(p)) for p in periods], axis=0)
     reps = 200
     errors = np.zeros((reps, 6, truth.shape[1]))
     for rep in range(reps):
         counters = config.new_counters()
         sampler = SeededSampler(rep)
         for t, period in enumerate(periods):
-            sums = [c.feed(period.level_counts(l) if l <= s.exact_depth else
-                           period.sketches[l - s.exact_depth - 1].ravel(), sampler)
-                    for l, c in enumerate(counters)]
+            sums = [c.feed(entry, sampler) for c, entry in zip(counters, entries(period))]
             errors[rep, t] = np.concatenate(sums) - truth[t]
     start = 0
-    for level, counter_ in enumerate(config.new_counters()):
+    for level, counter_ in zip(levels, config.new_counters()):
         cells = config.level_cells(level)
         for t in range(6):
             sample = errors[:, t, start:start + cells].ravel()
@@ -135,7 +148,8 @@ def test_noisy_prefix_sums_have_the_counters_variance(counter):
 
 
 def test_horizon_one_with_simple_ii_is_one_shot_privhp_then_least_squares():
-    config = cp.ContinualPrivHPConfig.create(horizon=1, counter="simple", **STRUCTURE)
+    config = cp.ContinualPrivHPConfig.create(horizon=1, counter="simple", stride=1,
+                                             **STRUCTURE)
     s = config.structure
     assert s.budget_split == "uniform"
     points = clustered(3000, 7)
@@ -174,6 +188,102 @@ def test_least_squares_tree_is_the_weighted_least_squares_estimate():
     roots = np.array([privhp.least_squares_tree(e, variances, levels)[0] for e in noise])
     assert abs(roots.var() / root_var - 1) < 4 * np.sqrt(2 / roots.size)
     assert root_var < 0.5 * variances[0]  # the children's evidence halves it at least
+
+
+def test_a_configuration_saved_before_the_stride_counts_every_level():
+    """States written before ``stride`` existed have no such key: they keep counters on
+    every level (the layout their counters were created for); new ones default to 2
+    with two-row sketches, and the stride round-trips."""
+    config = cp.ContinualPrivHPConfig.create(horizon=5, **{**STRUCTURE, "sketch_depth": None})
+    assert config.stride == cp.DEFAULT_STRIDE == 2 and config.structure.sketch_depth == 2
+    saved = config.to_dict()
+    assert cp.ContinualPrivHPConfig.from_dict(saved) == config
+    del saved["stride"]
+    old = cp.ContinualPrivHPConfig.from_dict(saved)
+    assert old.stride == 1 and old.measured_levels == tuple(range(old.structure.depth + 1))
+    assert len(old.new_counters()) == old.structure.depth + 1
+    with pytest.raises(ParameterError, match="stride"):
+        cp.ContinualPrivHPConfig.create(horizon=5, stride=0, **STRUCTURE)
+
+
+def test_least_squares_tree_with_unmeasured_levels_is_the_measured_levels_estimate():
+    """Levels of infinite variance (continual PrivHP's ``stride``) carry no evidence: the
+    estimate is the generalised least-squares fit to the measured levels only (numpy's
+    solve), and the deepest level must be measured."""
+    levels, rng = 5, np.random.default_rng(11)
+    variances = np.array([4.0, np.inf, 2.0, np.inf, np.inf, 1.5])
+    nodes = 2 ** (levels + 1) - 1
+    x = rng.normal(0, 20, nodes)
+    design = np.zeros((nodes, 2 ** levels))
+    for level in range(levels + 1):
+        for theta in range(2 ** level):
+            width = 2 ** (levels - level)
+            design[2 ** level - 1 + theta, theta * width:(theta + 1) * width] = 1.0
+    per_node = np.repeat(variances, 2 ** np.arange(levels + 1))
+    rows = np.isfinite(per_node)
+    weights = 1.0 / per_node[rows]
+    gram = design[rows].T @ (weights[:, None] * design[rows])
+    leaves = np.linalg.solve(gram, design[rows].T @ (weights * x[rows]))
+    np.testing.assert_allclose(privhp.least_squares_tree(x, variances, levels),
+                               design @ leaves, rtol=1e-10, atol=1e-9)
+    with pytest.raises(ValueError, match="deepest"):
+        privhp.least_squares_tree(x, [1.0] * levels + [np.inf], levels)
+
+
+def test_levels_without_counters_are_sums_of_their_children():
+    """``noisy_structure``: an exact level without counters holds its children's sums, a
+    sketch level without counters estimates a node by its two children's estimates."""
+    config = cp.ContinualPrivHPConfig.create(horizon=3, stride=2,
+                                             **{**STRUCTURE, "depth": 9, "sketch_width": 8})
+    s = config.structure
+    assert s.exact_depth == 4 and config.measured_levels == (0, 2, 4, 5, 7, 9)
+    rng = np.random.default_rng(3)
+    sums = {level: rng.normal(0, 5, config.level_cells(level))
+            for level in config.measured_levels}
+    tree, sketches = cp.noisy_structure(config, sums)
+    for level in (1, 3):
+        below = tree[2 ** (level + 1) - 1: 2 ** (level + 2) - 1]
+        np.testing.assert_allclose(tree[2 ** level - 1: 2 ** (level + 1) - 1],
+                                   below[0::2] + below[1::2])
+    keys = np.arange(2 ** 6, dtype=np.uint64)
+    measured = {level: s.sketch(level, sums[level].reshape(s.sketch_depth, s.sketch_width))
+                for level in (7, 9)}
+    np.testing.assert_allclose(sketches[8 - 5].estimate(keys[:2 ** 8 // 4]),
+                               measured[9].estimate(2 * keys[:64])
+                               + measured[9].estimate(2 * keys[:64] + np.uint64(1)))
+    np.testing.assert_allclose(  # level 6 from level 7, measured
+        sketches[6 - 5].estimate(keys), measured[7].estimate(2 * keys)
+        + measured[7].estimate(2 * keys + np.uint64(1)))
+    np.testing.assert_allclose(sketches[7 - 5].table, measured[7].table)
+
+
+def test_without_noise_every_stride_grows_the_same_tree():
+    """Given the true counts of its measured levels (what the counters estimate), every
+    stride reconstructs the levels between exactly and grows the tree of counters on
+    every level: exact levels through the least-squares step, which returns consistent
+    counts unchanged whatever the variances."""
+    accumulator = privhp.accumulate(clustered(2000, 4), cp.ContinualPrivHPConfig.create(
+        horizon=2, stride=1, **{**STRUCTURE, "sketch_width": 1024}).structure)
+    trees = []
+    for stride in (1, 2, 3):
+        config = cp.ContinualPrivHPConfig.create(horizon=2, stride=stride,
+                                                 **{**STRUCTURE, "sketch_width": 1024})
+        s = config.structure
+        assert s.exact_depth == s.depth and accumulator.config == s
+        sums = {level: accumulator.level_counts(level).astype(float)
+                for level in config.measured_levels}
+        tree, sketches = cp.noisy_structure(config, sums)
+        np.testing.assert_array_equal(tree, accumulator.tree)
+        variances = [float(level + 1) if level in sums else np.inf
+                     for level in range(s.exact_depth + 1)]
+        tree = privhp.least_squares_tree(tree, variances, s.exact_depth)
+        np.testing.assert_allclose(tree, accumulator.tree, rtol=1e-12, atol=1e-9,
+                                   equal_nan=False)
+        trees.append(privhp.grow(s, tree, sketches))
+    for tree in trees[1:]:
+        for a, b in zip(trees[0].counts, tree.counts):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-9, equal_nan=False)
+        assert all(np.array_equal(a, b) for a, b in zip(trees[0].thetas, tree.thetas))
 
 
 # ------------------------------------------------------------------------- memory
@@ -322,6 +432,27 @@ def test_run_equals_init_plus_steps_and_reruns_spend_nothing(stream, stepped, tm
     assert manifest["memory"]["budget"] == 2500
     assert manifest["memory"]["counters_used"] <= 2500
     assert manifest["counter"]["kind"] == "simple"
+    assert manifest["stride"] == 2 and manifest["parameters"]["sketch_depth"] == 2
+    measured = [lv["level"] for lv in manifest["levels"] if lv["measured"]]
+    assert measured == manifest["measured_levels"] and 10 in measured
+    assert sum(lv["epsilon"] for lv in manifest["levels"]) == pytest.approx(1.0)
+
+
+def test_level_stride_option(tmp_path):
+    """``--level-stride`` reaches the configuration; one-shot PrivHP refuses it."""
+    state = str(tmp_path / "state")
+    code, _, err = run_cli(["bounded", "init", "--state", state, "--horizon", "3",
+                            "--level-stride", "3"] + OPTIONS)
+    assert code == 0, err
+    saved = json.loads(open(os.path.join(state, "versions", "v000000.json")).read())
+    assert saved["config"]["stride"] == 3
+    code, _, err = run_cli(["bounded", "run", "--input", "x.csv", "--output",
+                            str(tmp_path / "out"), "--level-stride", "2"] + OPTIONS)
+    assert code == 2 and "--level-stride applies to continual PrivHP" in err
+    with pytest.raises(SystemExit) as exc:  # argparse: "--level-stride must be an integer >= 1"
+        run_cli(["bounded", "init", "--state", str(tmp_path / "s2"), "--horizon", "3",
+                 "--level-stride", "0"] + OPTIONS)
+    assert exc.value.code == 2 and not os.path.exists(tmp_path / "s2")
 
 
 def test_run_reads_one_period_at_a_time(stream, stepped, tmp_path, monkeypatch):
@@ -443,7 +574,7 @@ def continual_case(counter: str, horizon: int = 3):
                         for c in config.new_counters()]
             released = []
             for acc in periods:
-                for level, counter_ in enumerate(counters):
+                for level, counter_ in zip(config.measured_levels, counters):
                     entry = (acc.level_counts(level) if level <= s.exact_depth
                              else acc.sketches[level - s.exact_depth - 1].ravel())
                     released.append(counter_.feed(np.tile(entry, n), sampler).reshape(n, -1))
