@@ -12,8 +12,8 @@ s = 2); the default before these two options (j = 3, s = 1); three-row sketches
 (j = 3, the one-shot yardstick's) with s = 2; counters on every level (s = 1) or every
 third (s = 3) with j = 2; and the ``anchored`` counter (Simple II + one node of all T
 periods, final share 0.2) with j = 2, s = 2.  And one-shot PrivHP at ε/√T, to show how
-strongly W1 follows the noise on each data set.  W1 is the exact marginal W1 of bench/privhp_continual.py
-(no sampling noise).
+strongly W1 follows the noise on each data set.  W1 is the exact marginal W1 of
+bench/privhp_continual.py (no sampling noise).
 
 Data: the five-cluster ``skewed`` and the ``uniform`` sets of bench/privhp_space_utility.py
 (10^6 points, d = 1 and 2), and the real UCI Adult table (48 842 rows,

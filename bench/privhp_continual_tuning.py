@@ -74,7 +74,8 @@ def continual_w1(truth, edges, periods, depth, prune_k, memory, epsilon, split,
     counters' raw outputs, as before this change."""
     config = cp.ContinualPrivHPConfig.create(
         horizon=len(edges) - 1, memory=memory, epsilon=epsilon, dims=2, prune_k=prune_k,
-        depth=depth, budget_split=split, stride=1)  # the ablation ran with every level
+        depth=depth, budget_split=split,
+        stride=1, sketch_depth=3)  # the ablation ran with every level and three rows
     s = config.structure
     parts = [privhp.accumulate(truth[edges[t - 1]:edges[t]], s)
              for t in range(1, max(periods) + 1)]

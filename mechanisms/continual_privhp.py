@@ -62,8 +62,9 @@ makes the measured levels a quadtree (every measured level halves both axes).  M
 T = 50, ε = 1 (bench/results/privhp_continual_grid.md, 6 seeds, three-row sketches): the
 last period's W1 over one-shot PrivHP's falls from 1.74 to 1.45 on the issue's benchmark and
 by 12-21 % in each of the 9 configurations (1-D, uniform and real Adult included); s = 3
-was better in 2 of 9 and worse in 4 (with two-row sketches), s = 4 no better (privhp_continual_grid_strides_j3.md).  Only the measured levels compose:
-ε = Σ_{ℓ measured} ε_ℓ.  States saved before the option have s = 1 (every level).
+was better in 2 of 9 and worse in 4 (with two-row sketches), s = 4 no better
+(privhp_continual_grid_strides_j3.md).  Only the measured levels compose: ε = Σ_{ℓ
+measured} ε_ℓ.  States saved before the option have s = 1 (every level).
 
 Sketch rows.  The default count-min depth is j = 2, not one-shot PrivHP's 3: a sketch
 level's sensitivity is j, and a continual counter's noise at t is about t times one-shot's
@@ -258,8 +259,8 @@ class ContinualPrivHPConfig:
                            "variance_at_horizon": float(counter.variance(self.horizon))})
         return {
             **one_shot,
-            "composition": ("basic (pure ε-DP): ε = Σ_ℓ ε_ℓ over the measured levels; level "
-                            "ℓ's continual counter is ε_ℓ-DP over the whole stream"),
+            "composition": ("basic (pure ε-DP): ε = Σ_ℓ ε_ℓ over the measured levels; "
+                            "level ℓ's continual counter is ε_ℓ-DP over the whole stream"),
             "privacy_level": "event-level",
             "stride": self.stride,
             "measured_levels": list(self.measured_levels),
