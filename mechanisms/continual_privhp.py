@@ -145,7 +145,17 @@ class ContinualPrivHPConfig:
         given) and check the budget covers it; ``stride`` s: counters on every s-th level
         (:attr:`measured_levels`; default :data:`DEFAULT_STRIDE`)."""
         horizon = whole_number("horizon", horizon)
-        stride = DEFAULT_STRIDE if stride is None else whole_number("stride", stride)
+        explicit = structure.get("level_epsilons") is not None
+        if stride is None:  # explicit ε_0..ε_r: every level is measured with its own ε_ℓ
+            stride = 1 if explicit else DEFAULT_STRIDE
+        stride = whole_number("level_stride", stride)  # the command line's --level-stride
+        if explicit and stride != 1:
+            raise ParameterError("level_epsilons", "one ε per level needs counters on every "
+                                 "level: give --level-stride 1 (or leave it out)")
+        depth = structure.get("depth")
+        if depth is not None and stride > whole_number("depth", depth):
+            raise ParameterError("level_stride", f"{stride} is more than the depth "
+                                 f"r = {depth}: at most r")
         if structure.get("budget_split") is None:
             structure["budget_split"] = DEFAULT_SPLIT
         if structure.get("sketch_depth") is None:
@@ -168,9 +178,10 @@ class ContinualPrivHPConfig:
         except ParameterError as exc:
             if cells is None:
                 raise
-            raise ParameterError("memory", f"{memory} words = {cells} cells of "
-                                 f"{words_per_cell(kind, horizon, options)} words "
-                                 f"({kind} counter): {exc.args[-1]}") from None
+            per_cell = words_per_cell(kind, horizon, options)
+            raise ParameterError("memory", f"{memory} words = {cells} cells of {per_cell} "
+                                 f"words ({kind} counter), and in cells: {exc.args[-1]}; "
+                                 f"--memory counts words: {per_cell} per cell") from None
         return cls(config, horizon, kind, tuple(sorted(options.items())), memory, stride)
 
     @property
@@ -196,6 +207,13 @@ class ContinualPrivHPConfig:
     def cells(self) -> int:
         """Cells holding a counter: the measured levels' (≤ the structure's counters)."""
         return int(sum(self.level_cells(level) for level in self.measured_levels))
+
+    @property
+    def measured_cells(self) -> Tuple[int, int]:
+        """Cells holding a counter on the exact levels and on the sketch levels."""
+        s = self.structure
+        exact = sum(self.level_cells(l) for l in self.measured_levels if l <= s.exact_depth)
+        return exact, self.cells - exact
 
     @property
     def memory_words(self) -> int:
@@ -248,7 +266,7 @@ class ContinualPrivHPConfig:
         for level in one_shot["levels"]:
             counter = counters.get(level["level"])
             if counter is None:
-                levels.append({**level, "measured": False, "epsilon": 0.0,
+                levels.append({**level, "measured": False, "epsilon": 0.0, "noise": None,
                                "noise_scale": None, "counter": None,
                                "estimate": "the sum of its children's estimates"})
                 continue
@@ -259,6 +277,7 @@ class ContinualPrivHPConfig:
                            "variance_at_horizon": float(counter.variance(self.horizon))})
         return {
             **one_shot,
+            "level_epsilons": [level["epsilon"] for level in levels],
             "composition": ("basic (pure ε-DP): ε = Σ_ℓ ε_ℓ over the measured levels; "
                             "level ℓ's continual counter is ε_ℓ-DP over the whole stream"),
             "privacy_level": "event-level",

@@ -175,8 +175,14 @@ class ContinualPrivHPSynthesizer:
             "memory_counters": config.memory_words,
             "memory": {**structure["memory"], "budget": config.memory,
                        "counters_used": config.memory_words, "cells": config.cells,
+                       "tree_counters": config.measured_cells[0],
+                       "sketch_counters": config.measured_cells[1],
                        "words_per_cell": config.words_per_cell,
-                       "unit": "float words held by the counters (constant over the stream)"},
+                       "unit": ("float words held by the counters (constant over the "
+                                "stream): cells × words_per_cell; tree_counters and "
+                                "sketch_counters are the cells of the measured exact and "
+                                "sketch levels; full_tree_counters the cells of the plain "
+                                "tree of depth r")},
             "last_release": state.released,
             "samples_per_period": self.samples,
         }

@@ -14,6 +14,7 @@
     continual-synth bounded stream --watch DIR --state STATE --output DIR --horizon T
                                 [init's options] [--until-period P] [--poll-interval S]
     continual-synth evaluate bounded --truth POINTS --synthetic DIR --columns x,y [--report DIR]
+                                     [--period P]
 
 Wired into :mod:`continual_synth.pipelines.cli` through :func:`add_commands`
 (register sub-commands) and :func:`dispatch` (run one; None when the parsed
@@ -97,12 +98,12 @@ class BoundedReleaseOptions(JobOptions):
         parser.add_argument("--counter", default="auto",
                             choices=["auto", "simple", "block", "tree", "honaker", "kary",
                                      "anchored"],
-                            help="continual PrivHP (init, run --horizon): the continual "
-                                 "counter of every cell; auto = the k-ary tree of least "
+                            help="continual PrivHP (init, stream, run --horizon): the "
+                                 "continual counter of every cell; auto = the k-ary tree of least "
                                  "variance for T (Simple II for small T)")
         parser.add_argument("--level-stride", type=POSITIVE_INT, default=None, metavar="S",
-                            help="continual PrivHP (init, run --horizon): counters on every "
-                                 "S-th level of the hierarchy (r, r-S, ...; the levels "
+                            help="continual PrivHP (init, stream, run --horizon): counters on "
+                                 "every S-th level of the hierarchy (r, r-S, ...; the levels "
                                  "between are sums of their children), each with more of ε; "
                                  "default 2 (1 = every level, the layout before the option)")
 
@@ -163,6 +164,12 @@ def add_commands(commands, evaluate) -> None:
                     help="random directions for the sliced W1 in d > 1")
     ev.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
                     help="seed of the evaluation's subsampling")
+    ev.add_argument("--period", type=POSITIVE_INT, default=None,
+                    help="a continual release (synthetic-tNNNN-* files): the period to "
+                         "evaluate, against the truth's rows of periods 1..P (default: the "
+                         "last period released)")
+    ev.add_argument("--period-col", default="period",
+                    help="the truth's period column, for --period (default period)")
 
 
 def _config(args):
@@ -207,6 +214,8 @@ def _config(args):
             raise InputError("--counter applies to continual PrivHP: give --horizon T")
         if args.level_stride is not None:
             raise InputError("--level-stride applies to continual PrivHP: give --horizon T")
+        if getattr(args, "period_col", "period") != "period":
+            raise InputError("--period-col applies to continual PrivHP: give --horizon T")
         structure["budget_split"] = args.budget_split or "sqrt"
         structure["sketch_depth"] = args.sketch_depth or 3
         return columns, bounds, privhp.PrivHPConfig(**structure, memory=args.memory), \
@@ -223,18 +232,18 @@ def _continual(args, beam_args: List[str]) -> dict:
     from continual_synth.pipelines import bounded_continual
     if args.action == "stream":
         from continual_synth.pipelines.stream import run_stream
-        columns, bounds, config, _ = _config(args)
+        columns, bounds, config, depth_from = _config(args)
         document = bounded_continual.initial_document(
             config, columns, bounds, args.samples, seed=args.seed, out_format=args.out_format,
-            clip=args.clip, num_shards=args.shards)
+            clip=args.clip, num_shards=args.shards, depth_from=depth_from)
         return run_stream(bounded_continual.ContinualPrivHPJob(), document, args, beam_args)
     if args.action == "step":
         return bounded_continual.step(args.state, args.input, args.output,
                                       in_format=args.input_format, period=args.period,
                                       beam_args=beam_args, wait=args.wait)
-    columns, bounds, config, _ = _config(args)
+    columns, bounds, config, depth_from = _config(args)
     common = dict(seed=args.seed, out_format=args.out_format, clip=args.clip,
-                  num_shards=args.shards)
+                  num_shards=args.shards, depth_from=depth_from)
     if args.action == "init":
         bounded_continual.init(config, args.state, columns, bounds, args.samples, **common)
         return {"status": "initialised", "state": args.state, "horizon": config.horizon,
@@ -271,6 +280,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         summary = evaluate_bounded(args.truth, args.synthetic, _columns(args.columns),
                                    args.report, in_format=args.input_format,
                                    ot_points=args.ot_points, projections=args.projections,
-                                   seed=args.seed)
+                                   seed=args.seed, period=args.period,
+                                   period_col=args.period_col)
         return {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
     return None

@@ -15,6 +15,7 @@ the noise and points of ``init`` + ``step`` per period with the same seed.
 """
 from __future__ import annotations
 
+import json
 from typing import Dict, Optional, Sequence
 
 import apache_beam as beam
@@ -44,11 +45,15 @@ from continual_synth.transforms.write import WriteRecordBatches
 KIND = "continual-privhp"
 
 
-def _extras(columns, bounds: Bounds, num_shards: int, clip: bool) -> Dict:
+def _extras(columns, bounds: Bounds, num_shards: int, clip: bool,
+            depth_from: Optional[Dict] = None) -> Dict:
+    """The release's facts beside the synthesizer's manifest (``depth_from``: how the depth
+    came from ``--expected-n``, when it did)."""
     return {"columns": list(columns), "bounds": bounds.to_list(), "shards": int(num_shards),
             "clip": bool(clip), "release_form": (
                 "the rows of synthetic-tNNNN-* are the synthetic sample of all the points "
-                "of periods 1..t, released after period t")}
+                "of periods 1..t, released after period t"),
+            **({"depth_from": depth_from} if depth_from is not None else {})}
 
 
 def _check(columns, bounds: Bounds, config: ContinualPrivHPConfig, samples: int,
@@ -66,14 +71,15 @@ def _check(columns, bounds: Bounds, config: ContinualPrivHPConfig, samples: int,
 
 def initial_document(config: ContinualPrivHPConfig, columns: Sequence[str], bounds: Bounds,
                      samples: int, *, seed: Optional[int] = None, out_format: str = "parquet",
-                     clip: bool = False, num_shards: int = 8) -> Dict:
+                     clip: bool = False, num_shards: int = 8,
+                     depth_from: Optional[Dict] = None) -> Dict:
     """The state document ``init`` creates (version 0); ``stream`` creates it too."""
     _check(columns, bounds, config, samples, num_shards, out_format)
     fresh = ContinualPrivHPSynthesizer(config, samples).initial_state().to_dict()
     fresh.pop("counters")  # zero counters: made again from the configuration at period 1
     return lifecycle.new_state_document(
         KIND, seed, out_format, config=config.to_dict(), synthesizer_state=fresh,
-        samples=int(samples), **_extras(columns, bounds, num_shards, clip))
+        samples=int(samples), **_extras(columns, bounds, num_shards, clip, depth_from))
 
 
 def init(config: ContinualPrivHPConfig, state_dir: str, columns: Sequence[str],
@@ -103,6 +109,12 @@ class ContinualPrivHPJob(IncrementalJob):
     """The write-ahead step of continual PrivHP (``bounded step`` and ``bounded stream``)."""
 
     kind = KIND
+
+    def canonical(self, document: Dict) -> Dict:
+        """The configuration as today's :class:`ContinualPrivHPConfig` writes it (a state
+        saved before ``stride`` existed has none: it reads as stride 1)."""
+        config = ContinualPrivHPConfig.from_dict(document["config"]).to_dict()
+        return {**document, "config": json.loads(json.dumps(config))}
 
     def synthesizer(self, state: Dict, store: Optional[StateDir] = None):
         """(synthesizer, its state); the counters are read only when ``store`` is given
@@ -157,7 +169,7 @@ class ContinualPrivHPJob(IncrementalJob):
                 "for_publication": state["for_publication"], "format": state["format"],
                 "mode": "incremental",
                 **{k: state[k] for k in ("columns", "bounds", "shards", "clip",
-                                         "release_form")}}
+                                         "release_form", "depth_from") if k in state}}
 
     def summary(self, state: Dict, pending: Dict, released: bool, resumed: bool) -> Dict:
         period = pending["period"]
@@ -184,7 +196,7 @@ def _period_statistics(structure: privhp.PrivHPConfig, input_path: str,
     """The exact PrivHP state of one period's points (a Beam pipeline; an empty period
     gives the zero state)."""
     result = storage.join(run_dir, "statistics.npz")
-    reader = ReadPointBatches(input_path, columns, bounds, clip, in_format)
+    reader = ReadPointBatches(input_path, columns, bounds, clip, in_format, allow_empty=True)
 
     def save(accumulator):
         storage.save_arrays(result, tree=accumulator.tree, sketches=accumulator.sketches)
@@ -226,10 +238,11 @@ def _period_column(table, period_col: str, horizon: int, path: str, offset: int
     return raw.astype(np.int64)
 
 
-def _batches(files, fmt: str, columns: Sequence[str], batch_rows: int):
+def _batches(files, fmt: str, columns: Sequence[str], batch_rows: int,
+             option: str = "--columns"):
     """(file, row offset, table) of every non-empty batch, in a fixed order."""
     for path in files:
-        for offset, table in file_batches(path, fmt, columns, batch_rows):
+        for offset, table in file_batches(path, fmt, columns, batch_rows, option):
             if table.num_rows:
                 yield path, offset, table
 
@@ -254,7 +267,7 @@ def period_accumulators(input_path: str, structure: privhp.PrivHPConfig,
     last = np.full(horizon + 1, -1, dtype=np.int64)
     batches = 0
     for i, (path, offset, table) in enumerate(_batches(files, fmt, [period_col],
-                                                        batch_rows)):
+                                                        batch_rows, "--period-col")):
         last[np.unique(_period_column(table, period_col, horizon, path, offset))] = i
         batches = i + 1
     if not batches:
@@ -281,7 +294,8 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
         columns: Sequence[str], bounds: Bounds, samples: int, *, period_col: str = "period",
         seed: Optional[int] = None, in_format: Optional[str] = None,
         out_format: str = "parquet", clip: bool = False, num_shards: int = 8,
-        batch_rows: int = DEFAULT_BATCH_ROWS, beam_args: Sequence[str] = ()) -> Dict:
+        batch_rows: int = DEFAULT_BATCH_ROWS, beam_args: Sequence[str] = (),
+        depth_from: Optional[Dict] = None) -> Dict:
     """The whole stream at once, read one period at a time
     (:func:`period_accumulators`): every period's release (as ``init`` + ``step`` per
     period with the same seed) published together, manifest last.  Bad input found
@@ -298,7 +312,7 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
             _write_release(release, staging, bounds, columns, num_shards, out_format,
                            beam_args)
         manifest = {**synthesizer.manifest(state), **_extras(columns, bounds, num_shards,
-                                                              clip),
+                                                              clip, depth_from),
                     "format": out_format, "period_col": period_col}
         release_dir.write_json_atomic(plan_path, manifest)
 

@@ -19,14 +19,24 @@ points); d > 1: the OT subsample size).  ``w1_verdict`` says whether the release
 that size is within the floor ("indistinguishable from a fresh real sample at this
 size") or how many times the floor it is.
 
+A continual release (``bounded step`` / ``run --horizon``: files ``synthetic-tNNNN-*``,
+one set per period) is evaluated at one period t (``period``; default the last released):
+its synthetic points against the real points of periods 1..t — the truth's rows with
+``period_col`` ≤ t when it has that column, else the truth as given (the summary says
+which).
+
 A report directory receives ``summary.json`` and PNG plots (histograms of real against
 synthetic per column; in d ≥ 2, 2-D histograms of the first two columns).
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+import os
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy import stats
@@ -35,19 +45,25 @@ from continual_synth.mechanisms.errors import InputError
 from continual_synth.pipelines import release_dir
 from continual_synth.pipelines.plots import privacy_subtitle, save_figure
 from continual_synth.transforms import storage
-from continual_synth.transforms.files import read_dataset
+from continual_synth.transforms.files import list_data_files, read_dataset, read_file
 from continual_synth.transforms.points import table_points
 
 SLICED_MAX_POINTS = 100_000
+PERIOD_FILE = re.compile(r"^synthetic-t(\d+)-")  # a continual release's files of period t
 
 
 def load_points(path: str, columns: Sequence[str], in_format: Optional[str] = None,
                 where: Optional[str] = None) -> np.ndarray:
-    points = table_points(read_dataset(path, in_format), columns, where or path)
+    return finite_points(read_dataset(path, in_format), columns, where or path)
+
+
+def finite_points(table: pa.Table, columns: Sequence[str], where: str) -> np.ndarray:
+    """The n × d points of ``columns``; an :class:`InputError` for a non-finite value."""
+    points = table_points(table, columns, where)
     bad = ~np.isfinite(points)
     if bad.any():
         row, col = np.argwhere(bad)[0]
-        raise InputError(f"{where or path}: column {columns[col]!r} holds a non-finite value "
+        raise InputError(f"{where}: column {columns[col]!r} holds a non-finite value "
                          f"at row {row}")
     return points
 
@@ -146,15 +162,52 @@ def _floor(w1: float, floor: float, m: int, method: str) -> Dict:
             "w1_verdict": verdict}
 
 
+def continual_files(synthetic_dir: str, period: Optional[int]
+                    ) -> Tuple[Optional[List[str]], Optional[int]]:
+    """(files, t) of period t of a continual release (``period``, default the last one);
+    (None, None) for a one-shot release."""
+    files = list_data_files(synthetic_dir)
+    by_period: Dict[int, List[str]] = {}
+    for path in files:
+        match = PERIOD_FILE.match(os.path.basename(path))
+        if match:
+            by_period.setdefault(int(match.group(1)), []).append(path)
+    if not by_period:
+        if period is not None:
+            raise InputError(f"--period {period}: {synthetic_dir} is a one-shot release "
+                             f"(no synthetic-tNNNN-* files)")
+        return None, None
+    chosen = max(by_period) if period is None else period
+    if chosen not in by_period:
+        raise InputError(f"--period {period}: {synthetic_dir} holds periods "
+                         f"{min(by_period)}..{max(by_period)}")
+    return sorted(by_period[chosen]), chosen
+
+
 def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str],
                      report_dir: Optional[str] = None, *, in_format: Optional[str] = None,
-                     ot_points: int = 4000, projections: int = 128, seed: int = 0) -> Dict:
-    """Compare a release with the real points; write summary.json and plots if asked."""
+                     ot_points: int = 4000, projections: int = 128, seed: int = 0,
+                     period: Optional[int] = None, period_col: str = "period") -> Dict:
+    """Compare a release with the real points; write summary.json and plots if asked.
+    A continual release is compared at ``period`` (see the module docstring)."""
     columns = list(columns)
-    truth = load_points(truth_path, columns, in_format, where=truth_path)
-    synthetic = load_points(synthetic_dir, columns, where=synthetic_dir)
-    manifest = release_dir.read_json(storage.join(synthetic_dir, "manifest.json")) or {}
+    files, chosen = continual_files(synthetic_dir, period)
     summary: Dict = {"columns": columns}
+    if files is None:
+        truth = load_points(truth_path, columns, in_format, where=truth_path)
+        synthetic = load_points(synthetic_dir, columns, where=synthetic_dir)
+    else:
+        table = read_dataset(truth_path, in_format)
+        if period_col in table.column_names:
+            table = table.filter(pc.less_equal(table.column(period_col), chosen))
+            summary["truth_rows"] = f"{period_col} <= {chosen}"
+        else:
+            summary["truth_rows"] = f"all (no {period_col!r} column)"
+        truth = finite_points(table, columns, truth_path)
+        synthetic = finite_points(pa.concat_tables([read_file(f) for f in files]),
+                                  columns, synthetic_dir)
+        summary["period"] = chosen
+    manifest = release_dir.read_json(storage.join(synthetic_dir, "manifest.json")) or {}
     summary.update(wasserstein_summary(truth, synthetic, ot_points=ot_points,
                                        projections=projections, seed=seed))
     if manifest.get("bounds"):

@@ -68,6 +68,10 @@ def new_token() -> str:
 # ----------------------------------------------------------------------- the state
 
 
+# The command family of a state's ``kind`` (for messages: "run 'continual-synth bounded init'").
+COMMAND_OF_KIND = {"continual-privhp": "bounded"}
+
+
 class StateDir:
     """Every path of an incremental release's state directory (private data), local or
     on an object store (``s3://``, ``gs://``)::
@@ -149,7 +153,7 @@ class StateDir:
                                  f"(state.json), which this version does not resume; "
                                  f"finish it with the version that wrote it")
             raise StateError(f"{self.root}: no state here; run 'continual-synth "
-                             f"{kind or 'window'} init' first")
+                             f"{COMMAND_OF_KIND.get(kind, kind or 'window')} init' first")
         version = numbers[-1]
         if storage.size(self.version_path(version)) == 0:  # retired while listed?
             if self._version_numbers()[-1] == version:  # no: emptied by hand
@@ -361,7 +365,10 @@ def check_fresh_output(output_dir: str) -> None:
 @contextmanager
 def staging(output_dir: str, prefix: str = "") -> Iterator[str]:
     """A private staging directory inside ``output_dir`` (hidden, skipped by readers),
-    removed if the block fails; on success the caller publishes it."""
+    removed if the block fails — with ``output_dir`` itself if this call made it and it
+    is empty again, so a failed first run leaves nothing; on success the caller
+    publishes it."""
+    made = not storage.exists(output_dir)
     storage.makedirs(output_dir)
     path = storage.join(output_dir, f".staging-{prefix}{new_token()}")
     storage.makedirs(path)
@@ -369,6 +376,8 @@ def staging(output_dir: str, prefix: str = "") -> Iterator[str]:
         yield path
     except BaseException:
         storage.remove_tree(path)
+        if made:
+            storage.remove_if_empty(output_dir)
         raise
 
 
@@ -466,6 +475,12 @@ class IncrementalJob:
     """
 
     kind: str = ""
+
+    def canonical(self, document: Dict) -> Dict:
+        """``document`` (a saved state or what ``init`` would write) with its options in
+        today's form, so that a state saved by an earlier version compares equal to the
+        same options given now (a family whose configuration gained fields overrides it)."""
+        return document
 
     def synthesizer(self, state: Dict) -> Tuple:
         """``(synthesizer, its state)`` of a saved state (the protocol of

@@ -70,7 +70,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Dict, Iterator, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -162,23 +162,38 @@ def add_stream_arguments(parser) -> None:
 # ------------------------------------------------------------------ the state
 
 
-def open_state(state_dir: str, document: Dict) -> Dict:
+def open_state(state_dir: str, document: Dict,
+               canonical: Callable[[Dict], Dict] = lambda document: document) -> Dict:
     """The current state of ``state_dir``, created from ``document`` (what ``init`` would
-    write) if there is none; refused if the options given differ from the state's."""
+    write) if there is none; refused if the options given differ from the state's (both
+    compared in ``canonical`` form: :meth:`IncrementalJob.canonical`)."""
     store = StateDir(state_dir)
     if not store.exists():
         store.create(document)
         return store.read(document["kind"])[1]
     state = store.read(document["kind"])[1]
-    given = json.loads(json.dumps(document, default=str))
-    differ = sorted(key for key in given
-                    if key not in _PROGRESS_FIELDS and state.get(key) != given[key])
+    given = canonical(json.loads(json.dumps(document, default=str)))
+    saved = canonical(state)
+    differ = _differences(
+        {k: v for k, v in saved.items() if k not in _PROGRESS_FIELDS},
+        {k: v for k, v in given.items() if k not in _PROGRESS_FIELDS})
     if differ:
-        details = "; ".join(f"{key}: state {state.get(key)!r}, options {given[key]!r}"
-                            for key in differ)
+        details = "; ".join(f"{key}: state {a!r}, options {b!r}" for key, a, b in differ)
         raise StateError(f"{state_dir}: holds a state created with other options ({details}); "
                          f"pass the options it was created with, or use a new --state")
     return state
+
+
+def _differences(saved: Dict, given: Dict, prefix: str = "") -> List[Tuple[str, object, object]]:
+    """(dotted key, saved value, given value) of every field of ``given`` that differs."""
+    out = []
+    for key in sorted(given):
+        a, b = saved.get(key), given[key]
+        if isinstance(a, dict) and isinstance(b, dict):
+            out.extend(_differences(a, b, f"{prefix}{key}."))
+        elif a != b:
+            out.append((f"{prefix}{key}", a, b))
+    return out
 
 
 def file_period(path: str, period_col: str, in_format: Optional[str]) -> int:
@@ -457,7 +472,7 @@ def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_di
     """Run the event-time stream on the runner ``beam_args`` name (streaming); return a
     summary.  ``source``: ``pubsub_subscription``, or ``kafka_topic`` and
     ``kafka_bootstrap``; ``distinct_rows`` for panels."""
-    state = open_state(state_dir, document)
+    state = open_state(state_dir, document, job.canonical)
     lifecycle.check_release_target(state, output_dir)
     options = pipeline_options(beam_args)
     options.view_as(StandardOptions).streaming = True
@@ -513,7 +528,7 @@ def watch(job: IncrementalJob, document: Dict, watch_dir: str, state_dir: str,
     if not FileSystems.exists(watch_dir):
         raise InputError(f"--watch {watch_dir}: no such directory or prefix")
     lifecycle.Ownership(StateDir(state_dir), wait)  # checks --wait; owns nothing yet
-    state = open_state(state_dir, document)
+    state = open_state(state_dir, document, job.canonical)
     lifecycle.check_release_target(state, output_dir)
     if until_period is None or job.periods_seen(state) < until_period:
         _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_seconds,

@@ -40,7 +40,7 @@ from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPSynthe
 from continual_synth.mechanisms.samplers import SeededSampler
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.pipelines.cli import main
-from continual_synth.transforms.files import write_file
+from continual_synth.transforms.files import read_file, write_file
 from helpers_panels import release_snapshot
 from helpers_processes import cli_child
 
@@ -204,6 +204,13 @@ def test_a_configuration_saved_before_the_stride_counts_every_level():
     assert len(old.new_counters()) == old.structure.depth + 1
     with pytest.raises(ParameterError, match="stride"):
         cp.ContinualPrivHPConfig.create(horizon=5, stride=0, **STRUCTURE)
+    with pytest.raises(ParameterError, match="more than the depth"):
+        cp.ContinualPrivHPConfig.create(horizon=5, stride=9, **STRUCTURE)
+    # explicit per-level ε: every level measured (stride 1 by default, any other refused)
+    explicit = {**STRUCTURE, "level_epsilons": (0.5,) + (0.0625,) * 8}
+    assert cp.ContinualPrivHPConfig.create(horizon=5, **explicit).stride == 1
+    with pytest.raises(ParameterError, match="level-stride 1"):
+        cp.ContinualPrivHPConfig.create(horizon=5, stride=2, **explicit)
 
 
 def test_least_squares_tree_with_unmeasured_levels_is_the_measured_levels_estimate():
@@ -465,8 +472,8 @@ def test_run_reads_one_period_at_a_time(stream, stepped, tmp_path, monkeypatch):
     file_batches, write_release = (bounded_continual.file_batches,
                                    bounded_continual._write_release)
 
-    def counting_batches(path, fmt, columns, batch_rows):
-        for offset, table in file_batches(path, fmt, columns, batch_rows):
+    def counting_batches(path, fmt, columns, batch_rows, *option):
+        for offset, table in file_batches(path, fmt, columns, batch_rows, *option):
             if "x" in columns:
                 read["points"] += table.num_rows
             yield offset, table
@@ -546,6 +553,98 @@ def test_bad_period_input_exits_2_and_leaves_the_state(stream, tmp_path):
     code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
                             "--output", str(tmp_path / "r"), "--counter", "block"] + OPTIONS)
     assert code == 2 and "--horizon" in err
+
+
+def test_continual_manifest_says_where_the_depth_came_from(stream, tmp_path):
+    options = [o for o in OPTIONS if o not in ("--depth", "10")] + ["--expected-n", "3000"]
+    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"), "--output",
+                            str(tmp_path / "r"), "--horizon", "3"] + options)
+    assert code == 0, err
+    manifest = json.loads(open(tmp_path / "r" / "manifest.json").read())
+    assert manifest["depth_from"]["expected_n"] == 3000
+    assert manifest["parameters"]["depth"] == 12  # round(log2(1 * 3000))
+    memory = manifest["memory"]
+    assert memory["tree_counters"] + memory["sketch_counters"] == memory["cells"]
+    assert memory["counters_used"] == memory["cells"] * memory["words_per_cell"]
+
+
+def test_a_failed_first_run_leaves_no_output_directory(stream, tmp_path):
+    out = tmp_path / "never"
+    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
+                            "--output", str(out), "--horizon", "2"] + OPTIONS)
+    assert code == 2 and not out.exists()
+    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"), "--output",
+                            str(out), "--horizon", "3", "--period-col", "wave"] + OPTIONS)
+    assert code == 2 and "--period-col" in err and not out.exists()
+
+
+def test_a_period_without_points_steps_as_run_releases_it(stream, tmp_path):
+    """A header-only period file is a valid period (the counters advance): init + steps
+    release the files ``run --horizon`` releases when the period column skips it; a
+    header-only file without the point columns is still refused."""
+    table = pa.concat_tables([read_file(str(stream / f"period_{t:02d}.parquet"))
+                              for t in (1, 3)])
+    whole = str(tmp_path / "gap.parquet")
+    write_file(table, whole, "parquet")
+    code, _, err = run_cli(["bounded", "run", "--input", whole, "--output",
+                            str(tmp_path / "run"), "--horizon", "3"] + OPTIONS)
+    assert code == 0, err
+    empty = str(tmp_path / "empty.csv")
+    write_file(table.slice(0, 0), empty, "csv")
+    wrong = str(tmp_path / "wrong.csv")
+    write_file(table.slice(0, 0).rename_columns(["x", "z", "period"]), wrong, "csv")
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    assert run_cli(["bounded", "init", "--state", state, "--horizon", "3"] + OPTIONS)[0] == 0
+    for path in (str(stream / "period_01.parquet"), wrong, empty,
+                 str(stream / "period_03.parquet")):
+        code, _, err = run_cli(["bounded", "step", "--state", state, "--input", path,
+                                "--output", out])
+        if path == wrong:
+            assert code == 2 and "missing column(s) ['y']" in err
+        else:
+            assert code == 0, err
+    stepped, ran = snapshot(out), snapshot(str(tmp_path / "run"))
+    data = [n for n in ran if n.startswith("synthetic-")]
+    assert len(data) == 6 and all(stepped[n] == ran[n] for n in data)
+
+
+def test_stream_resumes_a_state_saved_before_the_stride(tmp_path):
+    """A state written before ``stride`` existed (no such key) compares equal to the same
+    options given now (stride 1, three rows); other options are named field by field."""
+    from continual_synth.pipelines import bounded_continual, stream as stream_jobs
+    from continual_synth.pipelines.lifecycle import StateError
+    state = str(tmp_path / "state")
+    old = OPTIONS + ["--level-stride", "1", "--sketch-depth", "3"]
+    assert run_cli(["bounded", "init", "--state", state, "--horizon", "3"] + old)[0] == 0
+    version = os.path.join(state, "versions", "v000000.json")
+    document = json.loads(open(version).read())
+    del document["config"]["stride"]
+    open(version, "w").write(json.dumps(document))
+    job = bounded_continual.ContinualPrivHPJob()
+    given = json.loads(json.dumps(document))
+    given["config"]["stride"] = 1
+    assert stream_jobs.open_state(state, given, job.canonical)["config"] == document["config"]
+    given["config"]["stride"] = 2
+    with pytest.raises(StateError, match=r"config\.stride: state 1, options 2"):
+        stream_jobs.open_state(state, given, job.canonical)
+
+
+def test_evaluate_a_continual_release_at_one_period(stream, stepped, tmp_path):
+    """``evaluate bounded`` reads one period's files (default the last) against the
+    truth's rows of periods 1..t."""
+    code, stdout, err = run_cli(["evaluate", "bounded", "--truth", str(stream / "all.csv"),
+                                 "--synthetic", stepped[1], "--columns", "x,y"])
+    assert code == 0, err
+    last = json.loads(stdout)
+    assert last["period"] == 3 and last["truth_rows"] == "period <= 3"
+    assert last["synthetic_points"] == 300 and last["truth_points"] == 900 + 1000 + 1100
+    code, stdout, err = run_cli(["evaluate", "bounded", "--truth", str(stream / "all.csv"),
+                                 "--synthetic", stepped[1], "--columns", "x,y", "--period", "1"])
+    first = json.loads(stdout)
+    assert first["period"] == 1 and first["truth_points"] == 900
+    code, _, err = run_cli(["evaluate", "bounded", "--truth", str(stream / "all.csv"),
+                            "--synthetic", stepped[1], "--columns", "x,y", "--period", "7"])
+    assert code == 2 and "holds periods 1..3" in err
 
 
 # ----------------------------------------------------------------- empirical privacy

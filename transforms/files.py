@@ -132,16 +132,24 @@ def read_row_group(path: str, group: int) -> pa.Table:
         raise InputError(f"{path}: cannot read row group {group} as parquet: {exc}") from exc
 
 
-def check_dataset(path: str, fmt: Optional[str] = None) -> List[str]:
+def check_dataset(path: str, fmt: Optional[str] = None, allow_empty: bool = False
+                  ) -> List[str]:
     """The data files of ``path`` (see :func:`list_data_files`) after checking, on the
     driver and before any pipeline runs, that together they hold at least one record (a
-    header-only CSV or a 0-row Parquet file holds none).  Every Parquet footer is read
-    (cheap, and Beam's Parquet reader would not name a broken file); CSV and Avro files
-    are opened until one holds a record (:func:`read_file` names a broken one later)."""
+    header-only CSV or a 0-row Parquet file holds none; ``allow_empty``: a period with no
+    records is valid input, as for continual PrivHP's points).  Every Parquet footer is
+    read (cheap, and Beam's Parquet reader would not name a broken file); CSV and Avro
+    files are opened until one holds a record (:func:`read_file` names a broken one
+    later)."""
     files = list_data_files(path)
     if not files:
         raise InputError(f"{path}: no .parquet, .csv or .avro files found")
     fmt = detect_format(path, fmt)
+    if allow_empty:
+        if fmt == "parquet":
+            for file_path in files:
+                has_records(file_path, fmt)  # reads the footer: names a broken file
+        return files
     checked = (has_records(file_path, fmt) for file_path in files)
     if not (sum(checked) if fmt == "parquet" else any(checked)):
         raise InputError(f"{path}: holds no records (only headers or empty tables)")

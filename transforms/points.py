@@ -38,14 +38,21 @@ from continual_synth.transforms.files import check_dataset, detect_format, read_
 DEFAULT_BATCH_ROWS = 1 << 18
 
 
+def require_columns(found: Sequence[str], columns: Sequence[str], where: str,
+                    option: str = "--columns") -> None:
+    """An :class:`InputError` naming the columns missing from ``found`` and the option
+    that chooses them."""
+    missing = [c for c in columns if c not in found]
+    if missing:
+        raise InputError(f"{where}: missing column(s) {missing}; found {list(found)} "
+                         f"(choose them with {option})")
+
+
 def table_points(table: pa.Table, columns: Sequence[str], where: str,
                  row_offset: int = 0) -> np.ndarray:
     """The n × d float64 array of ``columns``; an :class:`InputError` for a missing or
     non-numeric column or an empty cell (naming the column and the row)."""
-    missing = [c for c in columns if c not in table.column_names]
-    if missing:
-        raise InputError(f"{where}: missing column(s) {missing}; found {table.column_names} "
-                         f"(choose them with --columns)")
+    require_columns(table.column_names, columns, where)
     out = np.empty((table.num_rows, len(columns)), dtype=np.float64)
     for j, name in enumerate(columns):
         column = table.column(name)
@@ -60,26 +67,24 @@ def table_points(table: pa.Table, columns: Sequence[str], where: str,
     return out
 
 
-def file_batches(path: str, fmt: str, columns: Sequence[str],
-                 batch_rows: int) -> Iterator[Tuple[int, pa.Table]]:
-    """(row offset, table) batches of one data file, ``batch_rows`` rows at a time."""
+def file_batches(path: str, fmt: str, columns: Sequence[str], batch_rows: int,
+                 option: str = "--columns") -> Iterator[Tuple[int, pa.Table]]:
+    """(row offset, table) batches of one data file, ``batch_rows`` rows at a time
+    (``option``: what chooses ``columns``, for the error naming a missing one)."""
     if fmt == "parquet":
         with storage.open_read(path) as handle:
             try:
                 parquet = pq.ParquetFile(handle)
             except Exception as exc:
                 raise InputError(f"{path}: cannot read as parquet: {exc}") from exc
-            names = parquet.schema_arrow.names
-            missing = [c for c in columns if c not in names]
-            if missing:
-                raise InputError(f"{path}: missing column(s) {missing}; found {names} "
-                                 f"(choose them with --columns)")
+            require_columns(parquet.schema_arrow.names, columns, path, option)
             offset = 0
             for batch in parquet.iter_batches(batch_size=batch_rows, columns=list(columns)):
                 yield offset, pa.Table.from_batches([batch])
                 offset += batch.num_rows
         return
     table = read_file(path, fmt)
+    require_columns(table.column_names, columns, path, option)
     for offset in range(0, max(table.num_rows, 1), batch_rows):
         yield offset, table.slice(offset, batch_rows)
 
@@ -89,7 +94,8 @@ def read_point_batches(path: str, fmt: str, columns: Sequence[str], bounds: Boun
                        ) -> Iterator[Tuple[np.ndarray, int]]:
     """(points scaled to [0,1]^d, number clipped) per batch of one file, validated."""
     for offset, table in file_batches(path, fmt, columns, batch_rows):
-        if table.num_rows == 0:
+        if table.num_rows == 0:  # a header-only file: its columns must still be there
+            require_columns(table.column_names, columns, path)
             continue
         points = table_points(table, columns, path, offset)
         yield check_points(points, bounds, columns, clip, where=path, row_offset=offset)
@@ -99,9 +105,11 @@ class ReadPointBatches(beam.PTransform):
     """``PBegin → PCollection[(n × d array in [0,1]^d, clipped count)]``."""
 
     def __init__(self, path: str, columns: Sequence[str], bounds: Bounds, clip: bool = False,
-                 fmt: Optional[str] = None, batch_rows: int = DEFAULT_BATCH_ROWS):
+                 fmt: Optional[str] = None, batch_rows: int = DEFAULT_BATCH_ROWS,
+                 allow_empty: bool = False):
         super().__init__()
-        self._files = check_dataset(path, fmt)  # on the driver: refused before any write
+        # on the driver: refused before any write (``allow_empty``: a period without points)
+        self._files = check_dataset(path, fmt, allow_empty)
         self._format = detect_format(path, fmt)
         self._args = (list(columns), bounds, bool(clip), int(batch_rows))
 

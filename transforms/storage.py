@@ -174,6 +174,16 @@ def remove_tree(path: str) -> None:
             FileSystems.delete(files)
 
 
+def remove_if_empty(directory: str) -> None:
+    """Remove a local directory if it holds nothing (it was made for a write that
+    failed); nothing on an object store, where an empty prefix does not exist."""
+    if is_local(directory) and os.path.isdir(directory) and not os.listdir(directory):
+        try:
+            os.rmdir(directory)
+        except OSError:  # filled meanwhile by another writer: keep it
+            pass
+
+
 def children(directory: str) -> List[str]:
     """The names of the files and folders directly in ``directory``, sorted; on an
     object store, the folders are those holding objects."""
