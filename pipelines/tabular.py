@@ -23,6 +23,7 @@ from typing import Dict, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from continual_synth.mechanisms.accounting import BudgetLedger
@@ -35,7 +36,8 @@ from continual_synth.pipelines.jobs import save_manifest_after
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms import packed_json, storage
-from continual_synth.transforms.files import check_format, read_dataset
+from continual_synth.transforms.files import (check_dataset, check_format, detect_format,
+                                              read_dataset, read_file)
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords)
 from continual_synth.transforms.read import ReadRecordBatches
@@ -67,17 +69,44 @@ def infer_domain(input_path: str, period_col: str = "period",
     return Domain(attributes)
 
 
+def last_period(input_path: str, period_col: str = "period",
+                in_format: Optional[str] = None) -> int:
+    """The largest value of the period column (``run``'s default horizon T).
+
+    Read from the data, so NOT a public parameter unless the stream's period range is
+    public (a stream whose last period holds one record has a neighbour with a smaller
+    T): the manifest says where T came from (``horizon_source``)."""
+    fmt = detect_format(input_path, in_format)
+    last = 0
+    for path in check_dataset(input_path, fmt):
+        table = read_file(path, fmt)
+        if period_col not in table.column_names:
+            raise InputError(f"{path}: no period column {period_col!r} (--period-col); "
+                             f"found {table.column_names}")
+        column = table.column(period_col).drop_null()
+        if len(column) and not pa.types.is_integer(column.type):
+            raise InputError(f"{path}: column {period_col!r} must hold whole-number "
+                             f"periods, found type {column.type}")
+        if len(column):
+            last = max(last, int(pc.max(column).as_py()))
+    if last < 1:
+        raise InputError(f"{input_path}: the stream holds no records")
+    return last
+
+
 # --------------------------------------------------------------------------- batch
 
 
 def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
         seed: Optional[int] = None, in_format: Optional[str] = None,
         out_format: str = "parquet", period_col: str = "period",
-        beam_args: Sequence[str] = ()) -> Dict:
-    """Synthesize a whole stream in one pipeline; return the manifest."""
+        beam_args: Sequence[str] = (), horizon_source: str = "--horizon") -> Dict:
+    """Synthesize a whole stream in one pipeline; return the manifest
+    (``horizon_source``: where the synthesizer's horizon T came from, for the manifest)."""
     check_format(out_format)
-    reader = ReadRecordBatches(input_path, in_format)  # fails early on a missing input
     domain = synthesizer.domain
+    reader = ReadRecordBatches(input_path, in_format,  # fails early on a missing input
+                               string_columns=text_columns(domain))
     schema = synthetic_schema(domain, period_col)
 
     def write(staging: str, plan_path: str) -> None:
@@ -107,7 +136,7 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
 
     extras = {"sampler": "opendp" if seed is None else "seeded",
               "for_publication": seed is None, "format": out_format, "mode": "run",
-              "period_col": period_col}
+              "period_col": period_col, "horizon_source": horizon_source}
     logs.LOGGER.info("reading %s", input_path)
     return lifecycle.release_whole_run(output_dir, write, extras,
                                        f"{input_path}: the stream holds no records", input_path)
@@ -221,11 +250,33 @@ def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optiona
                                       beam_args=beam_args, wait=wait)
 
 
+def text_columns(domain: Domain) -> list:
+    """The attributes whose domain values are text: read from CSV as text."""
+    return [name for name, values in domain.values.items()
+            if all(v is None or isinstance(v, str) for v in values)]
+
+
+def _check_empty_period(input_path: str, in_format: Optional[str], domain: Domain) -> None:
+    """That a period's input without records still has the domain's columns."""
+    fmt = detect_format(input_path, in_format)
+    for path in check_dataset(input_path, fmt, allow_empty=True):
+        table = read_file(path, fmt)
+        if table.num_rows:
+            raise InputError(f"{input_path}: no records for this period")
+        missing = [c for c in domain.names if c not in table.column_names]
+        if missing:
+            raise InputError(f"{path}: missing column(s) {missing}; found "
+                             f"{table.column_names}")
+
+
 def _period_histograms(synthesizer: TabularSynthesizer, input_path: str,
                        in_format: Optional[str], period: int, period_col: str,
                        run_dir: str, beam_args: Sequence[str]) -> np.ndarray:
-    """``[n, workload histograms…]`` of one period's records (a Beam pipeline)."""
-    reader = ReadRecordBatches(input_path, in_format)
+    """``[n, workload histograms…]`` of one period's records (a Beam pipeline).  A file
+    with the domain's columns and no records is a period without records (zeros), as
+    ``run`` releases a period the period column skips."""
+    reader = ReadRecordBatches(input_path, in_format, allow_empty=True,
+                               string_columns=text_columns(synthesizer.domain))
     result_path = storage.join(run_dir, "histograms.npy")
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
         _ = (pipeline
@@ -237,7 +288,8 @@ def _period_histograms(synthesizer: TabularSynthesizer, input_path: str,
              | "Save" >> beam.MapTuple(lambda _, counts: storage.save_array(result_path, counts)))
     logs.record_metrics(pipeline)
     if not storage.is_file(result_path):
-        raise InputError(f"{input_path}: no records for period {period}")
+        _check_empty_period(input_path, in_format, synthesizer.domain)
+        return np.zeros(1 + synthesizer.histogram_width, dtype=np.int64)
     counts = storage.load_array(result_path)
     storage.remove(result_path)
     return counts

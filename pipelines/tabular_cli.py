@@ -92,7 +92,9 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "Selections)")
     parser.add_argument("--horizon", type=POSITIVE_INT, default=None,
                         help="number of periods T (needed by bounded counters; default: the "
-                             "stream's last period for run, unbounded counters for steps)")
+                             "stream's last period for run — read from the data, as the "
+                             "manifest's horizon_source says — and unbounded counters for "
+                             "steps)")
     parser.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
                         help="use the reproducible simulation sampler (NOT for publication)")
     parser.add_argument("--format", dest="out_format", default="parquet",
@@ -155,6 +157,11 @@ def add_commands(commands, evaluate) -> None:
                     help="average the metrics over the last N periods (default 10)")
 
 
+HORIZON_FROM_INPUT = ("the input's last period: read from the data, so the privacy "
+                      "statement holds given this T; give --horizon where the stream's "
+                      "period range is not public")
+
+
 def synthesizer_from_args(args, input_path: Optional[str] = None):
     """The synthesizer the options describe (the domain read or, if asked, inferred)."""
     from continual_synth.mechanisms.marginals import Domain, parse_workloads
@@ -215,10 +222,15 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         return run_stream(tabular.TabularJob(), document, args, beam_args,
                           period_col=args.period_col)
     if args.action == "run":
+        source = "--horizon"
+        if args.horizon is None:  # the documented default: the stream's last period
+            args.horizon = tabular.last_period(args.input, args.period_col, args.input_format)
+            source = HORIZON_FROM_INPUT
         synthesizer = synthesizer_from_args(args, args.input)
         manifest = tabular.run(synthesizer, args.input, args.output, seed=args.seed,
                                in_format=args.input_format, out_format=args.out_format,
-                               period_col=args.period_col, beam_args=beam_args)
+                               period_col=args.period_col, beam_args=beam_args,
+                               horizon_source=source)
         return {key: value for key, value in manifest.items()
                 if not isinstance(value, (list, dict))}
     synthesizer = synthesizer_from_args(args)

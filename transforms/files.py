@@ -10,7 +10,7 @@ readers decode the file objects it opens.
 from __future__ import annotations
 
 import os
-from typing import Iterable, List, Optional
+from typing import Iterable, List, Optional, Sequence
 
 import fastavro
 import pyarrow as pa
@@ -80,16 +80,20 @@ def digest_data_files(digest, path: str):
     return digest
 
 
-def read_file(path: str, fmt: Optional[str] = None) -> pa.Table:
-    """One data file as an Arrow table."""
+def read_file(path: str, fmt: Optional[str] = None,
+              string_columns: Sequence[str] = ()) -> pa.Table:
+    """One data file as an Arrow table.  CSV: only an empty field is a missing value (as
+    pyarrow writes nulls; "NA", "null" or "NaN" are values like any other), and
+    ``string_columns`` are read as text (a category "02" stays "02", not the number 2)."""
     fmt = detect_format(path, fmt)
     try:
         with storage.open_read(path) as handle:
             if fmt == "parquet":
                 return pq.read_table(handle)
-            if fmt == "csv":  # an empty field is a missing value, as pyarrow writes nulls
+            if fmt == "csv":
                 return pacsv.read_csv(handle, convert_options=pacsv.ConvertOptions(
-                    strings_can_be_null=True))
+                    strings_can_be_null=True, null_values=[""],
+                    column_types={name: pa.string() for name in string_columns}))
             return avro_bytes_to_table(handle)
     except InputError:
         raise

@@ -11,7 +11,7 @@ is refused naming the file too.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import apache_beam as beam
 
@@ -22,10 +22,13 @@ from continual_synth.transforms.files import (check_dataset, detect_format, parq
 class ReadRecordBatches(beam.PTransform):
     """``PBegin → PCollection[pyarrow.Table]`` for a file or a directory of files."""
 
-    def __init__(self, path: str, fmt: Optional[str] = None):
+    def __init__(self, path: str, fmt: Optional[str] = None, allow_empty: bool = False,
+                 string_columns: Sequence[str] = ()):
         super().__init__()
-        self._files = check_dataset(path, fmt)  # on the driver: refused before any write
+        # on the driver: refused before any write (``allow_empty``: a period without records)
+        self._files = check_dataset(path, fmt, allow_empty)
         self._format = detect_format(path, fmt)
+        self._strings = tuple(string_columns)  # CSV columns read as text
 
     def expand(self, pbegin):
         fmt = self._format
@@ -38,4 +41,4 @@ class ReadRecordBatches(beam.PTransform):
                     | "ReadParquet" >> beam.MapTuple(read_row_group))
         return (pbegin
                 | "ListFiles" >> beam.Create(self._files)
-                | f"Read{fmt.capitalize()}" >> beam.Map(lambda path: read_file(path, fmt)))
+                | f"Read{fmt.capitalize()}" >> beam.Map(read_file, fmt, self._strings))

@@ -158,7 +158,8 @@ TASK, MANIFEST = "task", "manifest"  # the kinds of :func:`synthesize_periods`' 
 def synthesize_periods(period_counts: Sequence[Tuple[int, np.ndarray]], synthesizer,
                        seed: Optional[int], horizon: Optional[int] = None) -> Iterator:
     """Run the synthesizer over periods 1..T (T = ``horizon`` or the last period with
-    records; a period without records is an empty period, listed in the manifest).
+    records; a period without records is an empty period, released like any other — and
+    not listed in the manifest: which periods held no record is not private).
 
     A generator for a Beam ``FlatMap``: ``(TASK, task)`` for every shard of a period as
     soon as the period is released, then ``(MANIFEST, manifest)``, so that no element
@@ -172,21 +173,17 @@ def synthesize_periods(period_counts: Sequence[Tuple[int, np.ndarray]], synthesi
     last = horizon or max(by_period)
     width = synthesizer.histogram_width
     state = synthesizer.initial_state()
-    empty = []
     progress = Progress(last, "periods done")
     for period in range(1, last + 1):
         counts = by_period.get(period)
         if counts is None:
             counts = np.zeros(1 + width, dtype=np.int64)
-            empty.append(period)
         state, release = synthesizer.step(state, counts[1:], period_sampler(seed, period))
         count(PERIODS_RELEASED, 1)
         for task in release_tasks(release):
             yield TASK, task
         progress.advance()
-    manifest = synthesizer.manifest(state)
-    manifest["empty_periods"] = empty
-    yield MANIFEST, manifest
+    yield MANIFEST, synthesizer.manifest(state)
 
 
 def of_kind(kind: str):
