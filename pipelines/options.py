@@ -83,12 +83,49 @@ FORMATS = ("parquet", "csv", "avro")
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with the project's one-line errors: ``continual-synth: error: --rho must
-    be positive and finite, got 0.0`` (the words a config's check uses), exit status 2."""
+    be positive and finite, got 0.0`` (the words a config's check uses), exit status 2.
+    Options are never abbreviated (``--hor`` is not ``--horizon``: it is refused with a
+    suggestion), and a missing required option is reported with any misspelt one that
+    was given instead (``--epsilonn`` → ``--epsilon``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self._given: List[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = list(args) if args is not None else []
+        return super().parse_known_args(args, namespace)
 
     def error(self, message):
         message = re.sub(r"^argument ([^:]+): ", lambda m: m.group(1).split("/")[0] + " ",
                          message)
+        if message.startswith("the following arguments are required"):
+            message = "; ".join(self._misspelt() + [message])
         self.exit(2, f"continual-synth: error: {message}\n")
+
+    def _misspelt(self) -> List[str]:
+        """``--x: did you mean --y?`` for each option given that is not this parser's but
+        close to one of its own (Beam's options, not close to any, are left alone)."""
+        own = [o for action in self._actions for o in action.option_strings]
+        out = []
+        for token in self._given:
+            name = token.split("=", 1)[0]
+            if name.startswith("--") and name not in own:
+                close = closest_option(name, own)
+                if close:
+                    out.append(f"unrecognised option {name}: did you mean {close}?")
+        return out
+
+
+def closest_option(name: str, valid: Sequence[str]) -> Optional[str]:
+    """The valid option ``name`` most likely meant: the only one it abbreviates, else the
+    closest spelling (difflib, ratio ≥ 0.75), else None."""
+    prefixed = [option for option in valid if option.startswith(name) and len(name) > 3]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -308,9 +345,9 @@ def check_beam_args(beam_args: Sequence[str], command: str,
         valid = list(command_options) + ["--" + name for name in options.get_all_options()]
         hints = []
         for name in unknown:
-            close = difflib.get_close_matches("--" + name, valid, n=1, cutoff=0.75)
+            close = closest_option("--" + name, valid)
             if close:
-                hints.append(f"--{name}: did you mean {close[0]}?")
+                hints.append(f"--{name}: did you mean {close}?")
         raise InputError(f"unrecognised option(s) {', '.join('--' + u for u in unknown)}: "
                          f"not an option of '{command}' (see --help) nor of Apache Beam"
                          + (f" ({'; '.join(hints)})" if hints else ""))
