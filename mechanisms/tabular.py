@@ -1144,10 +1144,12 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
             f"{spent:.6g}-DP (pure, of {config.epsilon:.6g}) for the whole stream under "
             f"event-level neighbours (one record added or removed at one time): each "
             f"period spends epsilon on its own records only ("
-            + (f"k = {config.selections} exponential mechanisms of "
-               f"{config.selection_epsilon:.6g} and k "
+            + (f"at most k = {config.selections} exponential mechanisms of "
+               f"{config.selection_epsilon:.6g} and as many "
                + ("selected counters" if proposed else "Laplace measurements")
-               + f" of {config.measure_epsilon:.6g}") + "), parallel composition across periods"),
+               + f" of {config.measure_epsilon:.6g}; a period whose model has room for "
+               f"fewer workloads makes fewer and leaves the rest unspent") + "), parallel "
+            "composition across periods"),
         "selections": config.selections,
         "selection_epsilon": config.selection_epsilon,
         "measurement_epsilon": config.measure_epsilon,
