@@ -95,8 +95,13 @@ class Domain:
 def all_workloads(domain: Domain, way: int = 2) -> List[Workload]:
     """All ``way``-way workloads over the domain's attributes, in lexicographic order."""
     if not 1 <= way <= len(domain.names):
-        raise InputError(f"--marginals {way}: a workload needs between 1 and "
-                         f"{len(domain.names)} attributes")
+        have = len(domain.names)
+        raise InputError(f"--marginals {way}: {way}-way workloads need at least {way} "
+                         f"attributes, and the domain has {have} "
+                         f"({', '.join(domain.names)}); give --marginals 1"
+                         + (f" to {have}" if have > 1 else "") if way > have else
+                         f"--marginals {way}: a workload needs between 1 and {have} "
+                         f"attributes")
     count = math.comb(len(domain.names), way)
     if count > MAX_WORKLOADS:
         raise InputError(f"--marginals {way}: {len(domain.names)} attributes make {count:.3g} "

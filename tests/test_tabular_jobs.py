@@ -391,3 +391,11 @@ def test_the_run_emits_each_period_as_it_is_released_not_all_at_once():
     assert len(steps) == 4
     assert [k for k, _ in rest].count(MANIFEST) == 1 and rest[-1][0] == MANIFEST
     assert sorted({t[0] for k, t in rest if k == TASK} | {1}) == [1, 2, 3, 4]
+
+
+def test_more_way_marginals_than_attributes_says_what_to_give():
+    from continual_synth.mechanisms.errors import InputError
+    with pytest.raises(InputError, match=r"2-way workloads need at least 2 attributes, and "
+                                         r"the domain has 1 \(code\); give --marginals 1"):
+        all_workloads(Domain({"code": ["01", "02"]}), 2)
+    assert all_workloads(Domain({"code": ["01", "02"]}), 1) == [("code",)]
