@@ -204,6 +204,12 @@ class ContinualPrivHPConfig:
         return tuple(sorted(set(sketch) | set(exact)))
 
     @property
+    def counted_sketch_levels(self) -> Tuple[int, ...]:
+        """The sketch levels a period's pass must fill (the measured ones): the others'
+        count-min updates would be work no counter reads."""
+        return tuple(l for l in self.measured_levels if l > self.structure.exact_depth)
+
+    @property
     def cells(self) -> int:
         """Cells holding a counter: the measured levels' (≤ the structure's counters)."""
         return int(sum(self.level_cells(level) for level in self.measured_levels))
@@ -349,6 +355,8 @@ def feed(config: ContinualPrivHPConfig, counters: List[StreamCounter],
     if len(counters) != len(levels):
         raise ValueError(f"{len(counters)} counters for the {len(levels)} measured levels "
                          f"of this configuration")
+    if not set(config.counted_sketch_levels) <= set(period.counted):
+        raise ValueError("the period's statistics left out a measured sketch level")
     sums = {}
     for level, counter in zip(levels, counters):
         entry = (period.level_counts(level) if level <= s.exact_depth

@@ -319,15 +319,19 @@ def default_depth(epsilon: float, expected_n: float) -> int:
 class PrivHPAccumulator:
     """Exact (noise-free) PrivHP state: the exact tree's counters (levels 0..L_e) in heap
     order (level ℓ's node θ at index 2^ℓ − 1 + θ) and one count-min table per sketch level.  Integer
-    arrays of fixed size; adding points and merging are exact integer additions."""
+    arrays of fixed size; adding points and merging are exact integer additions.
+    ``counted``: the sketch levels the pass fills (default all; continual PrivHP with a
+    stride reads only its measured ones, and the others' tables stay zero)."""
 
     def __init__(self, config: PrivHPConfig, tree: Optional[np.ndarray] = None,
-                 sketches: Optional[np.ndarray] = None, clipped: int = 0):
+                 sketches: Optional[np.ndarray] = None, clipped: int = 0,
+                 counted: Optional[Sequence[int]] = None):
         self.config = config
         self.tree = (np.zeros(config.tree_counters, dtype=np.int64) if tree is None else tree)
         shape = (len(config.sketch_levels), config.sketch_depth, config.sketch_width)
         self.sketches = np.zeros(shape, dtype=np.int64) if sketches is None else sketches
         self.clipped = int(clipped)
+        self.counted = tuple(config.sketch_levels if counted is None else counted)
 
     @property
     def num_points(self) -> int:
@@ -355,12 +359,13 @@ class PrivHPAccumulator:
             self.tree[2 ** level - 1: 2 ** (level + 1) - 1] += counts
             counts = counts.reshape(-1, 2).sum(axis=1) if level else counts
         for i, level in enumerate(config.sketch_levels):
-            config.sketch(level, self.sketches[i]).update(deepest >> np.uint64(r - level))
+            if level in self.counted:
+                config.sketch(level, self.sketches[i]).update(deepest >> np.uint64(r - level))
         return self
 
     def merge(self, other: "PrivHPAccumulator") -> "PrivHPAccumulator":
         """In-place sum with another accumulator of the same configuration."""
-        if other.config != self.config:
+        if other.config != self.config or other.counted != self.counted:
             raise ValueError("cannot merge PrivHP accumulators of different configurations")
         self.tree += other.tree
         self.sketches += other.sketches
@@ -369,13 +374,15 @@ class PrivHPAccumulator:
 
     def copy(self) -> "PrivHPAccumulator":
         return PrivHPAccumulator(self.config, self.tree.copy(), self.sketches.copy(),
-                                 self.clipped)
+                                 self.clipped, self.counted)
 
 
 def accumulate(unit_points: np.ndarray, config: PrivHPConfig,
-               batch_size: int = 1 << 18) -> PrivHPAccumulator:
-    """The pure-numpy pass over points of [0,1]^d, in batches."""
-    accumulator = PrivHPAccumulator(config)
+               batch_size: int = 1 << 18, counted: Optional[Sequence[int]] = None
+               ) -> PrivHPAccumulator:
+    """The pure-numpy pass over points of [0,1]^d, in batches (``counted``: see
+    :class:`PrivHPAccumulator`)."""
+    accumulator = PrivHPAccumulator(config, counted=counted)
     for start in range(0, len(unit_points), batch_size):
         accumulator.add_unit_points(unit_points[start:start + batch_size])
     return accumulator

@@ -137,9 +137,10 @@ class ContinualPrivHPJob(IncrementalJob):
 
     def compute(self, state, input_path, in_format, period, store, run_dir, beam_args) -> Dict:
         synthesizer, cstate = self.synthesizer(state, store)
-        statistics = _period_statistics(synthesizer.config.structure, input_path, in_format,
+        config = synthesizer.config
+        statistics = _period_statistics(config.structure, input_path, in_format,
                                         state["columns"], self._bounds(state), state["clip"],
-                                        run_dir, beam_args)
+                                        run_dir, beam_args, config.counted_sketch_levels)
         cstate, release = synthesizer.step(cstate, statistics,
                                            period_sampler(state["seed"], period))
         document = cstate.to_dict()
@@ -192,9 +193,10 @@ def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optiona
 
 def _period_statistics(structure: privhp.PrivHPConfig, input_path: str,
                        in_format: Optional[str], columns, bounds: Bounds, clip: bool,
-                       run_dir: str, beam_args) -> privhp.PrivHPAccumulator:
+                       run_dir: str, beam_args, counted: Optional[Sequence[int]] = None
+                       ) -> privhp.PrivHPAccumulator:
     """The exact PrivHP state of one period's points (a Beam pipeline; an empty period
-    gives the zero state)."""
+    gives the zero state; ``counted``: the sketch levels filled)."""
     result = storage.join(run_dir, "statistics.npz")
     reader = ReadPointBatches(input_path, columns, bounds, clip, in_format, allow_empty=True)
 
@@ -202,10 +204,11 @@ def _period_statistics(structure: privhp.PrivHPConfig, input_path: str,
         storage.save_arrays(result, tree=accumulator.tree, sketches=accumulator.sketches)
 
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-        _ = (pipeline | "ReadPoints" >> reader | "PrivHP" >> BuildPrivHP(structure)
+        _ = (pipeline | "ReadPoints" >> reader | "PrivHP" >> BuildPrivHP(structure, counted)
              | "Save" >> beam.Map(save))
     data = storage.load_arrays(result)
-    accumulator = privhp.PrivHPAccumulator(structure, data["tree"], data["sketches"])
+    accumulator = privhp.PrivHPAccumulator(structure, data["tree"], data["sketches"],
+                                           counted=counted)
     storage.remove(result)
     return accumulator
 
@@ -250,7 +253,8 @@ def _batches(files, fmt: str, columns: Sequence[str], batch_rows: int,
 def period_accumulators(input_path: str, structure: privhp.PrivHPConfig,
                         columns: Sequence[str], bounds: Bounds, period_col: str,
                         horizon: int, clip: bool = False, in_format: Optional[str] = None,
-                        batch_rows: int = DEFAULT_BATCH_ROWS):
+                        batch_rows: int = DEFAULT_BATCH_ROWS,
+                        counted: Optional[Sequence[int]] = None):
     """The exact PrivHP state of each period t = 1..T in order (an empty period gives
     the zero state), in memory bounded like the stream's: never the whole stream.
 
@@ -274,6 +278,10 @@ def period_accumulators(input_path: str, structure: privhp.PrivHPConfig,
         raise InputError(f"{input_path}: the stream holds no points")
     complete = np.maximum.accumulate(last)[1:]  # periods 1..t all read after this batch
     open_states: Dict[int, privhp.PrivHPAccumulator] = {}
+
+    def fresh() -> privhp.PrivHPAccumulator:
+        return privhp.PrivHPAccumulator(structure, counted=counted)
+
     period = 1
     for i, (path, offset, table) in enumerate(_batches(files, fmt, list(columns)
                                                        + [period_col], batch_rows)):
@@ -281,13 +289,15 @@ def period_accumulators(input_path: str, structure: privhp.PrivHPConfig,
         unit, _ = check_points(table_points(table, columns, path, offset), bounds, columns,
                                clip, where=path, row_offset=offset)
         for t in np.unique(periods):
-            state = open_states.setdefault(int(t), privhp.PrivHPAccumulator(structure))
+            state = open_states.get(int(t))
+            if state is None:
+                state = open_states[int(t)] = fresh()
             state.add_unit_points(unit[periods == t])
         while period <= horizon and complete[period - 1] <= i:
-            yield period, open_states.pop(period, None) or privhp.PrivHPAccumulator(structure)
+            yield period, open_states.pop(period, None) or fresh()
             period += 1
     for t in range(period, horizon + 1):
-        yield t, open_states.pop(t, None) or privhp.PrivHPAccumulator(structure)
+        yield t, open_states.pop(t, None) or fresh()
 
 
 def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
@@ -307,7 +317,8 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
         state = synthesizer.initial_state()
         for t, statistics in period_accumulators(input_path, config.structure, columns,
                                                  bounds, period_col, config.horizon, clip,
-                                                 in_format, batch_rows):
+                                                 in_format, batch_rows,
+                                                 config.counted_sketch_levels):
             state, release = synthesizer.step(state, statistics, period_sampler(seed, t))
             _write_release(release, staging, bounds, columns, num_shards, out_format,
                            beam_args)

@@ -264,6 +264,32 @@ def test_levels_without_counters_are_sums_of_their_children():
     np.testing.assert_allclose(sketches[7 - 5].table, measured[7].table)
 
 
+def test_the_pass_fills_only_the_measured_sketch_levels():
+    """A period's pass skips the count-min updates of the sketch levels without counters
+    (their tables stay zero) and releases exactly what the full pass releases; a pass
+    that left out a measured level is refused."""
+    config = cp.ContinualPrivHPConfig.create(horizon=3, **{**STRUCTURE, "depth": 9,
+                                                            "sketch_width": 8})
+    s = config.structure
+    assert config.counted_sketch_levels == (5, 7, 9) and list(s.sketch_levels) == [5, 6, 7, 8, 9]
+    points = [clustered(400, t) for t in range(3)]
+    releases = []
+    for counted in (None, config.counted_sketch_levels):
+        synthesizer = ContinualPrivHPSynthesizer(config, 50)
+        state = synthesizer.initial_state()
+        for t, part in enumerate(points, start=1):
+            acc = privhp.accumulate(part, s, counted=counted)
+            if counted is not None:
+                assert not acc.sketches[[1, 3]].any() and acc.sketches[[0, 2, 4]].any()
+            state, release = synthesizer.step(state, acc, period_sampler(2, t))
+        releases.append(release)
+    for a, b in zip(releases[0].tree.counts, releases[1].tree.counts):
+        np.testing.assert_array_equal(a, b)
+    short = privhp.accumulate(points[0], s, counted=(5, 7))
+    with pytest.raises(ValueError, match="left out a measured sketch level"):
+        cp.feed(config, config.new_counters(), short, period_sampler(2, 1))
+
+
 def test_without_noise_every_stride_grows_the_same_tree():
     """Given the true counts of its measured levels (what the counters estimate), every
     stride reconstructs the levels between exactly and grows the tree of counters on

@@ -94,8 +94,7 @@ def read_point_batches(path: str, fmt: str, columns: Sequence[str], bounds: Boun
                        ) -> Iterator[Tuple[np.ndarray, int]]:
     """(points scaled to [0,1]^d, number clipped) per batch of one file, validated."""
     for offset, table in file_batches(path, fmt, columns, batch_rows):
-        if table.num_rows == 0:  # a header-only file: its columns must still be there
-            require_columns(table.column_names, columns, path)
+        if table.num_rows == 0:  # a header-only file (file_batches checked its columns)
             continue
         points = table_points(table, columns, path, offset)
         yield check_points(points, bounds, columns, clip, where=path, row_offset=offset)
@@ -128,12 +127,12 @@ class PrivHPCombineFn(beam.CombineFn):
     """Exact PrivHP state of a PCollection of point batches (Holland et al. Algorithm 1's
     pass).  Accumulators are fixed-size integer arrays; merging adds them; no noise."""
 
-    def __init__(self, config: privhp.PrivHPConfig):
+    def __init__(self, config: privhp.PrivHPConfig, counted: Optional[Sequence[int]] = None):
         super().__init__()
-        self._config = config
+        self._config, self._counted = config, counted
 
     def create_accumulator(self):
-        return privhp.PrivHPAccumulator(self._config)
+        return privhp.PrivHPAccumulator(self._config, counted=self._counted)
 
     def add_input(self, accumulator, element):
         unit_points, clipped = element
@@ -154,14 +153,17 @@ class PrivHPCombineFn(beam.CombineFn):
 
 class BuildPrivHP(beam.PTransform):
     """``PCollection[(points, clipped)] → PCollection[PrivHPAccumulator]`` (one element):
-    the exact combine, no noise — the statistics of the synthesizer's step."""
+    the exact combine, no noise — the statistics of the synthesizer's step (``counted``:
+    the sketch levels to fill, see :class:`~continual_synth.mechanisms.privhp.
+    PrivHPAccumulator`)."""
 
-    def __init__(self, config: privhp.PrivHPConfig):
+    def __init__(self, config: privhp.PrivHPConfig, counted: Optional[Sequence[int]] = None):
         super().__init__()
-        self._config = config
+        self._config, self._counted = config, counted
 
     def expand(self, batches):
-        return batches | "Combine" >> beam.CombineGlobally(PrivHPCombineFn(self._config))
+        return batches | "Combine" >> beam.CombineGlobally(
+            PrivHPCombineFn(self._config, self._counted))
 
 
 def release_once(accumulator: privhp.PrivHPAccumulator, synthesizer: PrivHPSynthesizer,
