@@ -94,13 +94,14 @@ class Domain:
 
 def all_workloads(domain: Domain, way: int = 2) -> List[Workload]:
     """All ``way``-way workloads over the domain's attributes, in lexicographic order."""
-    if not 1 <= way <= len(domain.names):
-        have = len(domain.names)
+    have = len(domain.names)
+    if way > have:
+        choices = "1" if have == 1 else f"1 to {have}"
         raise InputError(f"--marginals {way}: {way}-way workloads need at least {way} "
-                         f"attributes, and the domain has {have} "
-                         f"({', '.join(domain.names)}); give --marginals 1"
-                         + (f" to {have}" if have > 1 else "") if way > have else
-                         f"--marginals {way}: a workload needs between 1 and {have} "
+                         f"attributes, and the domain has {have} ({', '.join(domain.names)}); "
+                         f"give --marginals {choices}")
+    if way < 1:
+        raise InputError(f"--marginals {way}: a workload needs between 1 and {have} "
                          f"attributes")
     count = math.comb(len(domain.names), way)
     if count > MAX_WORKLOADS:

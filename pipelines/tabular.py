@@ -40,6 +40,7 @@ from continual_synth.transforms.files import (check_dataset, check_format, detec
                                               read_dataset, read_file)
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords)
+from continual_synth.transforms.points import DEFAULT_BATCH_ROWS, file_batches, require_columns
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.tabular import (MANIFEST, TASK, EmitSyntheticTables,
                                                 PeriodWorkloadHistograms, model_file_tasks,
@@ -78,17 +79,15 @@ def last_period(input_path: str, period_col: str = "period",
     T): the manifest says where T came from (``horizon_source``)."""
     fmt = detect_format(input_path, in_format)
     last = 0
-    for path in check_dataset(input_path, fmt):
-        table = read_file(path, fmt)
-        if period_col not in table.column_names:
-            raise InputError(f"{path}: no period column {period_col!r} (--period-col); "
-                             f"found {table.column_names}")
-        column = table.column(period_col).drop_null()
-        if len(column) and not pa.types.is_integer(column.type):
-            raise InputError(f"{path}: column {period_col!r} must hold whole-number "
-                             f"periods, found type {column.type}")
-        if len(column):
-            last = max(last, int(pc.max(column).as_py()))
+    for path in check_dataset(input_path, fmt):  # only the period column is read
+        for _, table in file_batches(path, fmt, [period_col], DEFAULT_BATCH_ROWS,
+                                     "--period-col"):
+            column = table.column(period_col).drop_null()
+            if len(column) and not pa.types.is_integer(column.type):
+                raise InputError(f"{path}: column {period_col!r} must hold whole-number "
+                                 f"periods, found type {column.type}")
+            if len(column):
+                last = max(last, int(pc.max(column).as_py()))
     if last < 1:
         raise InputError(f"{input_path}: the stream holds no records")
     return last
@@ -263,10 +262,7 @@ def _check_empty_period(input_path: str, in_format: Optional[str], domain: Domai
         table = read_file(path, fmt)
         if table.num_rows:
             raise InputError(f"{input_path}: no records for this period")
-        missing = [c for c in domain.names if c not in table.column_names]
-        if missing:
-            raise InputError(f"{path}: missing column(s) {missing}; found "
-                             f"{table.column_names}")
+        require_columns(table.column_names, domain.names, path, "--domain")
 
 
 def _period_histograms(synthesizer: TabularSynthesizer, input_path: str,

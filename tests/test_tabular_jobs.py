@@ -172,7 +172,8 @@ def test_cli_errors_are_clear(stream_files, tmp_path, capsys):
     write_file(no_period, str(tmp_path / "flat.parquet"), "parquet")
     code = main(["tabular", "run", "--input", str(tmp_path / "flat.parquet"), "--output",
                  str(tmp_path / "o1"), "--domain", domain, "--epsilon", "1", "--fit", "mw"])
-    assert code == 2 and "no period column 'period'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 2 and "missing column(s) ['period']" in err and "--period-col" in err
     missing = make_stream().drop(["c"])
     write_file(missing, str(tmp_path / "noc.parquet"), "parquet")
     code = main(["tabular", "run", "--input", str(tmp_path / "noc.parquet"), "--output",
