@@ -15,6 +15,14 @@ class InputError(ValueError):
     """Bad input: the message says what is wrong and where.  Nothing has been written."""
 
 
+def row_label(index, first_row: int = 0) -> str:
+    """``'row 12'``: where a bad record is, counted from 1 in its file (row 1 is the
+    file's first record; a CSV's header line is not a row).  ``index`` is the record's
+    position in a batch whose first record is the file's record ``first_row`` (counted
+    from 0, as :func:`continual_synth.transforms.files.table_origin` gives it)."""
+    return f"row {int(index) + int(first_row) + 1}"
+
+
 class StateError(RuntimeError):
     """A state directory that is missing, mismatched or asked for an impossible step."""
 

@@ -20,7 +20,7 @@ from typing import Sequence, Tuple
 
 import numpy as np
 
-from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.errors import InputError, row_label
 
 MAX_DEPTH = 62  # θ at the deepest level must fit in an unsigned 64-bit integer
 
@@ -158,7 +158,7 @@ def check_points(points: np.ndarray, bounds: Bounds, columns: Sequence[str], cli
     if bad.any():
         row, col = np.argwhere(bad)[0]
         raise InputError(f"{where}: column {columns[col]!r} holds a non-finite value "
-                         f"({float(points[row, col])}) at row {row + row_offset}")
+                         f"({float(points[row, col])}) at {row_label(row, row_offset)}")
     low, high = np.asarray(bounds.low), np.asarray(bounds.high)
     outside = (points < low) | (points > high)
     clipped = 0
@@ -166,7 +166,7 @@ def check_points(points: np.ndarray, bounds: Bounds, columns: Sequence[str], cli
         if not clip:
             row, col = np.argwhere(outside)[0]
             raise InputError(f"{where}: column {columns[col]!r} value {float(points[row, col]):g} at "
-                             f"row {row + row_offset} is outside the bounds "
+                             f"{row_label(row, row_offset)} is outside the bounds "
                              f"{bounds.low[col]}:{bounds.high[col]} (widen --bounds or "
                              f"pass --clip)")
         clipped = int(outside.any(axis=1).sum())

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.errors import InputError, row_label
 
 Workload = Tuple[str, ...]
 MAX_WORKLOADS = 100_000  # every workload is measured and fitted each period
@@ -134,8 +134,10 @@ def parse_workloads(spec: str, domain: Domain) -> List[Workload]:
     return workloads
 
 
-def encode_column(values: pa.Array, domain_values: Sequence, where: str) -> np.ndarray:
-    """Codes 0..|𝒳_i|−1 of one column; a value outside the domain is an InputError."""
+def encode_column(values: pa.Array, domain_values: Sequence, where: str,
+                  first_row: int = 0) -> np.ndarray:
+    """Codes 0..|𝒳_i|−1 of one column; a value outside the domain is an InputError
+    naming its row (``values[0]`` is the file's record ``first_row``, counted from 0)."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     value_set = pa.array(list(domain_values))
@@ -154,13 +156,16 @@ def encode_column(values: pa.Array, domain_values: Sequence, where: str) -> np.n
     if codes.null_count:
         bad = pc.filter(values, pc.is_null(codes)).to_pylist()
         row = int(np.flatnonzero(codes.is_null().to_numpy(zero_copy_only=False))[0])
-        raise InputError(f"{where}: value {bad[0]!r} (row {row}) is not in the domain "
+        raise InputError(f"{where}: value {bad[0]!r} ({row_label(row, first_row)}) is not in "
+                         f"the domain "
                          f"{list(domain_values)}; {len(bad)} such row(s)")
     return codes.to_numpy(zero_copy_only=False).astype(np.int32)
 
 
-def encode_records(table: pa.Table, domain: Domain, where: str = "input") -> np.ndarray:
-    """The n × p matrix of attribute codes of ``table``'s rows (columns in domain order)."""
+def encode_records(table: pa.Table, domain: Domain, where: str = "input",
+                   first_row: int = 0) -> np.ndarray:
+    """The n × p matrix of attribute codes of ``table``'s rows (columns in domain order;
+    ``first_row``: see :func:`encode_column`)."""
     missing = [name for name in domain.names if name not in table.column_names]
     if missing:
         raise InputError(f"{where}: missing attribute column(s) {missing}; "
@@ -168,7 +173,7 @@ def encode_records(table: pa.Table, domain: Domain, where: str = "input") -> np.
     codes = np.empty((table.num_rows, len(domain.names)), dtype=np.int32)
     for j, name in enumerate(domain.names):
         codes[:, j] = encode_column(table.column(name), domain.values[name],
-                                    f"{where}, column {name!r}")
+                                    f"{where}, column {name!r}", first_row)
     return codes
 
 

@@ -13,7 +13,7 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.errors import InputError, row_label
 
 
 def shown(value) -> str:
@@ -21,7 +21,8 @@ def shown(value) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
-def _whole_numbers(values: np.ndarray, alphabet: Sequence, where: str) -> np.ndarray:
+def _whole_numbers(values: np.ndarray, alphabet: Sequence, where: str,
+                   first_row: int = 0) -> np.ndarray:
     """Text values for a numeric alphabet: whole numbers spelled as text (as a CSV column
     with one stray word holds them) become int64; other text is an :class:`InputError`
     naming the value and the row (not a comparison of int with str deep in numpy)."""
@@ -38,17 +39,19 @@ def _whole_numbers(values: np.ndarray, alphabet: Sequence, where: str) -> np.nda
             return False
 
     bad = np.flatnonzero([not spells_int(value) for value in values])  # the error path only
-    raise InputError(f"{where}: value {shown(values[bad[0]])} (row {int(bad[0])}) is text, but "
-                     f"the alphabet {list(alphabet)} is numeric; {bad.size} such value(s) "
-                     f"(the alphabet comes from --alphabet)")
+    raise InputError(f"{where}: value {shown(values[bad[0]])} ({row_label(bad[0], first_row)}) "
+                     f"is text, but the alphabet {list(alphabet)} is numeric; {bad.size} such "
+                     f"value(s) (the alphabet comes from --alphabet)")
 
 
-def encode_values(values: np.ndarray, alphabet: Sequence, where: str = "input") -> np.ndarray:
-    """Alphabet indices (int8) of ``values``; a value outside the alphabet is an error."""
+def encode_values(values: np.ndarray, alphabet: Sequence, where: str = "input",
+                  first_row: int = 0) -> np.ndarray:
+    """Alphabet indices (int8) of ``values``; a value outside the alphabet is an error
+    naming its row (``values[0]`` is the file's record ``first_row``, counted from 0)."""
     values = np.asarray(values)
     numeric = all(isinstance(a, numbers.Number) for a in alphabet)
     if numeric and values.dtype.kind in "OUS":
-        values = _whole_numbers(values, alphabet, where)
+        values = _whole_numbers(values, alphabet, where, first_row)
     try:
         alphabet_array = np.asarray(list(alphabet), dtype=values.dtype)
     except (TypeError, ValueError):
@@ -60,8 +63,9 @@ def encode_values(values: np.ndarray, alphabet: Sequence, where: str = "input") 
     found = sorted_alphabet[position] == values
     if not found.all():
         row = int(np.flatnonzero(~found)[0])
-        raise InputError(f"{where}: value {shown(values[row])} (row {row}) is not in the alphabet "
-                         f"{list(alphabet)}; {int((~found).sum())} value(s) are outside it")
+        raise InputError(f"{where}: value {shown(values[row])} ({row_label(row, first_row)}) is "
+                         f"not in the alphabet {list(alphabet)}; {int((~found).sum())} value(s) "
+                         f"are outside it")
     return order[position].astype(np.int8)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
-from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPState,
                                                            ContinualPrivHPSynthesizer)
@@ -236,8 +236,8 @@ def _period_column(table, period_col: str, horizon: int, path: str, offset: int
     bad = (raw != np.floor(raw)) | (raw < 1) | (raw > horizon)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{path}: column {period_col!r} value {raw[row]:g} at row "
-                         f"{row + offset} is not a period in 1..{horizon} (--horizon)")
+        raise InputError(f"{path}: column {period_col!r} value {raw[row]:g} at "
+                         f"{row_label(row, offset)} is not a period in 1..{horizon} (--horizon)")
     return raw.astype(np.int64)
 
 

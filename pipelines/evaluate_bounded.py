@@ -41,7 +41,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy import stats
 
-from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.pipelines import release_dir
 from continual_synth.pipelines.plots import privacy_subtitle, save_figure
 from continual_synth.transforms import storage
@@ -64,7 +64,7 @@ def finite_points(table: pa.Table, columns: Sequence[str], where: str) -> np.nda
     if bad.any():
         row, col = np.argwhere(bad)[0]
         raise InputError(f"{where}: column {columns[col]!r} holds a non-finite value "
-                         f"at row {row}")
+                         f"at {row_label(row)}")
     return points
 
 

@@ -105,14 +105,14 @@ def test_bad_input_is_refused_and_nothing_is_written(data, tmp_path):
     path = str(tmp_path / "bad.parquet")
     write_file(points_table(bad), path, "parquet")
     out = str(tmp_path / "out")
-    with pytest.raises(InputError, match=r"column 'lat' value 150 at row 123 is outside"):
+    with pytest.raises(InputError, match=r"column 'lat' value 150 at row 124 is outside"):
         run_bounded(path, out, COLUMNS, BOUNDS, CONFIG, 100, seed=1, batch_rows=100)
     assert no_release(out)
     nan = points.copy()
     nan[7, 0] = np.nan
     path = str(tmp_path / "nan.csv")
     write_file(points_table(nan), path, "csv")
-    with pytest.raises(InputError, match=r"column 'lon'.*row 7"):
+    with pytest.raises(InputError, match=r"column 'lon'.*row 8"):
         run_bounded(path, out, COLUMNS, BOUNDS, CONFIG, 100, seed=1)
     assert no_release(out)
     with pytest.raises(InputError, match=r"missing column\(s\) \['height'\]"):

@@ -258,13 +258,13 @@ def init_case(kind, label, *argv, subjects) -> Case:
 def _panel_cases():
     w, c = "window", "cumulative"
     files = [
-        ("strings.parquet", ("strings.parquet", "column 'value'", "'yes' (row 0)", "text")),
-        ("mixed.csv", ("mixed.csv", "column 'value'", "'yes' (row 1)")),
-        ("nan.parquet", ("nan.parquet", "column 'value'", "nan (row 7)")),
-        ("inf.parquet", ("inf.parquet", "column 'value'", "inf (row 7)")),
-        ("half.parquet", ("half.parquet", "column 'value'", "0.5 (row 7)")),
-        ("two.parquet", ("two.parquet", "column 'value'", "value 2 (row 7)", "alphabet")),
-        ("period9.parquet", ("period9.parquet", "period 9 (row 4)")),
+        ("strings.parquet", ("strings.parquet", "column 'value'", "'yes' (row 1)", "text")),
+        ("mixed.csv", ("mixed.csv", "column 'value'", "'yes' (row 2)")),
+        ("nan.parquet", ("nan.parquet", "column 'value'", "nan (row 8)")),
+        ("inf.parquet", ("inf.parquet", "column 'value'", "inf (row 8)")),
+        ("half.parquet", ("half.parquet", "column 'value'", "0.5 (row 8)")),
+        ("two.parquet", ("two.parquet", "column 'value'", "value 2 (row 8)", "alphabet")),
+        ("period9.parquet", ("period9.parquet", "period 9 (row 5)")),
         ("null_id.parquet", ("null_id.parquet", "column 'id'", "empty")),
         ("empty.parquet", ("empty.parquet", "empty (0 bytes)")),
         ("header.csv", ("header.csv", "no records")),
@@ -276,7 +276,7 @@ def _panel_cases():
     ]
     cases = [run_case(w, source, subjects=subjects) for source, subjects in files]
     cases += [run_case(c, "strings.parquet", subjects=("strings.parquet", "column 'value'")),
-              run_case(c, "two.parquet", subjects=("two.parquet", "value 2 (row 7)"))]
+              run_case(c, "two.parquet", subjects=("two.parquet", "value 2 (row 8)"))]
     options = [
         (w, ("--rho", "0"), ("--rho", "positive")), (w, ("--rho", "-1"), ("--rho",)),
         (w, ("--rho", "nan"), ("--rho", "nan")), (c, ("--rho", "inf"), ("--rho", "inf")),
@@ -321,9 +321,9 @@ def _panel_cases():
                    ("window", "init", "--state", "{data}/a_file", *WINDOW),
                    ("--state", "a_file"))]
     steps = [
-        (w, "p2_strings.csv", (), ("p2_strings.csv", "column 'value'", "'no' (row 0)")),
-        (w, "p2_inf.parquet", (), ("p2_inf.parquet", "column 'value'", "inf (row 3)")),
-        (c, "p2_two.parquet", (), ("p2_two.parquet", "value 2 (row 3)")),
+        (w, "p2_strings.csv", (), ("p2_strings.csv", "column 'value'", "'no' (row 1)")),
+        (w, "p2_inf.parquet", (), ("p2_inf.parquet", "column 'value'", "inf (row 4)")),
+        (c, "p2_two.parquet", (), ("p2_two.parquet", "value 2 (row 4)")),
         (c, "p2_strings.csv", (), ("p2_strings.csv", "column 'value'")),
         (w, "p2_period3.parquet", (), ("p2_period3.parquet", "period 3", "next period")),
         (w, "p2_header.csv", (), ("p2_header.csv", "no records")),
@@ -386,11 +386,11 @@ def _tabular_cases():
         (("--horizon", "2"), ("stream.parquet", "periods must be 1..2")),
     ]]
     cases += [run_case(t, source, subjects=subjects) for source, subjects in [
-        ("stream_outside.parquet", ("stream_outside.parquet", "column 'a'", "value 7 (row 5)")),
-        ("stream_nan.parquet", ("stream_nan.parquet", "column 'a'", "nan (row 5)")),
-        ("stream_text.parquet", ("stream_text.parquet", "column 'a'", "'q' (row 5)")),
+        ("stream_outside.parquet", ("stream_outside.parquet", "column 'a'", "value 7 (row 6)")),
+        ("stream_nan.parquet", ("stream_nan.parquet", "column 'a'", "nan (row 6)")),
+        ("stream_text.parquet", ("stream_text.parquet", "column 'a'", "'q' (row 6)")),
         ("stream_float_period.parquet", ("stream_float_period.parquet", "'period'")),
-        ("stream_period7.parquet", ("stream_period7.parquet", "row 9", "period 7")),
+        ("stream_period7.parquet", ("stream_period7.parquet", "row 10", "period 7")),
         ("stream_header.csv", ("stream_header.csv", "no records")),
         ("panel.parquet", ("panel.parquet", "missing attribute column")),
     ]]
@@ -413,7 +413,7 @@ def _tabular_cases():
               init_case(t, "12-way-of-30", "--domain", "{data}/domain_30.json", *TABULAR,
                         "--marginals", "12", subjects=("--marginals 12", "8.65e+07"))]
     cases += [step_case(t, source, *extra, subjects=subjects) for source, extra, subjects in [
-        ("t2_outside.csv", (), ("t2_outside.csv", "column 'b'", "'z' (row 0)")),
+        ("t2_outside.csv", (), ("t2_outside.csv", "column 'b'", "'z' (row 1)")),
         ("t2_no_b.csv", (), ("t2_no_b.csv", "'b'")),
         ("t2_period3.csv", (), ("t2_period3.csv", "period 3")),
         ("t2_header.csv", (), ("t2_header.csv", "'b'")),
@@ -444,9 +444,9 @@ def _bounded_cases():
         (("--hash-seed", "-1"), ("--hash-seed",)),
     ]]
     cases += [run_case(b, source, subjects=subjects) for source, subjects in [
-        ("points_inf.parquet", ("points_inf.parquet", "column 'y'", "row 11")),
-        ("points_nan.parquet", ("points_nan.parquet", "column 'y'", "row 11")),
-        ("points_outside.parquet", ("points_outside.parquet", "column 'y'", "row 11", "--bounds")),
+        ("points_inf.parquet", ("points_inf.parquet", "column 'y'", "row 12")),
+        ("points_nan.parquet", ("points_nan.parquet", "column 'y'", "row 12")),
+        ("points_outside.parquet", ("points_outside.parquet", "column 'y'", "row 12", "--bounds")),
         ("points_text.parquet", ("points_text.parquet", "column 'x'", "numeric")),
         ("points_header.csv", ("points_header.csv", "no records")),
         ("empty.parquet", ("empty.parquet", "empty")),

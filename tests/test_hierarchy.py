@@ -66,10 +66,10 @@ def test_bounds_parse_scale_and_validate():
 def test_check_points_names_column_and_row():
     bounds = hierarchy.Bounds.parse("0:1,0:1", 2)
     good = np.array([[0.1, 0.2], [0.3, 0.4]])
-    with pytest.raises(InputError, match=r"column 'y'.*non-finite.*row 11"):
+    with pytest.raises(InputError, match=r"column 'y'.*non-finite.*row 12"):
         hierarchy.check_points(np.array([[0.1, 0.2], [0.3, np.nan]]), bounds, ["x", "y"],
                                False, row_offset=10)
-    with pytest.raises(InputError, match=r"column 'x' value 1.5 at row 1 is outside"):
+    with pytest.raises(InputError, match=r"column 'x' value 1.5 at row 2 is outside"):
         hierarchy.check_points(np.array([[0.1, 0.2], [1.5, 0.4]]), bounds, ["x", "y"], False)
     with pytest.raises(InputError, match="non-finite"):  # --clip does not cover NaN/inf
         hierarchy.check_points(np.array([[np.inf, 0.2]]), bounds, ["x", "y"], True)

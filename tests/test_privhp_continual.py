@@ -540,7 +540,7 @@ def test_run_reads_one_period_at_a_time(stream, stepped, tmp_path, monkeypatch):
     code, _, err = run_cli(["bounded", "run", "--input", str(tmp_path / "bad.csv"),
                             "--output", str(tmp_path / "bad"), "--horizon", "3",
                             "--batch-rows", "256"] + OPTIONS)
-    assert code == 2 and "outside the bounds" in err and f"row {len(bad) - 1}" in err, err
+    assert code == 2 and "outside the bounds" in err and f"row {len(bad)}" in err, err
     assert not os.path.exists(tmp_path / "bad") or not os.listdir(tmp_path / "bad")
 
 
@@ -571,7 +571,7 @@ def test_bad_period_input_exits_2_and_leaves_the_state(stream, tmp_path):
     before = snapshot(os.path.join(state, "versions"))
     code, _, err = run_cli(["bounded", "step", "--state", state, "--input", bad,
                             "--output", out])
-    assert code == 2 and "outside the bounds" in err and "row 1" in err
+    assert code == 2 and "outside the bounds" in err and "row 2" in err
     assert snapshot(os.path.join(state, "versions")) == before
     code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
                             "--output", str(tmp_path / "r"), "--horizon", "2"] + OPTIONS)

@@ -89,7 +89,7 @@ def test_error_returns_2_with_one_clean_line(tmp_path, capsys):
     assert code == 2
     assert captured.out == ""
     lines = error_lines(captured.err)
-    assert lines == [f"continual-synth: error: {panel}, column 'value': value 5 (row 17) is not "
+    assert lines == [f"continual-synth: error: {panel}, column 'value': value 5 (row 18) is not "
                      f"in the alphabet [0, 1]; 1 value(s) are outside it"]
     assert "[while running" not in lines[0]
     assert data_files(out) == [] and staging_leftovers(out) == []
@@ -270,7 +270,7 @@ def test_console_script_error_output_is_one_line(tmp_path):
     assert ran.returncode == 2
     lines = ran.stderr.strip().splitlines()
     assert lines[-1:] == [
-        f"continual-synth: error: {panel}, column 'value': value 3 (row 4) is not in the "
+        f"continual-synth: error: {panel}, column 'value': value 3 (row 5) is not in the "
         f"alphabet [0, 1]; 1 value(s) are outside it"]
     # before it, only the job's own stage lines (Beam's logging is off)
     assert all(line.startswith("continual-synth window run: ") for line in lines[:-1]), lines

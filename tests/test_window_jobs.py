@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from continual_synth.mechanisms.accounting import BudgetExceededError
@@ -470,9 +471,9 @@ BAD_RUN_INPUTS = {
     "value-outside-alphabet": (lambda t: _with_value(t, 3 * T + 1, 2), "avro",
                                r"value 2 \(row \d+\) is not in the alphabet \[0, 1\]"),
     "period-0": (lambda t: _with_period(t, 10, 0), "parquet",
-                 rf"period 0 \(row 10\) is outside 1\.\.{T}"),
+                 rf"period 0 \(row 11\) is outside 1\.\.{T}"),
     "period-T+1": (lambda t: _with_period(t, 12, T + 1), "csv",
-                   rf"period {T + 1} \(row 12\) is outside 1\.\.{T}"),
+                   rf"period {T + 1} \(row 13\) is outside 1\.\.{T}"),
 }
 
 
@@ -501,8 +502,26 @@ def test_error_messages_show_plain_values(binary, tmp_path):
     write_file(_with_value(binary.table, 4, 2), panel, "parquet")
     with pytest.raises(InputError) as raised:
         run_job(panel, tmp_path / "release")
-    assert "value 2 (row 4) is not in the alphabet [0, 1]" in str(raised.value)
+    assert "value 2 (row 5) is not in the alphabet [0, 1]" in str(raised.value)
     assert "np." not in str(raised.value)
+
+
+def test_error_names_the_file_and_its_row_in_a_directory_of_row_groups(binary, tmp_path):
+    """A bad record in the third row group of the second file of a directory input is
+    reported by that file and its row in the file (counted from 1), not by the directory
+    and its position in the row group."""
+    panel = tmp_path / "panel"
+    panel.mkdir()
+    table = binary.table
+    half = table.num_rows // 2
+    pq.write_table(table.slice(0, half), str(panel / "part-0.parquet"), row_group_size=7)
+    bad = 2 * 7 + 3  # record 17 of the second file (from 0): row group 2, its record 3
+    pq.write_table(_with_value(table.slice(half), bad, 2), str(panel / "part-1.parquet"),
+                   row_group_size=7)
+    with pytest.raises(InputError) as raised:
+        run_job(str(panel), tmp_path / "release")
+    message = str(raised.value)
+    assert f"part-1.parquet, column 'value': value 2 (row {bad + 1}) is not in" in message
 
 
 def test_run_nonexistent_input(tmp_path):
@@ -580,7 +599,7 @@ BAD_STEP_INPUTS = {
                             rf"holds period {K + 1}, but the next period of this state is {K}"),
     "value-outside-alphabet": (K, lambda t: t.set_column(1, "value", pa.array(
         [7] + t["value"].to_pylist()[1:], pa.int64())), False, "avro",
-        r"value 7 \(row 0\) is not in the alphabet"),
+        r"value 7 \(row 1\) is not in the alphabet"),
     "missing-column": (K, lambda t: t.rename_columns(["person", "value"]), False, "parquet",
                        r"missing column\(s\) \['id'\]"),
     "empty-parquet": (K, lambda t: t.slice(0, 0), False, "parquet", "holds no records"),

@@ -10,7 +10,7 @@ readers decode the file objects it opens.
 from __future__ import annotations
 
 import os
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 import fastavro
 import pyarrow as pa
@@ -128,12 +128,36 @@ def parquet_row_groups(path: str) -> int:
 
 
 def read_row_group(path: str, group: int) -> pa.Table:
-    """Row group ``group`` of a Parquet file as an Arrow table."""
+    """Row group ``group`` of a Parquet file as an Arrow table, with its origin (the
+    file and the row where the group starts, :func:`with_origin`)."""
     try:
         with storage.open_read(path) as handle:
-            return pq.ParquetFile(handle).read_row_group(group)
+            parquet = pq.ParquetFile(handle)
+            first_row = sum(parquet.metadata.row_group(g).num_rows for g in range(group))
+            return with_origin(parquet.read_row_group(group), path, first_row)
     except Exception as exc:  # a corrupt page behind a valid footer
         raise InputError(f"{path}: cannot read row group {group} as parquet: {exc}") from exc
+
+
+_ORIGIN_PATH, _ORIGIN_ROW = b"continual_synth.origin.path", b"continual_synth.origin.first_row"
+
+
+def with_origin(table: pa.Table, path: str, first_row: int = 0) -> pa.Table:
+    """``table`` marked (in its schema's metadata) as the records of file ``path`` from
+    its record ``first_row`` (counted from 0) on, so that a bad record found later in
+    the pipeline is reported by file and row (:func:`table_origin`)."""
+    metadata = {**(table.schema.metadata or {}), _ORIGIN_PATH: path.encode(),
+                _ORIGIN_ROW: str(int(first_row)).encode()}
+    return table.replace_schema_metadata(metadata)
+
+
+def table_origin(table: pa.Table, where: str) -> Tuple[str, int]:
+    """``(file, first row)`` of a batch marked by :func:`with_origin`; ``(where, 0)``
+    for any other table."""
+    metadata = table.schema.metadata or {}
+    if _ORIGIN_PATH not in metadata:
+        return where, 0
+    return metadata[_ORIGIN_PATH].decode(), int(metadata[_ORIGIN_ROW])
 
 
 def check_dataset(path: str, fmt: Optional[str] = None, allow_empty: bool = False

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms import privhp
-from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import PrivHPState, PrivHPSynthesizer
 from continual_synth.mechanisms.synthesizer import PointsRelease, period_sampler
@@ -61,8 +61,8 @@ def table_points(table: pa.Table, columns: Sequence[str], where: str,
                              f"{column.type}")
         if column.null_count:
             row = int(np.flatnonzero(pc.is_null(column).to_numpy(zero_copy_only=False))[0])
-            raise InputError(f"{where}: column {name!r} has an empty value at row "
-                             f"{row + row_offset}")
+            raise InputError(f"{where}: column {name!r} has an empty value at "
+                             f"{row_label(row, row_offset)}")
         out[:, j] = column.to_numpy().astype(np.float64, copy=False)
     return out
 

@@ -2,7 +2,9 @@
 
 Parquet files are read one row group per task (pyarrow), so a large file is read by
 many workers at once; CSV and Avro files are read whole per file with pyarrow.csv and
-fastavro (one table per file).  No stage handles one Python object per record.
+fastavro (one table per file).  No stage handles one Python object per record.  Each
+table carries its file and first row (:func:`~continual_synth.transforms.files.
+with_origin`), so that a bad record is reported by file and row.
 
 Every file is opened on the driver first (:func:`~continual_synth.transforms.files.
 check_dataset`), so an unreadable or empty input is refused, naming the file, before a
@@ -16,7 +18,7 @@ from typing import Optional, Sequence
 import apache_beam as beam
 
 from continual_synth.transforms.files import (check_dataset, detect_format, parquet_row_groups,
-                                              read_file, read_row_group)
+                                              read_file, read_row_group, with_origin)
 
 
 class ReadRecordBatches(beam.PTransform):
@@ -41,4 +43,6 @@ class ReadRecordBatches(beam.PTransform):
                     | "ReadParquet" >> beam.MapTuple(read_row_group))
         return (pbegin
                 | "ListFiles" >> beam.Create(self._files)
-                | f"Read{fmt.capitalize()}" >> beam.Map(read_file, fmt, self._strings))
+                | f"Read{fmt.capitalize()}" >> beam.Map(
+                    lambda path, strings: with_origin(read_file(path, fmt, strings), path),
+                    self._strings))

@@ -24,11 +24,12 @@ import numpy as np
 import pyarrow as pa
 
 from continual_synth.mechanisms.distributions import model_from_dict
-from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
                                                   workload_histograms)
 from continual_synth.transforms import packed_json, storage
+from continual_synth.transforms.files import table_origin
 from continual_synth.transforms.monitoring import PERIODS_RELEASED, Progress, count
 
 ROWS_PER_SHARD = 500_000
@@ -44,7 +45,8 @@ def encode_stream_batch(table: pa.Table, domain: Domain, period_col: str,
     its attribute codes (n × p).  ``period`` given (an incremental step): a period
     column, if present, must hold that period only.  Otherwise the period column is
     required and must hold integers in 1..``horizon`` (any positive period if None)."""
-    codes = encode_records(table, domain, where)
+    where, first_row = table_origin(table, where)
+    codes = encode_records(table, domain, where, first_row)
     if period_col not in table.column_names:
         if period is None:
             raise InputError(f"{where}: no period column {period_col!r} (columns: "
@@ -52,8 +54,9 @@ def encode_stream_batch(table: pa.Table, domain: Domain, period_col: str,
         return np.full(table.num_rows, period, dtype=np.int64), codes
     column = table.column(period_col)
     if column.null_count:
+        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
         raise InputError(f"{where}: column {period_col!r} has {column.null_count} empty "
-                         f"value(s)")
+                         f"value(s), the first at {row_label(row, first_row)}")
     periods = column.to_numpy(zero_copy_only=False)
     if periods.dtype.kind not in "iu":
         raise InputError(f"{where}: period column {period_col!r} must hold integers, "
@@ -62,14 +65,14 @@ def encode_stream_batch(table: pa.Table, domain: Domain, period_col: str,
     if period is not None:
         wrong = np.flatnonzero(periods != period)
         if wrong.size:
-            raise InputError(f"{where}: row {int(wrong[0])} holds period "
+            raise InputError(f"{where}: {row_label(wrong[0], first_row)} holds period "
                              f"{int(periods[wrong[0]])}, but this step ingests period {period}")
     else:
         top = np.inf if horizon is None else horizon
         wrong = np.flatnonzero((periods < 1) | (periods > top))
         if wrong.size:
             span = "1 or more" if horizon is None else f"1..{horizon}"
-            raise InputError(f"{where}: row {int(wrong[0])} holds period "
+            raise InputError(f"{where}: {row_label(wrong[0], first_row)} holds period "
                              f"{int(periods[wrong[0]])}; periods must be {span}")
     return periods, codes
 

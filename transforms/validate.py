@@ -13,8 +13,9 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.panel import encode_values
+from continual_synth.transforms.files import table_origin
 from continual_synth.transforms.monitoring import counting_rejections
 
 
@@ -23,6 +24,7 @@ def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
                        where: str = "input") -> pa.Table:
     """Validated ``(id, period, code)`` table; ``period_col`` None means the whole
     batch belongs to the single period ``period_range[0]``."""
+    where, first_row = table_origin(table, where)
     needed = [c for c in (id_col, period_col, value_col) if c]
     missing = [c for c in needed if c not in table.column_names]
     if missing:
@@ -32,7 +34,9 @@ def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
     values = table.column(value_col)
     for name, column in ((id_col, ids), (value_col, values)):
         if column.null_count:
-            raise InputError(f"{where}: column {name!r} has {column.null_count} empty value(s)")
+            row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+            raise InputError(f"{where}: column {name!r} has {column.null_count} empty value(s), "
+                             f"the first at {row_label(row, first_row)}")
     first, last = period_range
     if period_col:
         periods = table.column(period_col)
@@ -43,12 +47,13 @@ def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
         outside = (periods < first) | (periods > last)
         if outside.any():
             row = int(np.flatnonzero(outside)[0])
-            raise InputError(f"{where}: period {periods[row]} (row {row}) is outside "
-                             f"{first}..{last}")
+            raise InputError(f"{where}: period {periods[row]} ({row_label(row, first_row)}) is "
+                             f"outside {first}..{last}")
     else:
         periods = np.full(table.num_rows, first)
     value_array = values.to_numpy(zero_copy_only=False)
-    codes = encode_values(value_array, alphabet, where=f"{where}, column {value_col!r}")
+    codes = encode_values(value_array, alphabet, where=f"{where}, column {value_col!r}",
+                          first_row=first_row)
     return pa.table({"id": ids, "period": pa.array(periods.astype(np.int16)),
                      "code": pa.array(codes)})
 
