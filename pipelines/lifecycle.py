@@ -553,10 +553,13 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         check_release_target(state, output_dir)
         pending = state["pending"]
         if pending is not None:
+            # resume only the step that was interrupted: its file (same path and bytes) or
+            # its period given explicitly; any other input is another period's
             seen = _seen_period(state, input_path)
-            if period not in (None, pending["period"]) or seen not in (None, pending["period"]):
+            if pending["period"] not in (period, seen) or period not in (None, pending["period"]):
                 raise StateError(f"period {pending['period']} was computed but not published "
-                                 f"(interrupted run); re-run the step with that period's file")
+                                 f"(interrupted run); re-run the step with that period's file "
+                                 f"(or with --period {pending['period']}) to publish it first")
             return _publish(job, store, version, state, output_dir, beam_args, resumed=True,
                             input_path=input_path)
         target = _check_order(job, state, input_path, period)

@@ -14,10 +14,10 @@ pytest.importorskip("airflow.providers.apache.beam", reason="the [airflow] extra
                     "installed (pip install -e '.[test]' installs it)")
 
 from continual_synth.pipelines.cli import main  # noqa: E402
-from continual_synth.transforms.files import write_file  # noqa: E402
+from continual_synth.transforms.files import read_dataset, write_file  # noqa: E402
 
-from helpers_panels import (long_table, markov_codes, read_manifest, sorted_records,  # noqa: E402
-                            write_period_files)
+from helpers_panels import (long_table, markov_codes, read_manifest, snapshot,  # noqa: E402
+                            sorted_records, write_period_files)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AIRFLOW = os.path.join(os.path.dirname(sys.executable), "airflow")
@@ -39,10 +39,10 @@ def airflow_env(tmp_path_factory):
     return env
 
 
-def dags_test(env, conf):
-    return subprocess.run([AIRFLOW, "dags", "test", "continual_synth_monthly", "-c",
-                           json.dumps(conf)], env=env, capture_output=True, text=True,
-                          timeout=900)
+def dags_test(env, conf, logical_date=None):
+    return subprocess.run([AIRFLOW, "dags", "test", "continual_synth_monthly",
+                           *([logical_date] if logical_date else []), "-c", json.dumps(conf)],
+                          env=env, capture_output=True, text=True, timeout=900)
 
 
 def test_three_monthly_dag_runs_release_what_window_run_releases(airflow_env, tmp_path):
@@ -57,10 +57,15 @@ def test_three_monthly_dag_runs_release_what_window_run_releases(airflow_env, tm
 
     state, out = str(tmp_path / "state"), str(tmp_path / "release")
     for period, path in enumerate(periods, 1):
-        ran = dags_test(airflow_env, {"input": path, "state": state, "output": out, **PARAMS})
+        conf = {"input": path, "state": state, "output": out, **PARAMS}
+        # period 1 from the run's logical date (the DAG's start_date is period 1); the
+        # others given as the param
+        ran = (dags_test(airflow_env, conf, "2026-01-01") if period == 1
+               else dags_test(airflow_env, {**conf, "period": period}))
         log = ran.stdout + ran.stderr
         assert ran.returncode == 0, log[-4000:]
         assert "continual_synth.jobs.window_step --runner=DirectRunner" in log
+        assert f"--period={period}" in log
         assert "state=success" in log
         assert ("ingested" if period == 1 else "released") in log
         if period == 1:
@@ -69,3 +74,22 @@ def test_three_monthly_dag_runs_release_what_window_run_releases(airflow_env, tm
             assert '"status": "kept"' in log  # the state made by run 1, kept as it is
     assert read_manifest(out)["periods_released"] == [1, 2, 3]
     assert sorted_records(out).equals(sorted_records(batch))
+    released = snapshot(out), snapshot(state)
+
+    # period 2's file exported again with its rows in another order (other bytes): with
+    # the period known it is recognised, nothing read and nothing spent
+    rows = read_dataset(periods[1])
+    write_file(rows.take(list(range(rows.num_rows - 1, -1, -1))), periods[1], "parquet")
+    ran = dags_test(airflow_env, {"input": periods[1], "state": state, "output": out,
+                                  **PARAMS, "period": 2})
+    log = ran.stdout + ran.stderr
+    assert ran.returncode == 0 and '"status": "already-released"' in log, log[-4000:]
+    assert (snapshot(out), snapshot(state)) == released
+
+    # a misspelt conf key fails the run at once (no retries), naming it
+    ran = dags_test(airflow_env, {"input": periods[2], "state": state, "output": out,
+                                  **PARAMS, "period": 3, "rhoo": 1})
+    log = ran.stdout + ran.stderr
+    assert ran.returncode != 0 and "unknown conf key(s) ['rhoo']" in log, log[-4000:]
+    assert "up_for_retry" not in log
+    assert (snapshot(out), snapshot(state)) == released

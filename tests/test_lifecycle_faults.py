@@ -155,6 +155,30 @@ def test_kill_at_every_phase_then_rerun_is_byte_identical(history, phase, tmp_pa
     assert _orphans(state) == [] and staging_leftovers(out) == []
 
 
+def test_after_a_kill_another_file_without_period_is_refused(history, tmp_path):
+    """A step killed after its commit leaves its period pending.  A step given another
+    period's file and no --period (a scheduler's next run, an input re-exported with other
+    bytes) must not publish the pending period in its name and exit 0: it is refused,
+    nothing changes, and the interrupted period's own file then completes the release."""
+    synth = history.synth
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    code, stderr = cli_child([synth.cli, "step", "--state", state, "--input",
+                              synth.files[CRASH_PERIOD - 1], "--output", out],
+                             env={lifecycle.CRASH_VARIABLE: "committed"})
+    assert code == -signal.SIGKILL, stderr
+
+    def files():  # the ownership lock aside: the refused step reclaimed the killed one's
+        return {k: v for k, v in snapshot(state).items() if k != "lock"}, snapshot(out)
+
+    before = files()
+    with pytest.raises(StateError, match=rf"period {CRASH_PERIOD} was computed but not "
+                                         rf"published.*--period {CRASH_PERIOD}"):
+        synth.step(state, synth.files[CRASH_PERIOD], out)
+    assert files() == before
+    assert synth.step(state, synth.files[CRASH_PERIOD - 1], out)["resumed"] is True
+    assert _outcome(state, out) == history.at_crash_period
+
+
 def test_a_raised_failure_at_every_phase_leaves_nothing_behind(history, tmp_path,
                                                                 monkeypatch):
     """The failure paths, in-process: an exception at each phase in turn on the same

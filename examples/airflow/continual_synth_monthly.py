@@ -17,7 +17,13 @@ the state at a time (``max_active_runs=1`` keeps the periods in order).
 
 Params (all overridable with ``-c``): ``input`` (this period's file), ``state``,
 ``output``, ``window``, ``horizon``, ``rho``, ``seed`` (null: the OpenDP sampler, for
-publication).  The jobs run in the interpreter that has continual-synth installed:
+publication) and ``period``: the period t this run releases, passed to the step as
+``--period=t`` (null: the months from the DAG's ``start_date`` to the run's logical date,
+plus one, so set ``start_date`` to the month of period 1).  With the period known, a file
+re-exported with other bytes after its period was released, or a month's run triggered
+out of order, is refused (``already-released`` / "out of order") instead of being taken
+as the state's next period.  ``conf`` keys that are not params fail the run (a misspelt
+``rhoo`` is never silently replaced by the default).  The jobs run in the interpreter that has continual-synth installed:
 ``$CONTINUAL_SYNTH_PYTHON`` if set, else the one running this DAG file (never a fresh
 virtualenv).  For Dataflow or Flink, set ``runner`` and the runner's options
 (``--setup_file``, ``--project`` …) on the operator; see ``docs/deploy.md``.
@@ -31,6 +37,7 @@ import sys
 import pendulum
 from airflow.providers.apache.beam.operators.beam import BeamRunPythonPipelineOperator
 from airflow.sdk import DAG, Param, task
+from airflow.sdk.exceptions import AirflowFailException
 
 PYTHON = os.environ.get("CONTINUAL_SYNTH_PYTHON", sys.executable)
 
@@ -56,23 +63,41 @@ with DAG(
         "seed": Param(None, type=["null", "integer"],
                       description="null for publication; an integer for a reproducible "
                                   "simulation (NOT for publication)"),
+        "period": Param(None, type=["null", "integer"], minimum=1,
+                        description="the period t this run releases; null: months from "
+                                    "start_date to the logical date, plus one"),
     },
     tags=["continual-synth"],
 ) as dag:
 
     @task
-    def init_state(params=None) -> str:
-        """Create the state once; keep it if it exists with the same options."""
+    def init_state(params=None, dag_run=None, dag=None) -> int:
+        """Create the state once (keep it if it exists with the same options); return
+        the period this run releases."""
+        declared = set(dag.params)  # (``params`` has the conf merged in, typos too)
+        unknown = sorted(set((dag_run.conf or {}) if dag_run else {}) - declared)
+        if unknown:
+            raise AirflowFailException(f"unknown conf key(s) {unknown}; the params are "
+                                       f"{sorted(declared)}")
+        period = params["period"]
+        if period is None:
+            when = dag_run.logical_date if dag_run else None
+            if when is None:
+                raise AirflowFailException("this run has no logical date: give the period, "
+                                           "-c '{\"period\": t, ...}'")
+            start = dag.start_date
+            period = (when.year - start.year) * 12 + when.month - start.month + 1
         argv = [PYTHON, "-m", "continual_synth.jobs.window_init", f"--state={params['state']}",
                 f"--window={params['window']}", f"--horizon={params['horizon']}",
                 f"--rho={params['rho']}", "--exists-ok"]
         if params["seed"] is not None:
             argv.append(f"--seed={params['seed']}")
         ran = subprocess.run(argv, capture_output=True, text=True)
-        if ran.returncode != 0:
-            raise RuntimeError(ran.stderr.strip() or f"window_init exited {ran.returncode}")
+        if ran.returncode != 0:  # exit 2: bad options or a mismatched state, not retried
+            error = AirflowFailException if ran.returncode == 2 else RuntimeError
+            raise error(ran.stderr.strip() or f"window_init exited {ran.returncode}")
         print(ran.stdout)
-        return params["state"]
+        return int(period)
 
     step = BeamRunPythonPipelineOperator(
         task_id="step",
@@ -81,7 +106,8 @@ with DAG(
         py_interpreter=PYTHON,
         runner="DirectRunner",
         pipeline_options={"state": "{{ params.state }}", "input": "{{ params.input }}",
-                          "output": "{{ params.output }}"},
+                          "output": "{{ params.output }}",
+                          "period": "{{ ti.xcom_pull(task_ids='init_state') }}"},
     )
 
     init_state() >> step
