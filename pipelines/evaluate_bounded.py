@@ -45,7 +45,8 @@ from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.pipelines import release_dir
 from continual_synth.pipelines.plots import privacy_subtitle, save_figure
 from continual_synth.transforms import storage
-from continual_synth.transforms.files import list_data_files, read_dataset, read_file
+from continual_synth.transforms.files import (read_dataset, read_file,
+                                              release_files)
 from continual_synth.transforms.points import table_points
 
 SLICED_MAX_POINTS = 100_000
@@ -166,7 +167,7 @@ def continual_files(synthetic_dir: str, period: Optional[int]
                     ) -> Tuple[Optional[List[str]], Optional[int]]:
     """(files, t) of period t of a continual release (``period``, default the last one);
     (None, None) for a one-shot release."""
-    files = list_data_files(synthetic_dir)
+    files = release_files(synthetic_dir)
     by_period: Dict[int, List[str]] = {}
     for path in files:
         match = PERIOD_FILE.match(os.path.basename(path))
@@ -195,7 +196,8 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
     summary: Dict = {"columns": columns}
     if files is None:
         truth = load_points(truth_path, columns, in_format, where=truth_path)
-        synthetic = load_points(synthetic_dir, columns, where=synthetic_dir)
+        synthetic = finite_points(pa.concat_tables([read_file(f) for f in release_files(
+            synthetic_dir)]), columns, synthetic_dir)
     else:
         table = read_dataset(truth_path, in_format)
         if period_col in table.column_names:

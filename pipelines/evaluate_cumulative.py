@@ -17,7 +17,7 @@ from continual_synth.pipelines.plots import (plot_error_over_time, plot_query_pa
                                              privacy_subtitle)
 from continual_synth.pipelines.release_dir import read_json, write_summary
 from continual_synth.transforms import storage
-from continual_synth.transforms.files import InputError, read_dataset
+from continual_synth.transforms.files import InputError, read_dataset, read_release
 
 MANIFEST_KEYS = ("algorithm", "horizon", "neighbor", "rho", "rho_spent", "num_synthetic",
                  "periods_released", "error_bound", "beta", "sampler")
@@ -51,7 +51,7 @@ def evaluate_cumulative(truth: str, synthetic: str, report_dir: Optional[str] = 
     if not manifest["periods_released"]:
         raise InputError(f"{synthetic}: nothing released yet")
     last = max(manifest["periods_released"])
-    synthetic_panel = panel_indices(read_dataset(synthetic), *SYNTHETIC_COLUMNS, [0, 1],
+    synthetic_panel = panel_indices(read_release(synthetic), *SYNTHETIC_COLUMNS, [0, 1],
                                     where=f"synthetic release {synthetic}")
     truth_panel = panel_indices(read_dataset(truth, truth_format), id_col, period_col,
                                 value_col, [0, 1], where=f"truth {truth}")

@@ -35,7 +35,7 @@ from continual_synth.mechanisms.workload_error import (METRICS, average_last,
 from continual_synth.pipelines.plots import _figure, _finish_axes, save_figure
 from continual_synth.pipelines.release_dir import write_summary
 from continual_synth.transforms import storage
-from continual_synth.transforms.files import InputError, list_data_files, read_dataset, read_file
+from continual_synth.transforms.files import InputError, read_dataset, read_file, release_files
 
 MANIFEST_NAME = "manifest.json"
 #: manifest fields copied into the summary when present
@@ -83,7 +83,7 @@ def _read_manifest(synthetic_dir: str) -> Optional[dict]:
 def _count_release(synthetic_dir: str, domain: Domain, positions: List[List[int]],
                    period_col: str, fmt: Optional[str]) -> Dict[int, List[np.ndarray]]:
     """Per released period t, the workload histograms of g_t (read file by file)."""
-    files = list_data_files(synthetic_dir)
+    files = release_files(synthetic_dir)
     if not files:
         raise InputError(f"{synthetic_dir}: no .parquet, .csv or .avro files found")
     counts: Dict[int, List[np.ndarray]] = {}

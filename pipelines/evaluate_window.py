@@ -31,7 +31,7 @@ from continual_synth.pipelines.plots import (plot_error_over_time, plot_query_pa
                                              privacy_subtitle)
 from continual_synth.pipelines.release_dir import write_summary
 from continual_synth.transforms import storage
-from continual_synth.transforms.files import InputError, read_dataset
+from continual_synth.transforms.files import InputError, read_dataset, read_release
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_KEYS = ("algorithm", "window", "horizon", "alphabet", "neighbor", "rho", "rho_spent",
@@ -90,7 +90,7 @@ def evaluate_window(truth: str, synthetic: str, report_dir: Optional[str] = None
     alphabet = manifest["alphabet"]
     last_period = max(manifest["periods_released"])
 
-    synthetic_panel = panel_indices(read_dataset(synthetic), *SYNTHETIC_COLUMNS, alphabet,
+    synthetic_panel = panel_indices(read_release(synthetic), *SYNTHETIC_COLUMNS, alphabet,
                                     where=f"synthetic release {synthetic}")
     if synthetic_panel.shape[1] != last_period:
         raise InputError(f"synthetic release {synthetic}: data cover periods"

@@ -45,7 +45,7 @@ from typing import Callable, Dict, Iterator, Optional, Tuple
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.pipelines import conditional_create, provenance, release_dir
 from continual_synth.transforms import packed_json, storage
-from continual_synth.transforms.files import digest_data_files
+from continual_synth.transforms.files import digest_data_files, release_file_names
 
 MANIFEST = "manifest.json"
 LOGGER = logging.getLogger("continual_synth")
@@ -438,7 +438,8 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
             # files without a manifest are a crashed publication's: never a release
             release_dir.publish_staged_files(staged, output_dir, replace_glob="synthetic-*")
             crash_point("published")
-            manifest = provenance.finish_manifest({**manifest, **extras}, input_path)
+            manifest = provenance.finish_manifest(
+                {**manifest, **extras, "files": release_file_names(output_dir)}, input_path)
             release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), manifest)
     LOGGER.info("released %s → %s", _periods_text(manifest), output_dir)
     return manifest
@@ -629,8 +630,9 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
             else:
                 storage.remove_tree(staged)
         crash_point("published")
-        manifest = provenance.finish_manifest(job.manifest(state), input_path,
-                                              state["pending"]["period"])
+        manifest = provenance.finish_manifest(
+            {**job.manifest(state), "files": release_file_names(output_dir)}, input_path,
+            state["pending"]["period"])
         release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), manifest)
         crash_point("manifested")
         LOGGER.info("%s period %d of %s → %s", "released" if replaces is not None else

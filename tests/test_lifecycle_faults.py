@@ -38,7 +38,8 @@ from continual_synth.pipelines import cli, jobs, lifecycle, release_dir, tabular
 from continual_synth.pipelines import cumulative as cumulative_jobs
 from continual_synth.pipelines import window as window_jobs
 from continual_synth.pipelines.lifecycle import PHASES, StateDir, load_state
-from continual_synth.transforms.files import read_dataset, write_file
+from continual_synth.transforms.files import (read_dataset, read_release, release_file_names,
+                                              write_file)
 
 from helpers_panels import (clone_incremental, long_table, markov_codes,
                             release_snapshot, snapshot, staging_leftovers,
@@ -177,6 +178,26 @@ def test_after_a_kill_another_file_without_period_is_refused(history, tmp_path):
     assert files() == before
     assert synth.step(state, synth.files[CRASH_PERIOD - 1], out)["resumed"] is True
     assert _outcome(state, out) == history.at_crash_period
+
+
+def test_readers_of_the_manifest_never_see_an_unannounced_period(history, tmp_path):
+    """A step killed after moving its period's files into place but before the manifest:
+    the files are there, the manifest (written last) does not list them, and
+    ``read_release`` — the manifest's files — holds the periods before only; the re-run
+    publishes the period and its manifest lists every data file."""
+    synth = history.synth
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    code, stderr = cli_child([synth.cli, "step", "--state", state, "--input",
+                              synth.files[CRASH_PERIOD - 1], "--output", out],
+                             env={lifecycle.CRASH_VARIABLE: "published"})
+    assert code == -signal.SIGKILL, stderr
+    on_disk = read_dataset(out)["period"].to_numpy()
+    assert on_disk.max() == CRASH_PERIOD  # the unannounced period's files are in place
+    assert read_release(out)["period"].to_numpy().max() == CRASH_PERIOD - 1
+    _finish(synth, state, out, last=CRASH_PERIOD)
+    assert read_release(out)["period"].to_numpy().max() == CRASH_PERIOD
+    assert release_dir.read_json(os.path.join(out, "manifest.json"))["files"] == \
+        release_file_names(out)
 
 
 def test_a_raised_failure_at_every_phase_leaves_nothing_behind(history, tmp_path,

@@ -9,6 +9,7 @@ readers decode the file objects it opens.
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Iterable, List, Optional, Sequence, Tuple
 
@@ -193,6 +194,41 @@ def avro_bytes_to_table(handle) -> pa.Table:
         for name in fields:
             columns[name].append(record[name])
     return pa.table(columns)
+
+
+def release_file_names(directory: str) -> List[str]:
+    """The data files of a release directory, as names relative to it, sorted: what its
+    manifest lists (``files``) when it is published."""
+    return sorted("/".join(storage.relative_parts(directory, path))
+                  for path in list_data_files(directory))
+
+
+def release_files(directory: str) -> List[str]:
+    """The data files of a release directory that its ``manifest.json`` lists: written
+    last, the manifest leaves out files that an interrupted publication put in place
+    before it (a killed step's next period).  Without a manifest, or with one written
+    before manifests listed their files: every data file."""
+    manifest_path = storage.join(directory, "manifest.json")
+    names = None
+    if storage.is_file(manifest_path):
+        manifest = json.loads(storage.read_bytes(manifest_path).decode("utf-8"))
+        names = manifest.get("files") if isinstance(manifest, dict) else None
+    if names is None:
+        return list_data_files(directory)
+    return [storage.join(directory, name) for name in names]
+
+
+def read_release(directory: str) -> pa.Table:
+    """The records of a published release (:func:`release_files`); a directory without
+    ``manifest.json`` holds no published release."""
+    if not storage.is_file(storage.join(directory, "manifest.json")):
+        raise InputError(f"{directory}: no manifest.json, so no published release (an "
+                         f"interrupted publication, or not a release directory)")
+    files = release_files(directory)
+    if not files:
+        raise InputError(f"{directory}: the release holds no records yet")
+    tables = [read_file(path) for path in files]
+    return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
 
 
 def read_dataset(path: str, fmt: Optional[str] = None) -> pa.Table:
