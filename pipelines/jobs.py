@@ -13,7 +13,7 @@ history (:class:`PanelJob.compute`) and the sharded emission (:class:`PanelJob.e
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -181,7 +181,8 @@ class PanelJob(IncrementalJob):
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
             (pipeline
              | "Shards" >> beam.Create(range(state["num_shards"]))
-             | "CountPeriod" >> CountPeriodsReleased(lambda shard: int(shard == 0))
+             | "CountPeriod" >> CountPeriodsReleased(
+                 lambda shard, count=len(self.published_periods(state)): count * (shard == 0))
              | "Reshuffle" >> beam.Reshuffle()
              | "EmitShard" >> beam.FlatMap(lambda shard: _emit_step_shard(
                  model, shard, period, plan, before, after))
@@ -202,13 +203,25 @@ class PanelJob(IncrementalJob):
             manifest["note"] = note
         return manifest
 
+    def published_periods(self, state: Dict) -> List[int]:
+        """A release's first step publishes every period so far (Algorithm 1: periods
+        1..k at t = k, the synthetic people's first k values); later ones their own."""
+        plan = state["pending"].get("plan") or {}
+        if "initial" in plan:
+            model, wstate = self.synthesizer(state)
+            return [int(p) for p in model.manifest(wstate)["periods_released"]]
+        return [state["pending"]["period"]]
+
     def summary(self, state: Dict, pending: Dict, released: bool, resumed: bool) -> Dict:
         model, wstate = self.synthesizer(state)
         note = model.before_first_release_note(wstate)
+        published = self.published_periods({**state, "pending": pending}) if released else []
         return {"status": "released" if released else "ingested", "period": wstate.period,
-                "resumed": resumed, "rho_spent": wstate.ledger.spent,
-                "message": f"period {wstate.period}: " + ("released" if released else
-                                                          f"ingested; {note}")}
+                "periods_published": published, "resumed": resumed,
+                "rho_spent": wstate.ledger.spent,
+                "message": f"period {wstate.period}: " + (
+                    f"released {lifecycle.period_span(published)}" if released
+                    else f"ingested; {note}")}
 
 
 def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optional[str] = None,

@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.pipelines import conditional_create, provenance, release_dir
@@ -452,8 +452,15 @@ def _periods_text(manifest: Dict) -> str:
     if isinstance(periods, int) and periods > 0:
         periods = [1, periods]
     if periods:
-        return f"periods {periods[0]}..{periods[-1]}"
+        return period_span(periods)
     return "the release"
+
+
+def period_span(periods: List[int]) -> str:
+    """``period 3`` or ``periods 1..3`` (the first and last of ``periods``)."""
+    if len(periods) == 1:
+        return f"period {periods[0]}"
+    return f"periods {periods[0]}..{periods[-1]}"
 
 
 # ------------------------------------------------------------------- the step
@@ -514,6 +521,11 @@ class IncrementalJob:
 
     def manifest(self, state: Dict) -> Dict:
         raise NotImplementedError
+
+    def published_periods(self, state: Dict) -> List[int]:
+        """The periods whose records the pending release publishes: its own period (a
+        synthesizer whose first release covers earlier periods too says so)."""
+        return [state["pending"]["period"]]
 
     def summary(self, state: Dict, pending: Dict, released: bool, resumed: bool) -> Dict:
         """What the command prints: ``state`` is the committed one, ``pending`` the
@@ -635,9 +647,13 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
             state["pending"]["period"])
         release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), manifest)
         crash_point("manifested")
-        LOGGER.info("%s period %d of %s → %s", "released" if replaces is not None else
-                    "ingested (nothing released yet)", state["pending"]["period"],
-                    job.horizon(state) or "an open horizon", output_dir)
+        horizon = job.horizon(state) or "an open horizon"
+        if replaces is not None:
+            LOGGER.info("released %s of %s → %s", period_span(job.published_periods(state)),
+                        horizon, output_dir)
+        else:
+            LOGGER.info("ingested period %d of %s (nothing released yet)",
+                        state["pending"]["period"], horizon)
         done = {**state, "pending": None, "files": files}
         store.commit(version, done)
     except BaseException:

@@ -2,6 +2,7 @@
 (anywhere on the line), Beam Metrics counters in the job's summary, progress lines."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -16,7 +17,7 @@ from continual_synth.pipelines.cli import main
 from continual_synth.transforms import monitoring
 from continual_synth.transforms.files import read_dataset, write_file
 
-from helpers_panels import long_table, markov_codes
+from helpers_panels import long_table, markov_codes, write_period_files
 
 CONSOLE_SCRIPT = os.path.join(os.path.dirname(sys.executable), "continual-synth")
 PEOPLE, T = 120, 4
@@ -121,3 +122,27 @@ def test_tabular_run_reports_periods_done(tmp_path, capsys):
     read, rejected, periods, written = map(int, SUMMARY.match(lines[-1]).groups())
     assert (read, rejected, periods) == (6, 0, 3)
     assert written == read_dataset(str(tmp_path / "out")).num_rows
+
+
+def test_a_window_step_reports_every_period_it_publishes(tmp_path, capsys):
+    """Algorithm 1's first release (t = k) publishes periods 1..k at once: the step's
+    stage line, its metrics and its summary say so; later steps publish one period."""
+    periods = write_period_files(long_table(markov_codes(PEOPLE, T, seed=8)),
+                                 str(tmp_path / "periods"))
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    assert main(["window", "init", "--state", state, "--window", "3", "--horizon", str(T),
+                 "--rho", "2", "--seed", "3", "--shards", "2"]) == 0
+    capsys.readouterr()
+    seen = []
+    for path in periods:
+        assert main(["window", "step", "--state", state, "--input", path,
+                     "--output", out]) == 0
+        captured = capsys.readouterr()
+        lines = _lines(captured.err, "window step")
+        _, _, released, written = map(int, SUMMARY.match(lines[-1]).groups())
+        summary = json.loads(captured.out)
+        seen.append((lines[1].split(" → ")[0], released, summary["periods_published"]))
+    assert seen == [("ingested period 1 of 4 (nothing released yet)", 0, []),
+                    ("ingested period 2 of 4 (nothing released yet)", 0, []),
+                    ("released periods 1..3 of 4", 3, [1, 2, 3]),
+                    ("released period 4 of 4", 1, [4])]
