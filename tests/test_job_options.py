@@ -202,3 +202,18 @@ def test_init_exists_ok_keeps_the_same_state_and_refuses_other_options(tmp_path,
     assert "holds a state made with other options: seed 1 (state) != 2" in err
     assert main(argv) == 2 and "already holds a state" in capsys.readouterr().err
     assert snapshot(state) == before
+
+
+def test_the_source_tree_imports_as_the_installed_package():
+    """Run from the repository root (``python -m continual_synth``, a Flex Template
+    image's workdir, ``--setup_file ./setup.py``), ``./continual_synth`` shadows an
+    installed copy: its subpackages must then resolve to the repository's top-level
+    folders.  ``-S`` (no site-packages: only the repository on the path) makes this the
+    only copy there is."""
+    ran = subprocess.run([sys.executable, "-S", "-c",
+                          "import continual_synth.mechanisms.errors as m, "
+                          "continual_synth.jobs as j; print(m.__file__); print(j.__file__)"],
+                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == [os.path.join(REPO, "mechanisms", "errors.py"),
+                                  os.path.join(REPO, "continual_synth", "jobs", "__init__.py")]
