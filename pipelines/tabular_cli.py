@@ -28,8 +28,11 @@ from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITI
 
 def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) -> None:
     from continual_synth.mechanisms.counters import counter_kinds, counter_units
-    domain = parser.add_mutually_exclusive_group(required=True)
-    domain.add_argument("--domain", help="public domain: JSON object mapping each attribute "
+    # one of --domain and --infer-domain where the data can be read for it (run); else
+    # --domain is simply required (a group of one would say "one of the arguments")
+    domain = parser.add_mutually_exclusive_group(required=True) if with_infer else parser
+    domain.add_argument("--domain", required=not with_infer,
+                        help="public domain: JSON object mapping each attribute "
                         "column to the list of its values (null allows a missing value)")
     if with_infer:
         domain.add_argument("--infer-domain", action="store_true",
