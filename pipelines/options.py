@@ -4,7 +4,9 @@ that refuses options neither a job nor Beam knows."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import io
 import os
 import re
 from dataclasses import dataclass
@@ -339,8 +341,14 @@ def check_beam_args(beam_args: Sequence[str], command: str,
         except ImportError:
             pass
     options = PipelineOptions(list(beam_args))
-    unknown = sorted(set(options.get_all_options(retain_unknown_options=True))
-                     - set(options.get_all_options()))
+    captured = io.StringIO()
+    try:  # Beam's own parser prints its whole usage for a bad value (an invalid choice)
+        with contextlib.redirect_stderr(captured):
+            unknown = sorted(set(options.get_all_options(retain_unknown_options=True))
+                             - set(options.get_all_options()))
+    except SystemExit:
+        problem = captured.getvalue().strip().splitlines()[-1:] or ["a bad Beam option"]
+        raise InputError(problem[0].split("error: ", 1)[-1]) from None
     if unknown:
         valid = list(command_options) + ["--" + name for name in options.get_all_options()]
         hints = []
@@ -351,6 +359,28 @@ def check_beam_args(beam_args: Sequence[str], command: str,
         raise InputError(f"unrecognised option(s) {', '.join('--' + u for u in unknown)}: "
                          f"not an option of '{command}' (see --help) nor of Apache Beam"
                          + (f" ({'; '.join(hints)})" if hints else ""))
+    check_runner(options.view_as(StandardOptions).runner)
+
+
+#: the ``--runner`` names of this package (:mod:`continual_synth.runners.presets`)
+OUR_RUNNERS = ("dask-local", "DaskRunner")
+
+
+def check_runner(runner: Optional[str]) -> None:
+    """Refuse an unknown ``--runner`` before any data is read, naming the closest known
+    one: Beam resolves a name case-insensitively, with or without its ``Runner`` suffix,
+    or imports a dotted class path (left to Beam)."""
+    if runner is None or "." in runner or runner in OUR_RUNNERS:
+        return
+    from apache_beam.runners import runner as beam_runner
+    known = beam_runner._RUNNER_MAP  # lower-case name → class path
+    if runner.lower() in known or runner.lower() + "runner" in known:
+        return
+    names = list(OUR_RUNNERS) + sorted(path.rsplit(".", 1)[-1] for path in set(known.values()))
+    close = closest_option(runner, names)
+    raise InputError(f"--runner {runner}: unknown runner"
+                     + (f" (did you mean {close}?)" if close else "")
+                     + f"; known: {', '.join(names)}, or a runner's class path")
 
 
 def pipeline_options(beam_args: Sequence[str] = ()) -> PipelineOptions:

@@ -91,6 +91,10 @@ def test_options_read_the_beam_way_and_stay_out_of_other_pipelines():
     (["--neighbour=add-remove"], ["--neighbour: did you mean --neighbor?"]),
     (["--rho0=1"], ["--rho0: did you mean --rho?"]),
     (["--runer=DirectRunner"], ["--runer: did you mean --runner?"]),
+    (["--runner=dask-locale"], ["--runner dask-locale: unknown runner (did you mean "
+                                "dask-local?)"]),
+    (["--direct_running_mode=multiprocessing"], ["argument --direct_running_mode: invalid "
+                                                 "choice: 'multiprocessing'"]),
     (["--window=0"], ["--window must be an integer >= 1, got 0"]),
     (["--rho=nan"], ["--rho must be positive and finite, got nan"]),
     (["--beta=1"], ["--beta must be in (0, 1), got 1.0"]),
