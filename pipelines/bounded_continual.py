@@ -29,7 +29,7 @@ from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPState,
                                                            ContinualPrivHPSynthesizer)
 from continual_synth.mechanisms.synthesizer import PointsRelease, period_sampler
-from continual_synth.pipelines import lifecycle, release_dir
+from continual_synth.pipelines import lifecycle, logs, release_dir
 from continual_synth.pipelines.bounded import check_columns
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import pipeline_options
@@ -40,6 +40,9 @@ from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
                                                ReadPointBatches,
                                                SampleSyntheticPoints, file_batches,
                                                point_schema, table_points)
+from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
+                                                   CountPeriodsReleased, CountRecords,
+                                                   Progress)
 from continual_synth.transforms.write import WriteRecordBatches
 
 KIND = "continual-privhp"
@@ -204,8 +207,11 @@ def _period_statistics(structure: privhp.PrivHPConfig, input_path: str,
         storage.save_arrays(result, tree=accumulator.tree, sketches=accumulator.sketches)
 
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-        _ = (pipeline | "ReadPoints" >> reader | "PrivHP" >> BuildPrivHP(structure, counted)
+        _ = (pipeline | "ReadPoints" >> reader
+             | "CountRead" >> CountRecords(RECORDS_READ, progress="points read")
+             | "PrivHP" >> BuildPrivHP(structure, counted)
              | "Save" >> beam.Map(save))
+    logs.record_metrics(pipeline)
     data = storage.load_arrays(result)
     accumulator = privhp.PrivHPAccumulator(structure, data["tree"], data["sketches"],
                                            counted=counted)
@@ -219,10 +225,13 @@ def _write_release(release: PointsRelease, staging_dir: str, bounds: Bounds, col
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
         _ = (pipeline
              | "Release" >> beam.Create([(None, release)])
+             | "CountPeriod" >> CountPeriodsReleased(lambda _: 1)
              | "SamplePoints" >> SampleSyntheticPoints(num_shards, bounds, columns)
+             | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
              | "Write" >> WriteRecordBatches(
                  storage.join(staging_dir, f"synthetic-t{release.period:04d}"),
                  out_format, point_schema(columns)))
+    logs.record_metrics(pipeline)
 
 
 # --------------------------------------------------------------------------- run
@@ -315,13 +324,16 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
 
     def write(staging: str, plan_path: str) -> None:
         state = synthesizer.initial_state()
+        progress = Progress(config.horizon, "periods done")
         for t, statistics in period_accumulators(input_path, config.structure, columns,
                                                  bounds, period_col, config.horizon, clip,
                                                  in_format, batch_rows,
                                                  config.counted_sketch_levels):
+            logs.add_totals({RECORDS_READ: statistics.num_points})
             state, release = synthesizer.step(state, statistics, period_sampler(seed, t))
             _write_release(release, staging, bounds, columns, num_shards, out_format,
                            beam_args)
+            progress.advance()
         manifest = {**synthesizer.manifest(state), **_extras(columns, bounds, num_shards,
                                                               clip, depth_from),
                     "format": out_format, "period_col": period_col}
@@ -329,5 +341,6 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
 
     extras = {"sampler": "opendp" if seed is None else "seeded",
               "for_publication": seed is None, "mode": "run"}
+    logs.LOGGER.info("reading %s (periods 1..%d)", input_path, config.horizon)
     return lifecycle.release_whole_run(output_dir, write, extras,
                                        f"{input_path}: the stream holds no points")

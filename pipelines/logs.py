@@ -73,6 +73,13 @@ def record_metrics(pipeline) -> None:
         _totals[name] = _totals.get(name, 0) + value
 
 
+def add_totals(counts: Dict[str, int]) -> None:
+    """Add counts made outside a Beam pipeline (a driver-side pass over the input) to
+    the command's totals."""
+    for name, value in counts.items():
+        _totals[name] = _totals.get(name, 0) + int(value)
+
+
 def summary_line() -> Optional[str]:
     """``done in 12.3 s: records read 2000, rejected 0, periods released 6, synthetic
     records written 12000`` (None if no pipeline ran)."""
@@ -80,10 +87,11 @@ def summary_line() -> Optional[str]:
     if not _totals:
         return (f"{elapsed} (this runner reports no Beam metrics)" if _metrics_missing
                 else None)
-    return (f"{elapsed}: records read {_totals[monitoring.RECORDS_READ]}, rejected "
-            f"{_totals[monitoring.RECORDS_REJECTED]}, periods released "
-            f"{_totals[monitoring.PERIODS_RELEASED]}, synthetic records written "
-            f"{_totals[monitoring.SYNTHETIC_RECORDS_WRITTEN]}")
+    counts = {name: _totals.get(name, 0) for name in monitoring.COUNTERS}
+    return (f"{elapsed}: records read {counts[monitoring.RECORDS_READ]}, rejected "
+            f"{counts[monitoring.RECORDS_REJECTED]}, periods released "
+            f"{counts[monitoring.PERIODS_RELEASED]}, synthetic records written "
+            f"{counts[monitoring.SYNTHETIC_RECORDS_WRITTEN]}")
 
 
 def totals() -> Dict[str, int]:

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -146,3 +147,31 @@ def test_a_window_step_reports_every_period_it_publishes(tmp_path, capsys):
                     ("ingested period 2 of 4 (nothing released yet)", 0, []),
                     ("released periods 1..3 of 4", 3, [1, 2, 3]),
                     ("released period 4 of 4", 1, [4])]
+
+
+def test_continual_bounded_run_and_step_report_their_work(tmp_path, capsys):
+    """Continual PrivHP reads its points on the driver, period by period: the run still
+    says what it reads, how many periods are done, and the same summary counts as the
+    other jobs; so does a step."""
+    rng = np.random.default_rng(5)
+    points = str(tmp_path / "points.parquet")
+    write_file(pa.table({"x": rng.random(400), "y": rng.random(400),
+                         "period": np.repeat(np.arange(1, 5), 100)}), points, "parquet")
+    common = ["--columns", "x,y", "--bounds", "0:1,0:1", "--epsilon", "1", "--seed", "1",
+              "--samples", "50", "--depth", "6", "--horizon", "4"]
+    assert main(["bounded", "run", "--input", points, "--output", str(tmp_path / "out"),
+                 *common]) == 0
+    lines = _lines(capsys.readouterr().err, "bounded run")
+    assert lines[0] == f"reading {points} (periods 1..4)"
+    assert [line.split(" (")[0] for line in lines if line.startswith("periods done")][-1] == \
+        "periods done 4 of 4"
+    assert tuple(map(int, SUMMARY.match(lines[-1]).groups())) == (400, 0, 4, 200)
+    state = str(tmp_path / "state")
+    assert main(["bounded", "init", "--state", state, *common]) == 0
+    period = str(tmp_path / "p1.parquet")
+    write_file(pa.table({"x": rng.random(30), "y": rng.random(30)}), period, "parquet")
+    capsys.readouterr()
+    assert main(["bounded", "step", "--state", state, "--input", period,
+                 "--output", str(tmp_path / "steps")]) == 0
+    lines = _lines(capsys.readouterr().err, "bounded step")
+    assert tuple(map(int, SUMMARY.match(lines[-1]).groups())) == (30, 0, 1, 50)
