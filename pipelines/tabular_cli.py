@@ -85,7 +85,8 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "0.5 with --rule paper); see docs/tabular.md")
     parser.add_argument("--max-cells", type=POSITIVE_INT, default=None,
                         help="largest fitted model (junction-tree cells); workloads that "
-                             "would exceed it are not selected")
+                             "would exceed it are not selected (default: 131072 = 2^17 for "
+                             "the ipf and pgm fits, 2^22 for mw)")
     parser.add_argument("--model-growth", choices=["fixed", "horizon"], default=None,
                         help="horizon: the model's size limit grows with the periods, "
                              "max-cells x t/T at period t (the proposed method with the ipf "

@@ -29,8 +29,10 @@ def main(job: str, argv: Optional[List[str]] = None) -> int:
     from continual_synth.pipelines.options import beam_spelling, job_parser, option_strings
     options_class = job_options()[job]
     parser = job_parser(options_class, prog=f"python -m continual_synth.jobs.{job}")
+    argv = ["--verbose" if arg == "-v" else arg  # -v anywhere, as on the command line
+            for arg in (sys.argv[1:] if argv is None else argv)]
     try:
-        argv = beam_spelling(sys.argv[1:] if argv is None else argv, parser)
+        argv = beam_spelling(argv, parser)
     except InputError as exc:
         print(f"continual-synth: error: {exc}", file=sys.stderr)
         return 2
