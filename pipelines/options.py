@@ -335,11 +335,10 @@ def check_beam_args(beam_args: Sequence[str], command: str,
     if not beam_args[0].startswith("-"):
         raise InputError(f"unrecognised argument {beam_args[0]!r} for '{command}': options "
                          f"are given as --key=value (see --help)")
-    if any("dask" in arg.lower() for arg in beam_args):  # registers Beam's DaskOptions
-        try:
-            import apache_beam.runners.dask.dask_runner  # noqa: F401
-        except ImportError:
-            pass
+    if any(arg.startswith("--dask") or arg.lower().split("=")[-1] in ("dask-local", "daskrunner")
+           for arg in beam_args):  # registers Beam's DaskOptions, or says what to install
+        from continual_synth.runners.presets import require_dask
+        require_dask()
     options = PipelineOptions(list(beam_args))
     captured = io.StringIO()
     try:  # Beam's own parser prints its whole usage for a bad value (an invalid choice)

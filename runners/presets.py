@@ -72,6 +72,7 @@ def resolved_beam_args(beam_args: Sequence[str]) -> Iterator[List[str]]:
     index, runner = _runner_value(beam_args)
     if runner == "DaskRunner":
         require_dask()
+        check_scheduler(beam_args)
         yield _without(beam_args, index) + [f"--runner={DASK_RUNNER}"] + _partitions(beam_args)
     elif runner == "dask-local":
         with local_dask_cluster(num_workers(beam_args)) as address:
@@ -136,6 +137,25 @@ def worker_environ() -> dict:
     return environ
 
 
+def check_scheduler(beam_args: Sequence[str], timeout: float = 10.0) -> None:
+    """A one-line error when ``--dask_client_address`` names a scheduler that does not
+    answer (Beam's Dask client would wait 30 s and end in a traceback)."""
+    import socket
+    from urllib.parse import urlsplit
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from continual_synth.mechanisms.errors import InputError
+    address = PipelineOptions(list(beam_args)).get_all_options().get("address")  # its dest
+    if not address:
+        return
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
+            pass
+    except (OSError, ValueError, TypeError) as exc:
+        raise InputError(f"--dask_client_address {address}: no Dask scheduler answers "
+                         f"there ({exc})") from None
+
+
 def require_dask() -> None:
     """A one-line error (exit 2 from the CLI) when the ``[dask]`` extra is missing."""
     try:
@@ -143,7 +163,7 @@ def require_dask() -> None:
         import apache_beam.runners.dask.dask_runner  # noqa: F401
     except ImportError as exc:
         from continual_synth.mechanisms.errors import InputError
-        raise InputError(f"--runner dask-local needs Dask ({exc.name or exc} is not "
+        raise InputError(f"--runner dask-local and DaskRunner need Dask ({exc.name or exc} is not "
                          f"installed): pip install 'continual-synth[dask]'") from None
 
 

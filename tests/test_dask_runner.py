@@ -128,16 +128,30 @@ def test_num_workers_must_be_positive():
             pass
 
 
-def test_missing_dask_extra_is_a_one_line_error(panel, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("runner", [["--runner", "dask-local"],
+                                    ["--runner=DaskRunner", "--dask_client_address=h:8786"]])
+def test_missing_dask_extra_is_a_one_line_error(panel, tmp_path, capsys, monkeypatch, runner):
     _, _, path = panel
     monkeypatch.setitem(sys.modules, "distributed", None)  # import fails as if absent
     out = tmp_path / "release"
     code = main(["window", "run", "--input", path, "--output", str(out), "--window", "2",
-                 "--horizon", "5", "--rho", "5", "--seed", "1", "--runner", "dask-local"])
+                 "--horizon", "5", "--rho", "5", "--seed", "1", *runner])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and not out.exists()
-    assert err.startswith("continual-synth: error: --runner dask-local needs Dask")
+    assert err.startswith("continual-synth: error: --runner dask-local and DaskRunner need "
+                          "Dask")
     assert "pip install 'continual-synth[dask]'" in err
+
+
+def test_an_unreachable_scheduler_is_a_one_line_error(panel, tmp_path, capsys):
+    _, _, path = panel
+    out = tmp_path / "release"
+    code = main(["window", "run", "--input", path, "--output", str(out), "--window", "2",
+                 "--horizon", "5", "--rho", "5", "--seed", "1", "--runner=DaskRunner",
+                 "--dask_client_address=127.0.0.1:1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and not out.exists()
+    assert "--dask_client_address 127.0.0.1:1: no Dask scheduler answers there" in err
 
 
 def windowed(value):
