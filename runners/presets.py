@@ -106,8 +106,9 @@ def local_dask_cluster(workers: int = 2, fork: bool = sys.platform.startswith("l
     with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ(),
                           "distributed.worker.multiprocessing-method":
                               "fork" if fork else "spawn", **QUIETER_MONITORS}):
+        # the dashboard on any free port: a second job's cluster does not clash on 8787
         cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
-                                           processes=True, dashboard_address=None)
+                                           processes=True, dashboard_address=":0")
     try:
         yield cluster.scheduler_address
     finally:
