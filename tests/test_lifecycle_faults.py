@@ -156,17 +156,24 @@ def test_kill_at_every_phase_then_rerun_is_byte_identical(history, phase, tmp_pa
     assert _orphans(state) == [] and staging_leftovers(out) == []
 
 
+def _killed_step(history, tmp_path, phase):
+    """(state, output) of a copy of the history whose step of CRASH_PERIOD was killed
+    (SIGKILL) at ``phase``."""
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    code, stderr = cli_child([history.synth.cli, "step", "--state", state, "--input",
+                              history.synth.files[CRASH_PERIOD - 1], "--output", out],
+                             env={lifecycle.CRASH_VARIABLE: phase})
+    assert code == -signal.SIGKILL, stderr  # the phase was reached and the child killed
+    return state, out
+
+
 def test_after_a_kill_another_file_without_period_is_refused(history, tmp_path):
     """A step killed after its commit leaves its period pending.  A step given another
     period's file and no --period (a scheduler's next run, an input re-exported with other
     bytes) must not publish the pending period in its name and exit 0: it is refused,
     nothing changes, and the interrupted period's own file then completes the release."""
     synth = history.synth
-    state, out = clone_incremental(*history.early, str(tmp_path))
-    code, stderr = cli_child([synth.cli, "step", "--state", state, "--input",
-                              synth.files[CRASH_PERIOD - 1], "--output", out],
-                             env={lifecycle.CRASH_VARIABLE: "committed"})
-    assert code == -signal.SIGKILL, stderr
+    state, out = _killed_step(history, tmp_path, "committed")
 
     def files():  # the ownership lock aside: the refused step reclaimed the killed one's
         return {k: v for k, v in snapshot(state).items() if k != "lock"}, snapshot(out)
@@ -186,11 +193,7 @@ def test_readers_of_the_manifest_never_see_an_unannounced_period(history, tmp_pa
     ``read_release`` — the manifest's files — holds the periods before only; the re-run
     publishes the period and its manifest lists every data file."""
     synth = history.synth
-    state, out = clone_incremental(*history.early, str(tmp_path))
-    code, stderr = cli_child([synth.cli, "step", "--state", state, "--input",
-                              synth.files[CRASH_PERIOD - 1], "--output", out],
-                             env={lifecycle.CRASH_VARIABLE: "published"})
-    assert code == -signal.SIGKILL, stderr
+    state, out = _killed_step(history, tmp_path, "published")
     on_disk = read_dataset(out)["period"].to_numpy()
     assert on_disk.max() == CRASH_PERIOD  # the unannounced period's files are in place
     assert read_release(out)["period"].to_numpy().max() == CRASH_PERIOD - 1
