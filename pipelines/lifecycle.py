@@ -17,7 +17,10 @@ Two forms, both all-or-nothing:
   4. **commit** the next state version with the ledger charged and the period's
      release *pending* — by exclusive creation of version N+1 (fencing: a run whose
      state was superseded can never commit, hence never publish);
-  5. **publish** the pending release (staged, moved into place, manifest last);
+  5. **publish** the pending release (staged, moved into place, manifest last), each
+     action only while no later version exists (a run paused past its ownership — a
+     stopped process, an expired lease — while another resumed and went on publishes
+     nothing, :meth:`StateDir.check_current`);
   6. **commit** version N+2 with nothing pending.
 
   A crash before 4 leaves the old state; after 4 a re-run of the step reads no data,
@@ -176,6 +179,18 @@ class StateDir:
                              f"first; this run read version {read_version} and stops "
                              f"without publishing")
         return version
+
+    def check_current(self, read_version: int) -> None:
+        """Refuse, as :meth:`commit` would, if another run committed a version after
+        ``read_version``: this run's view is stale (it was paused or its ownership
+        lapsed), so it must not touch the release either.  Called right before each
+        publishing action; what is left unfenced is the moment between this check and
+        that action."""
+        newest = self._version_numbers()[-1]
+        if newest > read_version:
+            raise StateError(f"{self.root}: another step committed state version {newest} "
+                             f"after the version {read_version} this run holds; it stops "
+                             f"without publishing")
 
     @staticmethod
     def named_runs(state: Dict) -> set:
@@ -637,11 +652,13 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
         with staging(output_dir, prefix=f"{state_id}-") as staged:
             replaces, files = job.emit(state, staged, store, run_dir, beam_args)
             crash_point("staged")
+            store.check_current(version)  # a run paused past its ownership touches nothing
             if replaces is not None:
                 release_dir.publish_staged_files(staged, output_dir, replace_glob=replaces)
             else:
                 storage.remove_tree(staged)
         crash_point("published")
+        store.check_current(version)
         manifest = provenance.finish_manifest(
             {**job.manifest(state), "files": release_file_names(output_dir)}, input_path,
             state["pending"]["period"])

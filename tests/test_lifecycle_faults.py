@@ -343,6 +343,49 @@ def test_a_stale_owner_publishes_nothing(history, tmp_path, monkeypatch):
     assert _outcome(state, out) == history.at_crash_period
 
 
+@pytest.mark.parametrize("moment", ["staged", "published"])
+def test_a_run_paused_past_its_ownership_publishes_nothing(history, tmp_path, monkeypatch,
+                                                           moment):
+    """A step paused after committing its plan (SIGSTOP, a lease that expired) while
+    another run resumed its period and went on: when it wakes, it must neither move files
+    into the release nor write the manifest (it would remove the newer run's files or
+    roll the manifest back), and says so."""
+    synth = history.synth
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    store = StateDir(state)
+    job_class = {"tabular": tabular.TabularJob}.get(synth.name, jobs.PanelJob)
+
+    def another_run_commits():
+        version, current = store.read()
+        store.commit(version, current)
+
+    if moment == "staged":
+        real_emit = job_class.emit
+
+        def emit_then_pause(self, *args):
+            result = real_emit(self, *args)
+            another_run_commits()
+            return result
+
+        monkeypatch.setattr(job_class, "emit", emit_then_pause)
+    else:
+        real_publish = release_dir.publish_staged_files
+
+        def publish_then_pause(*args, **kwargs):
+            moved = real_publish(*args, **kwargs)
+            another_run_commits()
+            return moved
+
+        monkeypatch.setattr(release_dir, "publish_staged_files", publish_then_pause)
+    before = snapshot(out)
+    with pytest.raises(StateError, match="after the version .* stops without publishing"):
+        synth.step(state, synth.files[CRASH_PERIOD - 1], out)
+    after = snapshot(out)
+    assert after["manifest.json"] == before["manifest.json"]
+    if moment == "staged":
+        assert after == before
+
+
 # ---------------------------------------------------------------- whole-run release
 
 
