@@ -387,6 +387,9 @@ def staging(output_dir: str, prefix: str = "") -> Iterator[str]:
     storage.makedirs(output_dir)
     path = storage.join(output_dir, f".staging-{prefix}{new_token()}")
     storage.makedirs(path)
+    # a hidden marker: on an object store the prefix exists from now on even if the job
+    # writes nothing, so that its removal by another run is visible (publish_staged_files)
+    storage.write_bytes(storage.join(path, ".staged"), b"")
     try:
         yield path
     except BaseException:

@@ -87,7 +87,12 @@ def publish_staged_files(staging_dir: str, output_dir: str, replace_glob: Option
                          ) -> List[str]:
     """Move the data files written into ``staging_dir`` into ``output_dir`` (same names),
     first removing the files of ``output_dir`` matching ``replace_glob`` (an earlier,
-    interrupted publication of the same period), then remove the staging directory."""
+    interrupted publication of the same period), then remove the staging directory.
+    A staging directory that is gone (another run of the same state cleared it as a
+    crashed step's) publishes nothing and removes nothing."""
+    if not storage.is_dir(staging_dir):
+        raise StateError(f"{staging_dir}: this run's staged release is gone (another step "
+                         f"of the same state took over); nothing published")
     if replace_glob:
         for stale in storage.list_files(output_dir, replace_glob):
             storage.remove(stale)

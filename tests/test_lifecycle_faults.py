@@ -429,3 +429,13 @@ def test_colliding_runs_publish_one_release(tmp_path):
                      "2", "--horizon", "3", "--rho", "4", "--seed", str(winner),
                      "--shards", "2"]) == 0
     assert release_snapshot(out) == release_snapshot(reference)  # provenance aside
+
+
+def test_a_staged_release_cleared_by_another_run_publishes_and_removes_nothing(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "synthetic-t0004-s00000.parquet").write_bytes(b"the newer run's file")
+    with pytest.raises(StateError, match="staged release is gone"):
+        release_dir.publish_staged_files(str(out / ".staging-gone"), str(out),
+                                         replace_glob="synthetic-t0004-*")
+    assert (out / "synthetic-t0004-s00000.parquet").read_bytes() == b"the newer run's file"
