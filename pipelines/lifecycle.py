@@ -389,7 +389,7 @@ def staging(output_dir: str, prefix: str = "") -> Iterator[str]:
     storage.makedirs(path)
     # a hidden marker: on an object store the prefix exists from now on even if the job
     # writes nothing, so that its removal by another run is visible (publish_staged_files)
-    storage.write_bytes(storage.join(path, ".staged"), b"")
+    storage.write_bytes(storage.join(path, ".staged"), b"staging\n")  # (S3: not empty)
     try:
         yield path
     except BaseException:
@@ -556,11 +556,25 @@ def _already_released(period: int) -> Dict:
             "message": f"period {period} was already ingested; nothing read, nothing spent"}
 
 
-def _seen_period(state: Dict, input_path: str) -> Optional[int]:
-    """The period an identical input file (same path and bytes) was ingested as, if any."""
-    if not storage.exists(input_path) or not state["fingerprints"]:
-        return None
-    return state["fingerprints"].get(fingerprint(input_path))
+class _Tee:
+    """Feeds one pass over the bytes into several hashlib digests."""
+
+    def __init__(self, *digests):
+        self.digests = digests
+
+    def update(self, block: bytes) -> None:
+        for digest in self.digests:
+            digest.update(block)
+
+
+def input_digests(path: str) -> Tuple[str, str]:
+    """``(fingerprint, content digest)`` of an input in one pass: :func:`fingerprint` (its
+    path and bytes: a re-run of the same file) and the SHA-256 of its bytes alone (the
+    same records under another path)."""
+    located = hashlib.sha256(storage.absolute(path).encode())
+    content = hashlib.sha256()
+    digest_data_files(_Tee(located, content), path)
+    return located.hexdigest(), content.hexdigest()
 
 
 def check_release_target(state: Dict, output_dir: str) -> None:
@@ -583,23 +597,30 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
             check_fresh_output(output_dir)
         check_release_target(state, output_dir)
         pending = state["pending"]
+        digests = input_digests(input_path) if storage.exists(input_path) else None
+        seen = state["fingerprints"].get(digests[0]) if digests else None
         if pending is not None:
             # resume only the step that was interrupted: its file (same path and bytes) or
             # its period given explicitly; any other input is another period's
-            seen = _seen_period(state, input_path)
             if pending["period"] not in (period, seen) or period not in (None, pending["period"]):
                 raise StateError(f"period {pending['period']} was computed but not published "
                                  f"(interrupted run); re-run the step with that period's file "
                                  f"(or with --period {pending['period']}) to publish it first")
             return _publish(job, store, version, state, output_dir, beam_args, resumed=True,
                             input_path=input_path)
-        target = _check_order(job, state, input_path, period)
+        target = _check_order(job, state, period, seen)  # seen: this same file's period
         if isinstance(target, dict):
             return target
+        digests = digests or input_digests(input_path)  # a missing input: named here
+        copied = state.get("contents", {}).get(digests[1])
+        if period is None and copied is not None:
+            raise StateError(f"{input_path} holds the same bytes as the file ingested as "
+                             f"period {copied} (from another path): not taken as period "
+                             f"{target}; if it really is period {target}'s, pass "
+                             f"--period {target}")
         job.check_step(state, target)  # budget, before reading any data
         LOGGER.info("reading %s as period %d of %s", input_path, target,
                     job.horizon(state) or "an open horizon")
-        digest = fingerprint(input_path)
         token = new_token()
         run_dir = store.run_dir(token)
         store.collect_garbage(state)
@@ -607,7 +628,8 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
             storage.makedirs(run_dir)
             new_state = job.compute(state, input_path, in_format, target, store, run_dir,
                                     beam_args)
-            new_state["fingerprints"] = {**state["fingerprints"], digest: target}
+            new_state["fingerprints"] = {**state["fingerprints"], digests[0]: target}
+            new_state["contents"] = {**state.get("contents", {}), digests[1]: target}
             new_state["output_dir"] = storage.absolute(output_dir)
             crash_point("computed")
             version = store.commit(version, new_state)  # commit point: ledger charged
@@ -621,8 +643,10 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
                         input_path=input_path)
 
 
-def _check_order(job: IncrementalJob, state: Dict, input_path: str, period: Optional[int]):
-    """The period to ingest, or the summary of an already ingested one."""
+def _check_order(job: IncrementalJob, state: Dict, period: Optional[int],
+                 same_file: Optional[int]):
+    """The period to ingest, or the summary of an already ingested one (``same_file``:
+    the period the same file was ingested as, if it was)."""
     seen, horizon = job.periods_seen(state), job.horizon(state)
     target = seen + 1
     if period is not None:
@@ -634,10 +658,8 @@ def _check_order(job: IncrementalJob, state: Dict, input_path: str, period: Opti
             return _already_released(period)
         if period != target:
             raise StateError(f"period {period} is out of order: the next period is {target}")
-    elif seen:
-        already = _seen_period(state, input_path)
-        if already is not None:
-            return _already_released(already)
+    elif same_file is not None:
+        return _already_released(same_file)
     return target
 
 

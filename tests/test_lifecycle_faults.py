@@ -22,6 +22,7 @@ together, at a barrier.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from types import SimpleNamespace
 
@@ -439,3 +440,21 @@ def test_a_staged_release_cleared_by_another_run_publishes_and_removes_nothing(t
         release_dir.publish_staged_files(str(out / ".staging-gone"), str(out),
                                          replace_glob="synthetic-t0004-*")
     assert (out / "synthetic-t0004-s00000.parquet").read_bytes() == b"the newer run's file"
+
+
+def test_the_same_records_under_another_path_are_not_the_next_period(history, tmp_path):
+    """A retry that downloads the period's file to a fresh path (an Airflow attempt's
+    temporary folder) must not be ingested, and charged, as the next period: without
+    --period it is refused, nothing changes; --period says it really is the next one."""
+    synth = history.synth
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    last = synth.files[CRASH_PERIOD - 2]  # the last period the early state ingested
+    copy = str(tmp_path / ("copy" + os.path.splitext(last)[1]))
+    shutil.copyfile(last, copy)
+    before = snapshot(state), snapshot(out)
+    with pytest.raises(StateError, match=rf"same bytes as the file ingested as period "
+                                         rf"{CRASH_PERIOD - 1}.*--period {CRASH_PERIOD}"):
+        synth.step(state, copy, out)
+    assert (snapshot(state), snapshot(out)) == before
+    result = synth.step(state, copy, out, period=CRASH_PERIOD)
+    assert result["status"] in ("released", "ingested")

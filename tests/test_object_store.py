@@ -142,7 +142,7 @@ def test_window_steps_with_s3_state_release_what_the_local_run_releases(s3_serve
     step = ["window", "step", "--state", f"{root}/state", "--output", f"{root}/out",
             *s3_server.beam_args]
     code, summary = cli(*step, "--input", f"{root}/periods/p1.parquet")
-    assert code == 0 and summary["status"] == "ingested"
+    assert code == 0 and summary["status"] == "ingested", summary
 
     # killed (SIGKILL) after period 2's files were moved into place, before its manifest:
     # readers still see period 1's manifest; a re-run publishes the committed plan

@@ -198,7 +198,10 @@ def avro_bytes_to_table(handle) -> pa.Table:
 
 def release_file_names(directory: str) -> List[str]:
     """The data files of a release directory, as names relative to it, sorted: what its
-    manifest lists (``files``) when it is published."""
+    manifest lists (``files``) when it is published (none in an object-store prefix that
+    holds nothing yet)."""
+    if not storage.is_dir(directory):
+        return []
     return sorted("/".join(storage.relative_parts(directory, path))
                   for path in list_data_files(directory))
 
