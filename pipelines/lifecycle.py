@@ -583,6 +583,24 @@ def check_release_target(state: Dict, output_dir: str) -> None:
         raise StateError(f"this state releases into {state['output_dir']}, not {output_dir}")
 
 
+def check_release_intact(job: "IncrementalJob", state: Dict, output_dir: str) -> None:
+    """Refuse to step on if a step of this state completed (its manifest written) but
+    the release directory has since lost its manifest or a file it lists: the next
+    manifest would announce periods whose records are gone."""
+    completed = job.periods_seen(state) - (state["pending"] is not None)
+    if state["output_dir"] is None or completed < 1:
+        return
+    manifest = release_dir.read_json(storage.join(output_dir, MANIFEST))
+    if manifest is None:
+        raise StateError(f"{output_dir}: the release this state published there has no "
+                         f"{MANIFEST} (removed or moved?); restore the release directory "
+                         f"before the next step")
+    missing = sorted(set(manifest.get("files", [])) - set(release_file_names(output_dir)))
+    if missing:
+        raise StateError(f"{output_dir}: {len(missing)} file(s) of the published release "
+                         f"are missing ({missing[0]} …); restore them before the next step")
+
+
 def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, output_dir: str,
                      *, in_format: Optional[str] = None, period: Optional[int] = None,
                      beam_args=(), wait: float = 0.0) -> Dict:
@@ -596,6 +614,7 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         if state["output_dir"] is None:
             check_fresh_output(output_dir)
         check_release_target(state, output_dir)
+        check_release_intact(job, state, output_dir)
         pending = state["pending"]
         digests = input_digests(input_path) if storage.exists(input_path) else None
         seen = state["fingerprints"].get(digests[0]) if digests else None

@@ -458,3 +458,18 @@ def test_the_same_records_under_another_path_are_not_the_next_period(history, tm
     assert (snapshot(state), snapshot(out)) == before
     result = synth.step(state, copy, out, period=CRASH_PERIOD)
     assert result["status"] in ("released", "ingested")
+
+
+@pytest.mark.parametrize("damage", ["manifest", "a file"])
+def test_a_release_directory_that_lost_its_files_is_not_stepped_on(history, tmp_path, damage):
+    """Someone removed the published release (or one of its files): the next step must
+    not write a manifest announcing the periods whose records are gone."""
+    synth = history.synth
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    listed = release_dir.read_json(os.path.join(out, "manifest.json"))["files"]
+    os.remove(os.path.join(out, "manifest.json" if damage == "manifest" or not listed
+                           else listed[0]))
+    before = snapshot(state), snapshot(out)
+    with pytest.raises(StateError, match="restore"):
+        synth.step(state, synth.files[CRASH_PERIOD - 1], out)
+    assert (snapshot(state), snapshot(out)) == before
