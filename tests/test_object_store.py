@@ -294,3 +294,14 @@ def test_evaluate_reads_a_release_and_writes_its_report_on_s3(s3_server, panel, 
     assert {"window_error.png", "quarterly_queries.png"} <= set(report)
     assert report["window_error.png"].startswith(b"\x89PNG")
     assert sorted(os.listdir(tmp_path)) == ["report"]  # no ./s3: folder
+
+
+def test_an_s3_endpoint_that_does_not_answer_is_a_one_line_error():
+    """boto3 would retry for minutes and end in a traceback; the job says it at once."""
+    started = time.monotonic()
+    code, message = cli("window", "run", "--input", "s3://bucket/panel/", "--output",
+                        "s3://bucket/out", *PRIVACY, "--s3_endpoint_url=http://127.0.0.1:1",
+                        "--s3_region_name=us-east-1")
+    assert code == 2 and "\n" not in message
+    assert "--s3_endpoint_url http://127.0.0.1:1: no S3 server answers there" in message
+    assert time.monotonic() - started < 30

@@ -14,7 +14,9 @@ same store as the pipelines.
 from __future__ import annotations
 
 import os
+import socket
 from typing import Dict, List, Optional, Sequence
+from urllib.parse import urlsplit
 
 from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -29,6 +31,7 @@ _options: Dict = {"options": PipelineOptions([])}
 def configure(beam_args: Sequence[str] = ()) -> PipelineOptions:
     """Give ``FileSystems`` (and :func:`pipeline_options`) the options in ``beam_args``."""
     options = PipelineOptions(list(beam_args))
+    _check_endpoint(options)
     FileSystems.set_options(options)
     _options["options"] = options
     return options
@@ -58,6 +61,26 @@ def _available(path: str) -> str:
         causes = "; ".join(str(cause) for cause in error.exception_details.values())
         raise InputError(f"{path}: no {scheme(path)}:// filesystem here ({causes})") from None
     return path
+
+
+_ANSWERED = set()  # S3 endpoints that accepted a connection in this process
+
+
+def _check_endpoint(options: PipelineOptions, timeout: float = 10.0) -> None:
+    """A one-line error, within ``timeout`` seconds, when ``--s3_endpoint_url`` names a
+    server that does not accept connections (boto3 would retry for minutes, then end in
+    a traceback).  Without the option the store is AWS's own, not checked here."""
+    endpoint = options.get_all_options().get("s3_endpoint_url")
+    if not endpoint or endpoint in _ANSWERED:
+        return
+    parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout).close()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--s3_endpoint_url {endpoint}: no S3 server answers there "
+                         f"({exc})") from None
+    _ANSWERED.add(endpoint)
 
 
 def absolute(path: str) -> str:
