@@ -694,7 +694,13 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
             if stale.startswith(f".staging-{state_id}-"):  # a crashed step of this state's
                 storage.remove_tree(storage.join(output_dir, stale))
         with staging(output_dir, prefix=f"{state_id}-") as staged:
-            replaces, files = job.emit(state, staged, store, run_dir, beam_args)
+            try:
+                replaces, files = job.emit(state, staged, store, run_dir, beam_args)
+            except Exception:
+                # a run paused past its ownership finds its private files collected by
+                # the run that went on: say that, not the missing file
+                store.check_current(version)
+                raise
             crash_point("staged")
             store.check_current(version)  # a run paused past its ownership touches nothing
             if replaces is not None:

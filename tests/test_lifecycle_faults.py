@@ -344,7 +344,7 @@ def test_a_stale_owner_publishes_nothing(history, tmp_path, monkeypatch):
     assert _outcome(state, out) == history.at_crash_period
 
 
-@pytest.mark.parametrize("moment", ["staged", "published"])
+@pytest.mark.parametrize("moment", ["emitting", "staged", "published"])
 def test_a_run_paused_past_its_ownership_publishes_nothing(history, tmp_path, monkeypatch,
                                                            moment):
     """A step paused after committing its plan (SIGSTOP, a lease that expired) while
@@ -360,7 +360,13 @@ def test_a_run_paused_past_its_ownership_publishes_nothing(history, tmp_path, mo
         version, current = store.read()
         store.commit(version, current)
 
-    if moment == "staged":
+    if moment == "emitting":  # woken mid-emission: the run that went on collected its files
+        def emit_after_the_files_went(self, *args):
+            another_run_commits()
+            raise FileNotFoundError("runs/…/synthetic/shard-00000.npy")
+
+        monkeypatch.setattr(job_class, "emit", emit_after_the_files_went)
+    elif moment == "staged":
         real_emit = job_class.emit
 
         def emit_then_pause(self, *args):
@@ -383,7 +389,7 @@ def test_a_run_paused_past_its_ownership_publishes_nothing(history, tmp_path, mo
         synth.step(state, synth.files[CRASH_PERIOD - 1], out)
     after = snapshot(out)
     assert after["manifest.json"] == before["manifest.json"]
-    if moment == "staged":
+    if moment != "published":
         assert after == before
 
 
