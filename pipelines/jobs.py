@@ -249,7 +249,7 @@ def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[
         return step_shard_statistics(
             shard, parts["data"][0] if parts["data"] else None, model, period,
             None if history_before is None else shard_file(history_before, shard, "parquet"),
-            shard_file(history_after, shard, "parquet"), fill)
+            shard_file(history_after, shard, "parquet"), fill, input_path)
 
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
         batches = (pipeline

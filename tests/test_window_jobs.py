@@ -590,11 +590,11 @@ def _dup_first(table):
 # (period of the file, transform, keep period column, format, message)
 BAD_STEP_INPUTS = {
     "duplicate": (K, _dup_first, False, "parquet",
-                  rf"period {K}: id 6 reports more than once"),
+                  rf"period\.parquet \(period {K}\): id 6 reports more than once"),
     "missing-report": (K, lambda t: t.slice(1), False, "csv",
-                       rf"period {K}: id 1 has no report"),
+                       rf"period\.csv \(period {K}\): id 1 has no report"),
     "unknown-id": (K, _unknown_id, False, "parquet",
-                   rf"period {K}: id 1000000 did not report in period 1"),
+                   rf"period\.parquet \(period {K}\): id 1000000 did not report in period 1"),
     "wrong-period-column": (K + 1, None, True, "parquet",
                             rf"holds period {K + 1}, but the next period of this state is {K}"),
     "value-outside-alphabet": (K, lambda t: t.set_column(1, "value", pa.array(
@@ -632,7 +632,7 @@ def test_step_duplicate_in_period_1(binary, tmp_path):
     path = str(tmp_path / "p1.parquet")
     write_file(_step_file(binary, 1, _dup_first), path, "parquet")
     before = snapshot(state)
-    with pytest.raises(InputError, match=r"period 1: id 6 reports more than once"):
+    with pytest.raises(InputError, match=r"\(period 1\): id 6 reports more than once"):
         window_jobs.step(state, path, out)
     assert snapshot(state) == before
     assert not os.path.exists(out)

@@ -81,15 +81,17 @@ class PanelStatistics(beam.PTransform):
 
 def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], model,
                           period: int, history_before: Optional[str], history_after: str,
-                          missing_code: Optional[int]) -> Tuple[int, np.ndarray]:
+                          missing_code: Optional[int], source: Optional[str] = None
+                          ) -> Tuple[int, np.ndarray]:
     """Join one period's reports of one shard with the shard's history (the Parquet
     file ``history_before``; None at period 1).
 
     Writes the shard's new history to ``history_after`` and returns (people, the
     period's statistic).  Period 1 defines who is in the panel; afterwards an unknown
-    id, a duplicate or a missing report is an error naming the id.
+    id, a duplicate or a missing report is an error naming the id (and ``source``, the
+    input, if given).
     """
-    where = f"period {period}"
+    where = f"{source} (period {period})" if source else f"period {period}"
     if columns is None:
         columns = {"id": np.zeros(0, dtype=np.int64), "code": np.zeros(0, dtype=np.int8)}
     ids, codes = columns["id"], columns["code"]
