@@ -349,16 +349,34 @@ def check_beam_args(beam_args: Sequence[str], command: str,
         problem = captured.getvalue().strip().splitlines()[-1:] or ["a bad Beam option"]
         raise InputError(problem[0].split("error: ", 1)[-1]) from None
     if unknown:
-        valid = list(command_options) + ["--" + name for name in options.get_all_options()]
+        valid = list(command_options) + ["--verbose"] + [
+            "--" + name for name in options.get_all_options()]
+        at_init = _init_options(command)  # a step's state fixes what init was given
         hints = []
         for name in unknown:
             close = closest_option("--" + name, valid)
+            set_at_init = closest_option("--" + name.replace("_", "-"), at_init)
             if close:
                 hints.append(f"--{name}: did you mean {close}?")
+            elif set_at_init:
+                family = command.replace("_", " ").split()[0]
+                hints.append(f"{set_at_init} is an option of '{family} init': a state "
+                             f"keeps the options it was made with")
         raise InputError(f"unrecognised option(s) {', '.join('--' + u for u in unknown)}: "
                          f"not an option of '{command}' (see --help) nor of Apache Beam"
                          + (f" ({'; '.join(hints)})" if hints else ""))
     check_runner(options.view_as(StandardOptions).runner)
+
+
+def _init_options(command: str) -> List[str]:
+    """The options of the ``init`` of a ``step`` or ``stream`` command's family (none
+    for other commands)."""
+    family, _, action = command.replace("_", " ").partition(" ")
+    if action not in ("step", "stream"):
+        return []
+    from continual_synth.pipelines.cli import job_options
+    options_class = job_options().get(f"{family}_init")
+    return option_strings(job_parser(options_class, prog=family)) if options_class else []
 
 
 #: the ``--runner`` names of this package (:mod:`continual_synth.runners.presets`)

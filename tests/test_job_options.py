@@ -221,3 +221,16 @@ def test_the_source_tree_imports_as_the_installed_package():
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == [os.path.join(REPO, "mechanisms", "errors.py"),
                                   os.path.join(REPO, "continual_synth", "jobs", "__init__.py")]
+
+
+@pytest.mark.parametrize("given, said", [
+    ("--rho=1", "--rho is an option of 'window init': a state keeps the options it was made "
+                "with"),
+    ("--neighbour=add-remove", "--neighbor is an option of 'window init'"),
+    ("--verbos", "--verbos: did you mean --verbose?"),
+])
+def test_a_step_given_an_init_option_says_where_it_belongs(tmp_path, given, said):
+    code, out, err = call_job("window_step", [f"--state={tmp_path / 'state'}",
+                                              "--input=never-read.parquet",
+                                              f"--output={tmp_path / 'out'}", given])
+    assert code == 2 and out == "" and said in err
