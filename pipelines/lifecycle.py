@@ -630,6 +630,7 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         target = _check_order(job, state, period, seen)  # seen: this same file's period
         if isinstance(target, dict):
             return target
+        job.check_step(state, target)  # horizon and budget, before reading any data
         digests = digests or input_digests(input_path)  # a missing input: named here
         copied = state.get("contents", {}).get(digests[1])
         if period is None and copied is not None:
@@ -637,7 +638,6 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
                              f"period {copied} (from another path): not taken as period "
                              f"{target}; if it really is period {target}'s, pass "
                              f"--period {target}")
-        job.check_step(state, target)  # budget, before reading any data
         LOGGER.info("reading %s as period %d of %s", input_path, target,
                     job.horizon(state) or "an open horizon")
         token = new_token()
