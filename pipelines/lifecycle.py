@@ -234,7 +234,7 @@ class Lease:
     """
 
     SECONDS = 120.0
-    POLL_SECONDS = 0.2
+    POLL_SECONDS = 2.0  # a LIST and a GET of the store per look: not 5 a second
     PUBLISH_WAIT = 3600.0  # a whole run waits this long for another one's publication
 
     def __init__(self, directory: str, create: conditional_create.ConditionalCreate,
@@ -264,7 +264,9 @@ class Lease:
             return "another process"
         if lease is None or lease["expires"] < time.time():
             return None
-        return lease["holder"]
+        until = time.strftime("%H:%M:%SZ", time.gmtime(lease["expires"]))
+        return f"{lease['holder']}; its lease runs to {until} unless renewed, so a step " \
+               f"that died frees the state then"
 
     def acquire(self, what: str) -> "Lease":
         deadline = time.monotonic() + self.wait
