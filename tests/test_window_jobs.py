@@ -600,6 +600,8 @@ BAD_STEP_INPUTS = {
     "value-outside-alphabet": (K, lambda t: t.set_column(1, "value", pa.array(
         [7] + t["value"].to_pylist()[1:], pa.int64())), False, "avro",
         r"value 7 \(row 1\) is not in the alphabet"),
+    "float-ids": (K, lambda t: t.set_column(0, "id", t["id"].cast(pa.float64())), False,
+                  "parquet", r"the ids are float64 here but int64 in period 1"),
     "missing-column": (K, lambda t: t.rename_columns(["person", "value"]), False, "parquet",
                        r"missing column\(s\) \['id'\]"),
     "empty-parquet": (K, lambda t: t.slice(0, 0), False, "parquet", "holds no records"),
