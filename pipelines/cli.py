@@ -24,7 +24,7 @@ import json
 import logging
 import re
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 # Beam logs import-time warnings and each failing DoFn's traceback; the command
 # reports errors itself, so keep Beam quiet unless --verbose is given.
@@ -317,7 +317,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if beam_args and not beam_args[0].startswith("--"):
         parser.error(f"unrecognised arguments: {' '.join(beam_args)}")
     return execute(args, beam_args, f"{args.command} {getattr(args, 'action', '')}".strip(),
-                   _command_options(parser, args), argv)
+                   _command_options(parser, args))
 
 
 def exit_process(code=0):
@@ -361,8 +361,7 @@ def console_main() -> None:
     exit_process(code)
 
 
-def execute(args, beam_args: List[str], command: str, command_options: List[str],
-            argv: Sequence[str] = ()) -> int:
+def execute(args, beam_args: List[str], command: str, command_options: List[str]) -> int:
     """Run parsed options (``args.command`` and ``args.action`` say which job) with the
     rest of the arguments as Beam's options; print the result as JSON and return 0, or
     print a one-line error and return 2.  ``command_options`` are the job's own options
@@ -372,10 +371,8 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
     logs.configure(command, verbose)
     from continual_synth.mechanisms.accounting import BudgetExceededError
     from continual_synth.mechanisms.errors import InputError, ParameterError, StateError
-    from continual_synth.pipelines.options import (check_beam_args, check_directory_options,
-                                                   check_repeated)
+    from continual_synth.pipelines.options import check_beam_args, check_directory_options
     try:
-        check_repeated(argv, command_options)
         check_beam_args(beam_args, command, command_options)
         from continual_synth.transforms.storage import configure
         configure(beam_args)  # --s3_endpoint_url … reach the driver's reads and writes too

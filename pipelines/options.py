@@ -368,16 +368,6 @@ def check_beam_args(beam_args: Sequence[str], command: str,
     check_runner(options.view_as(StandardOptions).runner)
 
 
-def check_repeated(argv: Sequence[str], ours: Sequence[str]) -> None:
-    """Refuse one of the job's own options given twice (``--rho 0.5 … --rho 0.7``, or
-    ``--exists-ok --exists_ok=false``): argparse would keep the last one silently."""
-    ours = {name.replace("_", "-") for name in ours}
-    given = [arg.split("=", 1)[0].replace("_", "-") for arg in argv if arg.startswith("--")]
-    repeated = sorted({name for name in given if name in ours and given.count(name) > 1})
-    if repeated:
-        raise InputError(f"{', '.join(repeated)} given more than once: give each option once")
-
-
 def _init_options(command: str) -> List[str]:
     """The options of the ``init`` of a ``step`` or ``stream`` command's family (none
     for other commands)."""

@@ -95,7 +95,6 @@ def test_options_read_the_beam_way_and_stay_out_of_other_pipelines():
                                 "dask-local?)"]),
     (["--direct_running_mode=multiprocessing"], ["argument --direct_running_mode: invalid "
                                                  "choice: 'multiprocessing'"]),
-    (["--rho=0.7"], ["--rho given more than once"]),
     (["--window=0"], ["--window must be an integer >= 1, got 0"]),
     (["--rho=nan"], ["--rho must be positive and finite, got nan"]),
     (["--beta=1"], ["--beta must be in (0, 1), got 1.0"]),

@@ -29,13 +29,13 @@ def main(job: str, argv: Optional[List[str]] = None) -> int:
     from continual_synth.pipelines.options import beam_spelling, job_parser, option_strings
     options_class = job_options()[job]
     parser = job_parser(options_class, prog=f"python -m continual_synth.jobs.{job}")
-    given = ["--verbose" if arg == "-v" else arg  # -v anywhere, as on the command line
-             for arg in (sys.argv[1:] if argv is None else argv)]
+    argv = ["--verbose" if arg == "-v" else arg  # -v anywhere, as on the command line
+            for arg in (sys.argv[1:] if argv is None else argv)]
     try:
-        argv = beam_spelling(given, parser)
+        argv = beam_spelling(argv, parser)
     except InputError as exc:
         print(f"continual-synth: error: {exc}", file=sys.stderr)
         return 2
     args, beam_args = parser.parse_known_args(argv)
     args.command, args.action = job.split("_", 1)
-    return execute(args, beam_args, job, option_strings(parser), given)
+    return execute(args, beam_args, job, option_strings(parser))
