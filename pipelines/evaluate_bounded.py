@@ -45,8 +45,7 @@ from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.pipelines import release_dir
 from continual_synth.pipelines.plots import privacy_subtitle, save_figure
 from continual_synth.transforms import storage
-from continual_synth.transforms.files import (read_dataset, read_file,
-                                              release_files)
+from continual_synth.transforms.files import read_dataset, read_files, release_files
 from continual_synth.transforms.points import table_points
 
 SLICED_MAX_POINTS = 100_000
@@ -196,8 +195,8 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
     summary: Dict = {"columns": columns}
     if files is None:
         truth = load_points(truth_path, columns, in_format, where=truth_path)
-        synthetic = finite_points(pa.concat_tables([read_file(f) for f in release_files(
-            synthetic_dir)]), columns, synthetic_dir)
+        synthetic = finite_points(read_files(release_files(synthetic_dir)), columns,
+                                  synthetic_dir)
     else:
         table = read_dataset(truth_path, in_format)
         if period_col in table.column_names:
@@ -206,8 +205,7 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
         else:
             summary["truth_rows"] = f"all (no {period_col!r} column)"
         truth = finite_points(table, columns, truth_path)
-        synthetic = finite_points(pa.concat_tables([read_file(f) for f in files]),
-                                  columns, synthetic_dir)
+        synthetic = finite_points(read_files(files), columns, synthetic_dir)
         summary["period"] = chosen
     manifest = release_dir.read_json(storage.join(synthetic_dir, "manifest.json")) or {}
     summary.update(wasserstein_summary(truth, synthetic, ot_points=ot_points,

@@ -138,23 +138,14 @@ def worker_environ() -> dict:
     return environ
 
 
-def check_scheduler(beam_args: Sequence[str], timeout: float = 10.0) -> None:
-    """A one-line error when ``--dask_client_address`` names a scheduler that does not
-    answer (Beam's Dask client would wait 30 s and end in a traceback)."""
-    import socket
-    from urllib.parse import urlsplit
+def check_scheduler(beam_args: Sequence[str]) -> None:
+    """``--dask_client_address``, if given, must answer (Beam's Dask client would wait
+    30 s and end in a traceback)."""
     from apache_beam.options.pipeline_options import PipelineOptions
-    from continual_synth.mechanisms.errors import InputError
+    from continual_synth.transforms.storage import check_answers
     address = PipelineOptions(list(beam_args)).get_all_options().get("address")  # its dest
-    if not address:
-        return
-    parts = urlsplit(address if "://" in address else f"tcp://{address}")
-    try:
-        with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
-            pass
-    except (OSError, ValueError, TypeError) as exc:
-        raise InputError(f"--dask_client_address {address}: no Dask scheduler answers "
-                         f"there ({exc})") from None
+    if address:
+        check_answers("--dask_client_address", address, "Dask scheduler", scheme="tcp")
 
 
 def require_dask() -> None:

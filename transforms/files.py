@@ -230,7 +230,12 @@ def read_release(directory: str) -> pa.Table:
     files = release_files(directory)
     if not files:
         raise InputError(f"{directory}: the release holds no records yet")
-    tables = [read_file(path) for path in files]
+    return read_files(files)
+
+
+def read_files(paths: Sequence[str], fmt: Optional[str] = None) -> pa.Table:
+    """The data files ``paths`` (at least one) concatenated into one table."""
+    tables = [read_file(path, fmt) for path in paths]
     return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
 
 
@@ -239,8 +244,7 @@ def read_dataset(path: str, fmt: Optional[str] = None) -> pa.Table:
     files = list_data_files(path)
     if not files:
         raise InputError(f"{path}: no .parquet, .csv or .avro files found")
-    tables = [read_file(f, fmt) for f in files]
-    return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+    return read_files(files, fmt)
 
 
 def avro_schema(table_schema: pa.Schema) -> dict:

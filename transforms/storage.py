@@ -63,24 +63,31 @@ def _available(path: str) -> str:
     return path
 
 
-_ANSWERED = set()  # S3 endpoints that accepted a connection in this process
+_ANSWERED = set()  # addresses that accepted a connection in this process
 
 
-def _check_endpoint(options: PipelineOptions, timeout: float = 10.0) -> None:
-    """A one-line error, within ``timeout`` seconds, when ``--s3_endpoint_url`` names a
-    server that does not accept connections (boto3 would retry for minutes, then end in
-    a traceback).  Without the option the store is AWS's own, not checked here."""
-    endpoint = options.get_all_options().get("s3_endpoint_url")
-    if not endpoint or endpoint in _ANSWERED:
+def check_answers(option: str, address: str, what: str, scheme: str = "http",
+                  timeout: float = 10.0) -> None:
+    """A one-line :class:`InputError` within ``timeout`` seconds when the server an
+    option names (``--s3_endpoint_url``, ``--dask_client_address``) does not accept a
+    connection: its client would retry for 30 s to minutes, then end in a traceback."""
+    if address in _ANSWERED:
         return
-    parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    parts = urlsplit(address if "://" in address else f"{scheme}://{address}")
+    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
     try:
         socket.create_connection((parts.hostname, port), timeout=timeout).close()
-    except (OSError, ValueError) as exc:
-        raise InputError(f"--s3_endpoint_url {endpoint}: no S3 server answers there "
-                         f"({exc})") from None
-    _ANSWERED.add(endpoint)
+    except (OSError, ValueError, TypeError) as exc:
+        raise InputError(f"{option} {address}: no {what} answers there ({exc})") from None
+    _ANSWERED.add(address)
+
+
+def _check_endpoint(options: PipelineOptions) -> None:
+    """``--s3_endpoint_url``, if given, must answer (without it the store is AWS's own,
+    not checked here)."""
+    endpoint = options.get_all_options().get("s3_endpoint_url")
+    if endpoint:
+        check_answers("--s3_endpoint_url", endpoint, "S3 server")
 
 
 def absolute(path: str) -> str:
