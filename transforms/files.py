@@ -161,6 +161,11 @@ def table_origin(table: pa.Table, where: str) -> Tuple[str, int]:
     return metadata[_ORIGIN_PATH].decode(), int(metadata[_ORIGIN_ROW])
 
 
+def first_null(column) -> int:
+    """The position of the first empty value of an Arrow column that has one."""
+    return int(column.is_null().to_numpy(zero_copy_only=False).argmax())
+
+
 def check_dataset(path: str, fmt: Optional[str] = None, allow_empty: bool = False
                   ) -> List[str]:
     """The data files of ``path`` (see :func:`list_data_files`) after checking, on the

@@ -24,7 +24,6 @@ from typing import Iterator, Optional, Sequence, Tuple
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms import privhp
@@ -33,7 +32,7 @@ from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import PrivHPState, PrivHPSynthesizer
 from continual_synth.mechanisms.synthesizer import PointsRelease, period_sampler
 from continual_synth.transforms import storage
-from continual_synth.transforms.files import check_dataset, detect_format, read_file
+from continual_synth.transforms.files import check_dataset, detect_format, first_null, read_file
 
 DEFAULT_BATCH_ROWS = 1 << 18
 
@@ -60,7 +59,7 @@ def table_points(table: pa.Table, columns: Sequence[str], where: str,
             raise InputError(f"{where}: column {name!r} must be numeric, found type "
                              f"{column.type}")
         if column.null_count:
-            row = int(np.flatnonzero(pc.is_null(column).to_numpy(zero_copy_only=False))[0])
+            row = first_null(column)
             raise InputError(f"{where}: column {name!r} has an empty value at "
                              f"{row_label(row, row_offset)}")
         out[:, j] = column.to_numpy().astype(np.float64, copy=False)

@@ -29,7 +29,7 @@ from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
                                                   workload_histograms)
 from continual_synth.transforms import packed_json, storage
-from continual_synth.transforms.files import table_origin
+from continual_synth.transforms.files import first_null, table_origin
 from continual_synth.transforms.monitoring import PERIODS_RELEASED, Progress, count
 
 ROWS_PER_SHARD = 500_000
@@ -54,7 +54,7 @@ def encode_stream_batch(table: pa.Table, domain: Domain, period_col: str,
         return np.full(table.num_rows, period, dtype=np.int64), codes
     column = table.column(period_col)
     if column.null_count:
-        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        row = first_null(column)
         raise InputError(f"{where}: column {period_col!r} has {column.null_count} empty "
                          f"value(s), the first at {row_label(row, first_row)}")
     periods = column.to_numpy(zero_copy_only=False)

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.panel import encode_values
-from continual_synth.transforms.files import table_origin
+from continual_synth.transforms.files import first_null, table_origin
 from continual_synth.transforms.monitoring import counting_rejections
 
 
@@ -34,7 +34,7 @@ def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
     values = table.column(value_col)
     for name, column in ((id_col, ids), (value_col, values)):
         if column.null_count:
-            row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+            row = first_null(column)
             raise InputError(f"{where}: column {name!r} has {column.null_count} empty value(s), "
                              f"the first at {row_label(row, first_row)}")
     first, last = period_range
