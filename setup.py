@@ -10,8 +10,14 @@ from setuptools import setup
 
 SUBPACKAGES = ["mechanisms", "transforms", "pipelines", "runners"]
 S3 = ["apache-beam[aws]>=2.60", "moto[server]>=5"]
+# google-apitools (Beam's own pin, as in apache-beam[gcp]): the Google provider installs
+# the BigQuery client without it, and Beam then warns on the root logger at import in every
+# SDK worker process, which switches on Python's default stderr handler there (two lines
+# per worker of a `--direct_running_mode=multi_processing` run)
 AIRFLOW = ["apache-airflow>=3.0", "apache-airflow-providers-apache-beam>=6.0",
-           "apache-airflow-providers-google>=15"]
+           "apache-airflow-providers-google>=15",
+           "google-apitools>=0.5.31,<0.5.32; python_version < '3.13'",
+           "google-apitools>=0.5.35; python_version >= '3.13'"]
 
 setup(
     name="continual-synth",

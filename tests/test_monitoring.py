@@ -82,9 +82,10 @@ def test_verbose_after_the_subcommand_shows_beam_logging(panel, tmp_path, caplog
 
 @pytest.mark.skipif(not os.path.exists(CONSOLE_SCRIPT), reason="console script not installed")
 def test_multi_processing_run_prints_no_worker_logging(panel, tmp_path):
-    """Before: 42 lines of SDK-harness logging on stderr; now the job's own lines and at
-    most the 4 lines each worker logs while importing Beam, before Beam applies
-    --default_sdk_harness_log_level (2 workers × 2)."""
+    """Before: 42 lines of SDK-harness logging on stderr; now the job's own lines only.
+    (With the Google provider's BigQuery client but not google-apitools, each worker
+    warned while importing Beam and then printed its bootstrap INFO line: the [airflow]
+    extra installs apitools.)"""
     _, path = panel
     ran = subprocess.run([CONSOLE_SCRIPT, *_window_run(path, str(tmp_path / "out")),
                           "--direct_running_mode=multi_processing", "--direct_num_workers=2"],
@@ -92,7 +93,7 @@ def test_multi_processing_run_prints_no_worker_logging(panel, tmp_path):
     assert ran.returncode == 0, ran.stderr
     lines = ran.stderr.strip().splitlines()
     ours = [line for line in lines if line.startswith("continual-synth window run: ")]
-    assert len(ours) == 3 and len(lines) - len(ours) <= 4, lines
+    assert len(ours) == 3 and len(lines) == len(ours), lines
     assert not any("sdk_worker" in line or "Pipeline_options" in line for line in lines)
     read, _, periods, _ = map(int, SUMMARY.search(ours[-1]).groups())
     assert read == PEOPLE * T and periods == T
