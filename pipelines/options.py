@@ -263,12 +263,16 @@ def check_directory_options(args: argparse.Namespace,
                             names: Sequence[str] = ("output", "state", "report")) -> None:
     """Refuse an ``--output`` / ``--state`` / ``--report`` that could not be a directory
     written by this job (it, or the nearest folder above it that exists, is a file or is
-    not writable), before anything is read or written.  A URL (``s3://…``) is left to
-    its store, which refuses a write it does not allow."""
-    from continual_synth.transforms.storage import is_local
+    not writable), before anything is read or written.  On ``s3://`` and ``gs://`` the
+    bucket must exist and be listable (:func:`~continual_synth.transforms.storage.check_bucket`);
+    other refusals are left to the store."""
+    from continual_synth.transforms.storage import check_bucket, is_local
     for name in names:
         path = getattr(args, name, None)
-        if path is None or not is_local(path):
+        if path is None:
+            continue
+        if not is_local(path):
+            check_bucket(name, path)
             continue
         existing = os.path.abspath(path)
         while not os.path.exists(existing):

@@ -82,3 +82,10 @@ def test_a_state_on_a_store_that_ignores_the_precondition_is_refused(gcs_server)
     assert "does not honour conditional create" in message
     # nothing but the probe's own object may be left: no state document, no lease
     assert not [n for n in objects(gcs_server, f"{root}/state") if not n.startswith(".")]
+
+
+def test_a_missing_bucket_is_a_one_line_error(gcs_server, panel):
+    code, message = cli("window", "run", "--input", str(panel / "panel"), "--output",
+                        "gs://no-such-bucket/out", *PRIVACY)
+    assert code == 2 and "\n" not in message, message
+    assert "--output gs://no-such-bucket/out: bucket 'no-such-bucket' does not exist" in message

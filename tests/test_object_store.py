@@ -305,3 +305,18 @@ def test_an_s3_endpoint_that_does_not_answer_is_a_one_line_error():
     assert code == 2 and "\n" not in message
     assert "--s3_endpoint_url http://127.0.0.1:1: no S3 server answers there" in message
     assert time.monotonic() - started < 30
+
+
+def test_a_missing_bucket_is_a_one_line_error_before_anything_is_read(s3_server, panel,
+                                                                       tmp_path):
+    """Before: the run read its input, then Beam failed its first write in a traceback
+    (NoSuchBucket) and init failed in the conditional-create probe, exit 1."""
+    for argv in (["window", "run", "--input", str(panel / "panel"), "--output", "s3://no-such-bucket/out",
+                  *PRIVACY],
+                 ["window", "init", "--state", "s3://no-such-bucket/state", *PRIVACY[:-2]]):
+        code, message = cli(*argv, *s3_server.beam_args)
+        option = "--output" if "run" in argv else "--state"
+        assert code == 2 and "\n" not in message, message
+        assert f"{option} s3://no-such-bucket/" in message and \
+            "bucket 'no-such-bucket' does not exist" in message
+    assert not os.listdir(tmp_path)

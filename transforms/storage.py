@@ -82,6 +82,39 @@ def check_answers(option: str, address: str, what: str, scheme: str = "http",
     _ANSWERED.add(address)
 
 
+_BUCKETS = set()  # (scheme, bucket) pairs found usable in this process
+
+
+def check_bucket(option: str, path: str) -> None:
+    """A one-line :class:`InputError` when the bucket of an ``s3://`` or ``gs://`` path
+    an option names does not exist or these credentials may not list it (Beam would fail
+    at the first write, in a traceback, after the data was read).  Listing one key is
+    what the jobs need anyway (no bucket-level permission is asked for)."""
+    kind = scheme(path)
+    if kind not in ("s3", "gs"):
+        return
+    bucket = path.split("://", 1)[1].split("/", 1)[0]
+    if (kind, bucket) in _BUCKETS:
+        return
+    _available(path)
+    try:
+        if kind == "s3":
+            from apache_beam.io.aws.clients.s3.boto3_client import Client
+            Client(configured_options()).client.list_objects_v2(Bucket=bucket, MaxKeys=1)
+        else:
+            from google.cloud import storage as gcs
+            list(gcs.Client().list_blobs(bucket, max_results=1))
+    except Exception as error:  # botocore / google.api_core: name what the store said
+        status = getattr(error, "code", None) or getattr(error, "response", {}).get(
+            "ResponseMetadata", {}).get("HTTPStatusCode")
+        reason = {404: "does not exist", 403: "may not be listed with these credentials",
+                  401: "may not be listed with these credentials"}.get(status)
+        raise InputError(f"--{option} {path}: bucket {bucket!r} "
+                         f"{reason or f'cannot be used ({type(error).__name__}: {error})'}"
+                         ) from None
+    _BUCKETS.add((kind, bucket))
+
+
 def _check_endpoint(options: PipelineOptions) -> None:
     """``--s3_endpoint_url``, if given, must answer (without it the store is AWS's own,
     not checked here)."""

@@ -26,7 +26,10 @@ as the state's next period.  ``conf`` keys that are not params fail the run (a m
 ``rhoo`` is never silently replaced by the default).  The jobs run in the interpreter that has continual-synth installed:
 ``$CONTINUAL_SYNTH_PYTHON`` if set, else the one running this DAG file (never a fresh
 virtualenv).  For Dataflow or Flink, set ``runner`` and the runner's options
-(``--setup_file``, ``--project`` …) on the operator; see ``docs/deploy.md``.
+(``--setup_file``, ``--project`` …) on the operator; see ``docs/deploy.md``.  State and
+releases on ``s3://`` or ``gs://`` take the store's settings from the workers'
+environment in both tasks (``AWS_*`` credentials, ``AWS_ENDPOINT_URL_S3`` for an
+S3-compatible server; ``GOOGLE_APPLICATION_CREDENTIALS``); see ``docs/object_stores.md``.
 """
 from __future__ import annotations
 
