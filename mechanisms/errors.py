@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 
 
 class InputError(ValueError):
@@ -25,6 +26,10 @@ def row_label(index, first_row: int = 0) -> str:
 
 class StateError(RuntimeError):
     """A state directory that is missing, mismatched or asked for an impossible step."""
+
+
+class StateBusy(StateError):
+    """Another step owns the state right now (nothing was read or written)."""
 
 
 class ParameterError(InputError):
@@ -80,3 +85,10 @@ def check_next_period(period: int, last_seen: int, horizon: int) -> None:
     if period != last_seen + 1:
         raise ValueError(f"period {period} is out of order: the state has seen periods "
                          f"1..{last_seen}, so the next period is {last_seen + 1}")
+
+
+def one_line(error) -> str:
+    """An error (or its message) as one line: without Beam's stage label
+    (`` [while running 'Stage']``), a multi-line message joined."""
+    text = re.sub(r" \[while running '[^']*'\]", "", str(error)).strip()
+    return re.sub(r"\s*\n\s*", " ", text)

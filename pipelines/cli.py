@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
 from typing import Dict, List, Optional
 
@@ -292,12 +291,6 @@ def _headline(summary: dict) -> dict:
             "overall": summary["overall"]}
 
 
-def _clean_message(exc: BaseException) -> str:
-    """One line: without Beam's stage label, a library's multi-line message joined."""
-    text = re.sub(r" \[while running '[^']*'\]", "", str(exc)).strip()
-    return re.sub(r"\s*\n\s*", " ", text)
-
-
 def _command_options(parser: argparse.ArgumentParser, args) -> List[str]:
     """The option strings of the subcommand ``args`` chose (for "did you mean")."""
     for word in (args.command, getattr(args, "action", None)):
@@ -370,12 +363,15 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
     verbose = getattr(args, "verbose", False)
     logs.configure(command, verbose)
     from continual_synth.mechanisms.accounting import BudgetExceededError
-    from continual_synth.mechanisms.errors import InputError, ParameterError, StateError
-    from continual_synth.pipelines.options import check_beam_args, check_directory_options
+    from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
+                                                   one_line)
+    from continual_synth.pipelines.options import (check_beam_args, check_directory_options,
+                                                   check_separate_locations)
     try:
         check_beam_args(beam_args, command, command_options)
         from continual_synth.transforms.storage import configure
         configure(beam_args)  # --s3_endpoint_url … reach the driver's reads and writes too
+        check_separate_locations(args)
         check_directory_options(args)
         if args.command == "evaluate":
             logs.LOGGER.info("reading the truth %s and the release %s", args.truth,
@@ -387,7 +383,7 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
         print(f"continual-synth: error: {exc.for_command_line()}", file=sys.stderr)
         return 2
     except (InputError, StateError, BudgetExceededError, ValueError) as exc:
-        print(f"continual-synth: error: {_clean_message(exc)}", file=sys.stderr)
+        print(f"continual-synth: error: {one_line(exc)}", file=sys.stderr)
         return 2
     from continual_synth.pipelines.provenance import tidy_floats
     summary = logs.summary_line()

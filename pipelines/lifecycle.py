@@ -45,7 +45,7 @@ import uuid
 from contextlib import contextmanager
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-from continual_synth.mechanisms.errors import InputError, StateError
+from continual_synth.mechanisms.errors import InputError, StateBusy, StateError
 from continual_synth.pipelines import conditional_create, provenance, release_dir
 from continual_synth.transforms import packed_json, storage
 from continual_synth.transforms.files import digest_data_files, release_file_names
@@ -280,7 +280,7 @@ class Lease:
                     break
                 continue  # another run took it first: look again
             if time.monotonic() >= deadline:
-                raise StateError(f"{what}: another step owns this state ({holder}); nothing "
+                raise StateBusy(f"{what}: another step owns this state ({holder}); nothing "
                                  f"was read or written — retry when it has finished, or "
                                  f"pass --wait SECONDS")
             time.sleep(self.POLL_SECONDS)
@@ -344,7 +344,7 @@ class Ownership:
                 if time.monotonic() >= deadline:
                     holder = handle.read().strip() or "another process"
                     handle.close()
-                    raise StateError(
+                    raise StateBusy(
                         f"{self.state_dir.root}: another step owns this state ({holder}); "
                         f"nothing was read or written — retry when it has finished, or "
                         f"pass --wait SECONDS")
@@ -618,7 +618,8 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         check_release_target(state, output_dir)
         check_release_intact(job, state, output_dir)
         pending = state["pending"]
-        digests = input_digests(input_path) if storage.exists(input_path) else None
+        digests = input_digests(input_path) if input_path is not None and \
+            storage.exists(input_path) else None
         seen = state["fingerprints"].get(digests[0]) if digests else None
         if pending is not None:
             # resume only the step that was interrupted: its file (same path and bytes) or
@@ -711,9 +712,14 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
                 storage.remove_tree(staged)
         crash_point("published")
         store.check_current(version)
+        period = state["pending"]["period"]
+        # the input's digest as ingested (a resumed step may be given another file, or none)
+        ingested = [digest for digest, seen in state.get("contents", {}).items()
+                    if seen == period]
         manifest = provenance.finish_manifest(
-            {**job.manifest(state), "files": release_file_names(output_dir)}, input_path,
-            state["pending"]["period"])
+            {**job.manifest(state), "files": release_file_names(output_dir)},
+            None if ingested else input_path, period,
+            input_digest=ingested[-1] if ingested else None)
         release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), manifest)
         crash_point("manifested")
         horizon = job.horizon(state) or "an open horizon"

@@ -283,6 +283,28 @@ def check_directory_options(args: argparse.Namespace,
             raise InputError(f"--{name} {path}: {existing} is not writable")
 
 
+#: pairs of locations that must not be the same nor one inside the other
+SEPARATE = (("output", "input"), ("output", "state"), ("output", "watch"), ("state", "watch"))
+
+
+def check_separate_locations(args: argparse.Namespace) -> None:
+    """Refuse an ``--output`` that is, holds or lies inside the ``--input``, ``--state`` or
+    ``--watch`` directory, and a ``--state`` inside the watched directory (or holding it):
+    private records or state would sit in the public release, a release would be read as
+    input, a stream would list its own files."""
+    from continual_synth.transforms.storage import absolute
+    given = {name: getattr(args, name, None) for name in ("input", "watch", "state", "output")}
+    paths = {name: absolute(path) for name, path in given.items() if isinstance(path, str)}
+    for first, second in SEPARATE:
+        if first in paths and second in paths:
+            a, b = paths[first], paths[second]
+            if a == b or a.startswith(b + "/") or b.startswith(a + "/"):
+                raise InputError(
+                    f"--{first} {given[first]} and --{second} {given[second]} are the same "
+                    f"place or one is inside the other: keep the release, the state and the "
+                    f"input apart (private records and state never go in a release)")
+
+
 def parse_alphabet(text: str) -> Tuple:
     """``"0,1,2"`` → (0, 1, 2); non-numeric values stay strings (``"low,high"``)."""
     items = [item.strip() for item in str(text).split(",") if item.strip() != ""]
@@ -356,6 +378,10 @@ def check_beam_args(beam_args: Sequence[str], command: str,
         valid = list(command_options) + ["--verbose"] + [
             "--" + name for name in options.get_all_options()]
         at_init = _init_options(command)  # a step's state fixes what init was given
+        # as typed (Beam reports ``--poll-intervall`` as ``poll_intervall``)
+        typed = {arg.split("=", 1)[0].lstrip("-").replace("-", "_"): arg.split("=", 1)[0]
+                 for arg in beam_args if arg.startswith("--")}
+        unknown = [typed.get(name, "--" + name).lstrip("-") for name in unknown]
         hints = []
         for name in unknown:
             close = closest_option("--" + name, valid)

@@ -68,10 +68,14 @@ def tidy_floats(document: Any) -> Any:
 
 
 def finish_manifest(manifest: Dict, input_path: Optional[str],
-                    input_period: Optional[int] = None) -> Dict:
-    """``manifest`` with its ``provenance`` block, floats tidied (see the module)."""
+                    input_period: Optional[int] = None,
+                    input_digest: Optional[str] = None) -> Dict:
+    """``manifest`` with its ``provenance`` block, floats tidied (see the module);
+    ``input_digest``: the input's SHA-256 when already known (``input_path`` unread)."""
     provenance = {"software": software_version(), "created_utc": created_utc()}
-    if input_path is not None:
+    if input_digest is not None:
+        provenance["input_sha256"] = input_digest
+    elif input_path is not None:
         provenance["input_sha256"] = input_sha256(input_path)
     if input_period is not None:
         provenance["input_period"] = int(input_period)

@@ -6,28 +6,37 @@ each holding one period's records; a period is *complete* when its file has land
 complete periods are released in order, each by exactly the write-ahead step
 (:func:`~continual_synth.pipelines.lifecycle.incremental_step`) that ``step`` runs::
 
-    fileio.MatchContinuously(DIR/*, --poll-interval)   the watcher (Beam, streaming)
-      ─ drop hidden names (".x", "_x": files still being written, Beam's temp dirs)
-      ─ key every arrival to one key ("stream")
-      ─ ReleaseCompletePeriods (stateful DoFn)          a bag of arrived, waiting periods;
-                                                        releases next = seen + 1 while its
-                                                        file is waiting
+    PeriodicImpulse(--poll-interval)                    the watcher's clock (Beam, streaming)
+      ─ key every tick to one key ("stream")
+      ─ ReleaseCompletePeriods (stateful DoFn)          lists DIR/*: files new or changed
+                                                        since the last listing (not hidden:
+                                                        ".x", "_x" are still being written)
+                                                        arrive; a bag holds the files of
+                                                        periods not yet released; releases
+                                                        next = seen + 1 while a file of it
+                                                        is waiting
 
-Arrivals, for a state that has released periods 1..s:
+Every tick first publishes a period the state holds computed but unpublished (a step or
+stream killed after its commit: the saved plan, no data read, no noise drawn, nothing
+spent) and takes a waiting file whose period is next (a ``step`` may have released the
+one before).  Arrivals, for a state that has released periods 1..s:
 
 * a file already ingested (the lifecycle's fingerprint: path and bytes) — a restart
-  re-matches every file, a copy re-listed — is a **duplicate**: logged and ignored; if
-  the state holds that period computed but unpublished (a crash after the commit), the
-  step is resumed from the saved plan (no data read, no noise drawn, nothing spent);
-* a file for period p > s + 1 **waits** in the bag until p − 1 is released; a second
-  file for a waiting period with the same bytes is a duplicate, with other bytes it is
-  rejected;
-* a file for a released period p ≤ s (not a duplicate), beyond the horizon, without a
-  readable period, or refused by the step's validation (the lifecycle leaves state and
-  output byte-identical) goes to the **dead letter** ``OUT/_rejected/`` — one JSON
-  document per file naming the file, the period and the reason. The records are not
-  copied (``OUT`` is the public release; the file stays where it landed): never silently
-  dropped, never counted in a later period.
+  re-lists every file, a file touched — is a **duplicate**: logged and ignored; so is a
+  file rejected before (its fingerprint is in the dead letter), and a second copy (same
+  bytes) of a waiting file;
+* a file for period p > s + 1 **waits** in the bag until p − 1 is released; a second,
+  different file for a waiting period waits behind it: when the period's turn comes its
+  files are tried in the order they landed, the first the step accepts is released and
+  the others are rejected; a file landed again under the same name replaces the
+  waiting one (a corrected file);
+* a file for a released period p ≤ s, with the same bytes as another period's file (a
+  copy is never a second period), beyond the horizon, without a readable period, or
+  refused by the step's validation (the lifecycle leaves state and output
+  byte-identical) goes to the **dead letter** ``STATE/rejected/`` — one JSON document
+  per file naming the file, the period and the reason, in the private state directory
+  (a reason may quote a value; the records are not copied and the file stays where it
+  landed): never silently dropped, never counted in a later period.
 
 A file's period is in its name (``period_07.parquet``, ``wave-7.csv``: the last
 ``period``/``wave`` number) or else in its period column (one value per file).
@@ -61,8 +70,8 @@ initial document exist: add :func:`add_stream_arguments` to its parser and dispa
 """
 from __future__ import annotations
 
-import hashlib
 import json
+import logging
 import os
 import re
 import signal
@@ -76,13 +85,13 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 from apache_beam.coders import PickleCoder
-from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.transforms.periodicsequence import PeriodicImpulse
 from apache_beam.transforms.userstate import BagStateSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
-from continual_synth.mechanisms.errors import InputError, StateError
+from continual_synth.mechanisms.errors import InputError, StateBusy, StateError, one_line
 from continual_synth.pipelines import lifecycle, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import pipeline_options
@@ -91,7 +100,8 @@ from continual_synth.transforms.files import read_file, write_file
 from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods, PeriodClock,
                                                        read_event_records)
 
-REJECTED = "_rejected"
+MIN_POLL_SECONDS = 0.01
+REJECTED = "rejected"  # STATE/rejected/: the dead letter (private: names and reasons)
 SPOOL = "spool"  # STATE/spool/<token>/: an event-time period's records while its step runs
 #: the period in a file's name: the number after the last "period" or "wave"
 PERIOD_IN_NAME = re.compile(r"(?:period|wave)[_\-. ]?0*(\d+)(?!.*(?:period|wave))", re.I)
@@ -99,6 +109,7 @@ PERIOD_IN_NAME = re.compile(r"(?:period|wave)[_\-. ]?0*(\d+)(?!.*(?:period|wave)
 _PROGRESS_FIELDS = {"state_id", "synthesizer_state", "fingerprints", "contents", "pending",
                     "output_dir", "files", "shard_sizes", "shard_code_counts"}
 _STOP_MESSAGE = "continual-synth stream stopped"
+LOGGER = logging.getLogger("continual_synth")
 
 
 class StreamStopped(Exception):
@@ -212,23 +223,30 @@ def file_period(path: str, period_col: str, in_format: Optional[str]) -> int:
     return int(periods[0])
 
 
-def content_digest(path: str) -> str:
-    digest = hashlib.sha256()
-    with FileSystems.open(path) as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def reject(output_dir: str, path: str, period: Optional[int], reason: str) -> None:
-    """Dead-letter one file: ``OUT/_rejected/<time>-<name>.json`` with the reason."""
+def reject(state_dir: str, path: str, period: Optional[int], reason: str,
+           fingerprint: Optional[str] = None) -> None:
+    """Dead-letter one file: ``STATE/rejected/<time>-<name>.json`` with the reason (in the
+    private state directory: a reason may quote a value of the file).  ``fingerprint``
+    (:func:`~continual_synth.pipelines.lifecycle.fingerprint`) lets a restarted stream
+    recognise the file instead of rejecting it again."""
+    reason = one_line(reason)
     name = f"{time.strftime('%Y%m%dT%H%M%S')}-{lifecycle.new_token()[-6:]}-" \
            f"{os.path.basename(path)}.json"
     release_dir.write_json_atomic(
-        storage.join(output_dir, REJECTED, name),
-        {"file": path, "period": period, "reason": reason,
+        storage.join(state_dir, REJECTED, name),
+        {"file": path, "period": period, "reason": reason, "fingerprint": fingerprint,
          "rejected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     _event("rejected", file=path, period=period, reason=reason)
+
+
+def rejected_fingerprints(state_dir: str) -> set:
+    """The fingerprints of the files the dead letter holds."""
+    found = set()
+    for path in storage.list_files(storage.join(state_dir, REJECTED)):
+        document = release_dir.read_json(path) or {}
+        if document.get("fingerprint"):
+            found.add(document["fingerprint"])
+    return found
 
 
 def _event(event: str, **fields) -> None:
@@ -247,101 +265,176 @@ class _Stop:
 
 
 class ReleaseCompletePeriods(beam.DoFn):
-    """``("stream", path)`` in (every landed file, one key): releases complete periods in
-    order through the lifecycle's step; the bag holds files of periods still waiting for
-    an earlier one (see the module docstring for every case)."""
+    """``("stream", tick)`` in (one key, every poll interval): lists the watched
+    directory, takes the files that are new or changed since the last listing as
+    arrivals, and releases complete periods in order through the lifecycle's step; the
+    bag holds the files of periods not yet released (see the module docstring for every
+    case).  A tick without a new file still looks at the state: a period a step left
+    computed but unpublished is published, a file waiting for a period a step has since
+    released is taken."""
 
     WAITING = BagStateSpec("waiting", PickleCoder())
+    LISTED = BagStateSpec("listed", PickleCoder())  # {path: (size, modified)} seen so far
 
-    def __init__(self, job: IncrementalJob, state_dir: str, output_dir: str, *,
-                 in_format: Optional[str], period_col: str, until_period: Optional[int],
+    def __init__(self, job: IncrementalJob, watch_dir: str, state_dir: str, output_dir: str,
+                 *, in_format: Optional[str], period_col: str, until_period: Optional[int],
                  beam_args: Sequence[str], wait: float):
         super().__init__()
-        self.job, self.state_dir, self.output_dir = job, state_dir, output_dir
+        self.job, self.watch_dir = job, watch_dir
+        self.state_dir, self.output_dir = state_dir, output_dir
         self.in_format, self.period_col, self.until_period = in_format, period_col, until_period
         self.beam_args, self.wait = list(beam_args), wait
 
-    def process(self, element, waiting=beam.DoFn.StateParam(WAITING)):
-        _, path = element
+    def setup(self):
+        self.rejected = rejected_fingerprints(self.state_dir)
+
+    def process(self, element, waiting=beam.DoFn.StateParam(WAITING),
+                listed=beam.DoFn.StateParam(LISTED)):
         with _Stop.busy:
-            arrived = {period: (p, digest) for period, p, digest in waiting.read()}
-            self._arrive(path, arrived)
-            self._release_ready(arrived)
-            waiting.clear()
-            for period, (p, digest) in sorted(arrived.items()):
-                waiting.add((period, p, digest))
+            arrived: Dict[int, List[Tuple[str, str, str]]] = {}
+            for period, *candidate in waiting.read():
+                arrived.setdefault(period, []).append(tuple(candidate))
+            known = next(iter(listed.read()), {})
+            landed = self._landed(known)
+            try:
+                self._resume_pending()
+                for path in landed:
+                    self._arrive(path, arrived)
+                self._release_ready(arrived)
+            except StateBusy:
+                if landed:  # a file's turn: as a step would be refused
+                    raise
+                # a tick while a step owns the state: look again at the next tick
+            finally:
+                waiting.clear()
+                for period, candidates in sorted(arrived.items()):
+                    for candidate in candidates:
+                        waiting.add((period, *candidate))
+                listed.clear()
+                listed.add(known)
         if _Stop.requested.is_set():
-            raise StreamStopped("SIGTERM")
+            raise StreamStopped("stop requested (SIGTERM or Ctrl-C)")
         return ()
+
+    def _landed(self, known: Dict) -> List[str]:
+        """The watched files (not hidden: ``.name`` or ``_name``) new or changed since
+        the last listing, in listing order; ``known`` updated."""
+        matched = FileSystems.match([FileSystems.join(self.watch_dir, "*")])[0].metadata_list
+        landed = []
+        for metadata in sorted(matched, key=lambda metadata: metadata.path):
+            if os.path.basename(metadata.path.rstrip("/")).startswith((".", "_")):
+                continue
+            mark = (metadata.size_in_bytes, metadata.last_updated_in_seconds)
+            if known.get(metadata.path) != mark:
+                known[metadata.path] = mark
+                landed.append(metadata.path)
+        return landed
 
     def _state(self) -> Dict:
         return lifecycle.load_state(self.state_dir, self.job.kind or None)
 
+    def _reject(self, path: str, period: Optional[int], reason: str, fingerprint: str) -> None:
+        reject(self.state_dir, path, period, reason, fingerprint)
+        self.rejected.add(fingerprint)
+
+    def _resume_pending(self) -> None:
+        """A period committed but not published (a step or stream killed after its commit)
+        is published from its saved plan: no file is read, no noise drawn, nothing spent."""
+        state = self._state()
+        if state["pending"] is not None:
+            self._step(None, state["pending"]["period"], resumed=True)
+
     def _arrive(self, path: str, arrived: Dict) -> None:
+        if not storage.exists(path):  # removed since it was listed
+            return
         state = self._state()
         seen = self.job.periods_seen(state)
+        located, content = lifecycle.input_digests(path)
+        if located in self.rejected:
+            _event("duplicate", file=path, reason="this file was rejected before (see "
+                                                  "STATE/rejected/); ignored")
+            return
+        ingested = state["fingerprints"].get(located)
+        if ingested is not None:
+            _event("duplicate", file=path, period=ingested,
+                   reason="this file was already ingested; ignored")
+            return
         try:
-            ingested = state["fingerprints"].get(lifecycle.fingerprint(path))
-            if ingested is not None:
-                pending = state["pending"]
-                if pending is not None and pending["period"] == ingested:
-                    self._step(path, ingested, resumed=True)  # publish the saved plan
-                else:
-                    _event("duplicate", file=path, period=ingested,
-                           reason="this file was already ingested; ignored")
-                return
             period = file_period(path, self.period_col, self.in_format)
         except InputError as exc:
-            reject(self.output_dir, path, None, str(exc))
+            self._reject(path, None, str(exc), located)
             return
         horizon = self.job.horizon(state)
+        copied = state.get("contents", {}).get(content)
+        candidates = arrived.setdefault(period, [])
+        twin = next((other for other, _, digest in candidates if digest == content), None)
+        copy_waiting = next((waiting for waiting, others in arrived.items() if waiting != period
+                             and any(digest == content for _, _, digest in others)), None)
         if period < 1 or (horizon is not None and period > horizon):
-            reject(self.output_dir, path, period,
-                   f"period {period} is outside 1..{horizon or '∞'} (the horizon)")
+            self._reject(path, period, f"period {period} is outside 1..{horizon or '∞'} "
+                                       f"(the horizon)", located)
         elif period <= seen:
-            reject(self.output_dir, path, period,
-                   f"period {period} was already released from another file; a late file "
-                   f"is never counted in a later period")
-        elif period in arrived:
-            other, digest = arrived[period]
-            if content_digest(path) == digest:
-                _event("duplicate", file=path, period=period,
-                       reason=f"same bytes as {other}, waiting; ignored")
-            else:
-                reject(self.output_dir, path, period,
-                       f"period {period} already has a different file waiting ({other})")
+            self._reject(path, period, f"period {period} was already released from another "
+                                       f"file; a late file is never counted in a later period",
+                         located)
+        elif copied is not None or copy_waiting is not None:
+            self._reject(path, period, f"holds the same bytes as the file of period "
+                                       f"{copied or copy_waiting}: a copy is not taken as "
+                                       f"period {period}", located)
+        elif twin is not None:
+            _event("duplicate", file=path, period=period,
+                   reason=f"same bytes as {twin}, waiting; ignored")
         else:
-            arrived[period] = (path, content_digest(path))
-            if period > seen + 1:
+            rewritten = [i for i, (other, _, _) in enumerate(candidates) if other == path]
+            if rewritten:  # the same name landed again with other bytes: the new ones
+                candidates[rewritten[0]] = (path, located, content)
+            else:
+                candidates.append((path, located, content))
+            if len(candidates) > 1 and not rewritten:
+                _event("waiting", file=path, period=period,
+                       reason=f"period {period} already has a file waiting ({candidates[0][0]}); "
+                              f"this one is used only if that one is refused")
+            elif period > seen + 1:
                 _event("waiting", file=path, period=period,
                        reason=f"period {seen + 1} has not landed yet")
+        if not candidates:
+            del arrived[period]
 
     def _release_ready(self, arrived: Dict) -> None:
-        while True:
+        """Release the next period while its file is waiting: its files in the order they
+        landed, the first the step accepts (the others are rejected)."""
+        while not _Stop.requested.is_set():
             state = self._state()
             seen = self.job.periods_seen(state)
-            if state["pending"] is not None:  # resumed when its file is listed again
+            if state["pending"] is not None:  # resumed at the next element
                 return
             if self.until_period is not None and seen >= self.until_period:
                 raise StreamStopped(f"period {self.until_period} released")
-            if seen + 1 not in arrived:
+            candidates = arrived.pop(seen + 1, [])
+            if not candidates:
                 return
-            path, _ = arrived.pop(seen + 1)
-            try:
-                self._step(path, seen + 1, resumed=False)
-            except InputError as exc:  # the lifecycle left state and output unchanged
-                reject(self.output_dir, path, seen + 1, str(exc))
+            for index, (path, located, _) in enumerate(candidates):
+                try:
+                    self._step(path, seen + 1, resumed=False)
+                except InputError as exc:  # the lifecycle left state and output unchanged
+                    self._reject(path, seen + 1, str(exc), located)
+                    continue
+                for other, other_located, _ in candidates[index + 1:]:
+                    self._reject(other, seen + 1, f"period {seen + 1} was released from "
+                                                  f"{path}", other_located)
+                break
 
-    def _step(self, path: str, period: int, resumed: bool) -> None:
+    def _step(self, path: Optional[str], period: int, resumed: bool) -> None:
         release_period(self.job, self.state_dir, self.output_dir, path, period,
                        in_format=self.in_format, beam_args=self.beam_args, wait=self.wait,
                        resumed=resumed)
 
 
-def release_period(job: IncrementalJob, state_dir: str, output_dir: str, path: str,
-                   period: int, *, in_format: Optional[str], beam_args: Sequence[str],
+def release_period(job: IncrementalJob, state_dir: str, output_dir: str,
+                   path: Optional[str], period: int, *, in_format: Optional[str], beam_args: Sequence[str],
                    wait: float, resumed: bool = False) -> Dict:
-    """One period through the lifecycle's write-ahead step, logged."""
+    """One period through the lifecycle's write-ahead step, logged (``path`` None: resume
+    the period the state holds computed but unpublished)."""
     started = time.time()
     summary = lifecycle.incremental_step(job, state_dir, path, output_dir,
                                          in_format=in_format, period=period,
@@ -396,7 +489,8 @@ class ReleaseClosedPeriods(beam.DoFn):
         with _Stop.busy:
             state = lifecycle.load_state(self.state_dir, self.job.kind or None)
             period = self.job.periods_seen(state) + (state["pending"] is None)
-            while period <= closed and self._release(period, waiting.pop(period, [])):
+            while period <= closed and not _Stop.requested.is_set() and \
+                    self._release(period, waiting.pop(period, [])):
                 period += 1
             for later, tables in waiting.items():
                 for table in tables:
@@ -404,13 +498,13 @@ class ReleaseClosedPeriods(beam.DoFn):
         if self.until_period is not None and period > self.until_period:
             raise StreamStopped(f"period {self.until_period} released")
         if _Stop.requested.is_set():
-            raise StreamStopped("SIGTERM")
+            raise StreamStopped("stop requested (SIGTERM or Ctrl-C)")
 
     def _release(self, period: int, tables) -> bool:
         where = f"period {period} (event time {self.clock.start(period)} to " \
                 f"{self.clock.end(period)})"
         if not tables:
-            reject(self.output_dir, where, period, f"{where}: no records arrived before the "
+            reject(self.state_dir, where, period, f"{where}: no records arrived before the "
                    f"watermark passed its end")
             return False
         table = pa.concat_tables(tables, promote_options="default")
@@ -428,18 +522,18 @@ class ReleaseClosedPeriods(beam.DoFn):
                            in_format="parquet", beam_args=self.beam_args, wait=self.wait)
             return True
         except InputError as exc:  # the lifecycle left state and output unchanged
-            reject(self.output_dir, where, period, str(exc).replace(path, where))
+            reject(self.state_dir, where, period, str(exc).replace(path, where))
             return False
         finally:
             storage.remove_tree(spool)
 
 
-def write_late_records(output_dir: str, late) -> None:
-    """Dead-letter late records: ``OUT/_rejected/late-<period>-….json`` (private data:
-    the folder is never part of a release)."""
+def write_late_records(state_dir: str, late) -> None:
+    """Dead-letter late records: ``STATE/rejected/late-<period>-….json`` (private data,
+    in the private state directory)."""
     period, record, reason = late
     release_dir.write_json_atomic(
-        storage.join(output_dir, REJECTED, f"late-{period:04d}-{lifecycle.new_token()}.json"),
+        storage.join(state_dir, REJECTED, f"late-{period:04d}-{lifecycle.new_token()}.json"),
         {"period": period, "reason": reason, "record": record})
     _event("late", period=period, reason=reason)
 
@@ -456,7 +550,7 @@ def event_pipeline(pipeline, job: IncrementalJob, state_dir: str, output_dir: st
         records = read_event_records(pipeline, pubsub_subscription=pubsub_subscription,
                                      kafka_topic=kafka_topic, kafka_bootstrap=kafka_bootstrap)
     streams = records | "EventPeriods" >> EventPeriods(clock, timestamp_col)
-    _ = streams["late"] | "DeadLetter" >> beam.Map(lambda late: write_late_records(output_dir,
+    _ = streams["late"] | "DeadLetter" >> beam.Map(lambda late: write_late_records(state_dir,
                                                                                      late))
     return (streams["periods"]
             | "OneKey" >> beam.WithKeys(lambda _: "stream")
@@ -472,8 +566,7 @@ def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_di
     """Run the event-time stream on the runner ``beam_args`` name (streaming); return a
     summary.  ``source``: ``pubsub_subscription``, or ``kafka_topic`` and
     ``kafka_bootstrap``; ``distinct_rows`` for panels."""
-    state = open_state(state_dir, document, job.canonical)
-    lifecycle.check_release_target(state, output_dir)
+    state = start_state(job, document, state_dir, output_dir, until_period, 0.0)
     options = pipeline_options(beam_args)
     options.view_as(StandardOptions).streaming = True
     with _stopping():
@@ -522,25 +615,45 @@ def watch(job: IncrementalJob, document: Dict, watch_dir: str, state_dir: str,
           beam_args: Sequence[str] = (), wait: float = 0.0) -> Dict:
     """Release every period whose file lands in ``watch_dir`` (see the module docstring)
     until ``until_period`` is released, SIGTERM, or cancellation; return a summary."""
-    if not poll_seconds > 0:
-        raise InputError(f"--poll-interval must be a positive number of seconds, "
+    if not poll_seconds >= MIN_POLL_SECONDS:
+        raise InputError(f"--poll-interval must be at least {MIN_POLL_SECONDS} seconds, "
                          f"not {poll_seconds}")
+    if storage.is_file(watch_dir):
+        raise InputError(f"--watch {watch_dir} is a file: give the directory (or prefix) "
+                         f"where the period files land")
     if not FileSystems.exists(watch_dir):
         raise InputError(f"--watch {watch_dir}: no such directory or prefix")
-    lifecycle.Ownership(StateDir(state_dir), wait)  # checks --wait; owns nothing yet
-    state = open_state(state_dir, document, job.canonical)
-    lifecycle.check_release_target(state, output_dir)
+    state = start_state(job, document, state_dir, output_dir, until_period, wait)
     if until_period is None or job.periods_seen(state) < until_period:
         _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_seconds,
                      in_format, period_col, beam_args, wait)
     return _summary(job, state_dir, output_dir)
 
 
+def start_state(job: IncrementalJob, document: Dict, state_dir: str, output_dir: str,
+                until_period: Optional[int], wait: float) -> Dict:
+    """The stream's state (created from ``document`` if absent), after refusing what
+    could never work, before anything is written: a bad ``--wait``, an ``--until-period``
+    beyond the horizon, an ``--output`` that holds another release."""
+    lifecycle.Ownership(StateDir(state_dir), wait)  # checks --wait; owns nothing yet
+    horizon = job.horizon(document)
+    if until_period is not None and horizon is not None and until_period > horizon:
+        raise InputError(f"--until-period {until_period} is beyond the horizon T={horizon}: "
+                         f"the stream would never stop")
+    if not StateDir(state_dir).exists():
+        lifecycle.check_fresh_output(output_dir)
+    state = open_state(state_dir, document, job.canonical)
+    lifecycle.check_release_target(state, output_dir)
+    if state["output_dir"] is None:
+        lifecycle.check_fresh_output(output_dir)
+    return state
+
+
 def _summary(job: IncrementalJob, state_dir: str, output_dir: str) -> Dict:
     state = lifecycle.load_state(state_dir, job.kind or None)
     return {"status": "stopped", "periods_released": job.periods_seen(state),
             "pending": state["pending"] is not None,
-            "rejected_files": len(storage.list_files(storage.join(output_dir, REJECTED))),
+            "rejected_files": len(storage.list_files(storage.join(state_dir, REJECTED))),
             "state": state_dir, "output": output_dir}
 
 
@@ -548,26 +661,23 @@ def _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_secon
                  in_format, period_col, beam_args, wait) -> None:
     options = pipeline_options(["--runner", "DirectRunner"])
     options.view_as(StandardOptions).streaming = True
-    pattern = FileSystems.join(watch_dir, "*")
-    release = ReleaseCompletePeriods(job, state_dir, output_dir, in_format=in_format,
+    release = ReleaseCompletePeriods(job, watch_dir, state_dir, output_dir, in_format=in_format,
                                      period_col=period_col, until_period=until_period,
                                      beam_args=beam_args, wait=wait)
     with _stopping(), beam.Pipeline(options=options) as pipeline:
-            _ = (pipeline
-                 | "Watch" >> fileio.MatchContinuously(pattern, interval=poll_seconds,
-                                                       start_timestamp=Timestamp.now())
-                 | "Landed" >> beam.Map(lambda metadata: metadata.path)
-                 | "NotHidden" >> beam.Filter(
-                     lambda path: not os.path.basename(path).startswith((".", "_")))
-                 | "OneKey" >> beam.WithKeys(lambda _: "stream")
-                 | "ReleaseInOrder" >> beam.ParDo(release))
+        _ = (pipeline
+             | "Tick" >> PeriodicImpulse(start_timestamp=Timestamp.now(),
+                                         fire_interval=poll_seconds)
+             | "OneKey" >> beam.WithKeys(lambda _: "stream")
+             | "ListAndRelease" >> beam.ParDo(release))
 
 
 @contextmanager
 def _stopping() -> Iterator[None]:
     """SIGTERM handling around a stream; a :class:`StreamStopped` raised in the pipeline
     (Beam wraps it) ends the stream cleanly; a library error comes out unwrapped."""
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = {number: signal.signal(number, _on_sigterm)
+                for number in (signal.SIGTERM, signal.SIGINT)}
     _Stop.requested.clear()
     try:
         yield
@@ -575,7 +685,8 @@ def _stopping() -> Iterator[None]:
         if not _is_stop(exc):
             raise _unwrap(exc) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
         _stop_state_samplers()
 
 
@@ -597,10 +708,15 @@ def _stop_state_samplers() -> None:
 
 
 def _on_sigterm(signum, frame) -> None:
-    """Stop at once if no step is running (the state is clean), else after the step."""
+    """SIGTERM or Ctrl-C (SIGINT): stop at once if no step is running (the state is
+    clean), else after the step; a second Ctrl-C interrupts at once."""
+    name = signal.Signals(signum).name
     _Stop.requested.set()
+    if signum == signal.SIGINT:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        LOGGER.info("Ctrl-C: stopping after the period in progress (again to interrupt it)")
     if _Stop.busy.acquire(blocking=False):
-        raise StreamStopped("SIGTERM")
+        raise StreamStopped(name)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

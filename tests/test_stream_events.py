@@ -66,8 +66,9 @@ def run_events(events: TestStream, state: str, out: str, before=lambda: None):
                        records=pipeline | events, distinct_rows=True)
 
 
-def rejected(out):
-    return [json.load(open(path)) for path in sorted(glob.glob(os.path.join(out, "_rejected",
+def rejected(state):
+    """The dead letter's documents (in the private state directory; none in the release)."""
+    return [json.load(open(path)) for path in sorted(glob.glob(os.path.join(state, "rejected",
                                                                              "*.json")))]
 
 
@@ -89,7 +90,8 @@ def test_out_of_order_duplicated_and_late_records_equal_run(panel, tmp_path):
     entries = load_state(state)["synthesizer_state"]["ledger"]["entries"]
     assert [e["label"] for e in entries] == [f"period {p}" for p in range(K, T + 1)]
     assert read_manifest(out)["rho_spent"] == pytest.approx(read_manifest(run_dir)["rho_spent"])
-    dead = rejected(out)
+    dead = rejected(state)
+    assert not glob.glob(os.path.join(out, "*rejected*"))
     assert len(dead) == 1 and dead[0]["period"] == 2 and dead[0]["record"] == late
     assert "closed" in dead[0]["reason"]
 
@@ -103,7 +105,8 @@ def test_empty_period_is_dead_lettered_and_holds_later_periods(panel, tmp_path):
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     run_events(events, state, out)
     assert load_state(state)["synthesizer_state"]["period"] == 1
-    dead = rejected(out)
+    dead = rejected(state)
+    assert not glob.glob(os.path.join(out, "*rejected*"))
     assert [d["period"] for d in dead] == [2]
     assert "no records arrived" in dead[0]["reason"]
 

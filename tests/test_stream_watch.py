@@ -119,9 +119,10 @@ def events(state, kind: str):
         return [json.loads(line) for line in handle if line.startswith("{")]
 
 
-def rejected(out):
-    return [json.load(open(path)) for path in sorted(glob.glob(os.path.join(str(out),
-                                                                             "_rejected", "*")))]
+def rejected(state):
+    """The dead letter's documents (in the private state directory)."""
+    return [json.load(open(path)) for path in sorted(glob.glob(os.path.join(str(state),
+                                                                             "rejected", "*")))]
 
 
 def assert_equals_run(out, state, run_dir):
@@ -154,14 +155,14 @@ def test_out_of_order_duplicate_late_and_empty_files(panel, tmp_path):
     land(str(tmp_path / "late.parquet"), watch, "period_01_late.parquet")
     write_file(period_table(table, 2).slice(0, 0), str(tmp_path / "empty.parquet"), "parquet")
     land(str(tmp_path / "empty.parquet"), watch, "period_02_empty.parquet")
-    wait_until(lambda: len(rejected(out)) >= 2, process)
+    wait_until(lambda: len(rejected(state)) >= 2, process)
     assert seen(state) == 1  # 3 and 4 still wait for 2
     land(periods[2], watch)
     summary = finish(process)
     assert summary["periods_released"] == T and not summary["pending"]
     assert_equals_run(out, state, runs["window"])
     reasons = {os.path.basename(doc["file"]): (doc["period"], doc["reason"])
-               for doc in rejected(out)}
+               for doc in rejected(state)}
     assert set(reasons) == {"period_01_late.parquet", "period_02_empty.parquet"}
     assert reasons["period_01_late.parquet"][0] == 1
     assert "already released" in reasons["period_01_late.parquet"][1]
@@ -304,7 +305,9 @@ def exit_code(argv) -> int:
 
 @pytest.mark.parametrize("argv, subject", [
     (["--poll-interval", "0"], "--poll-interval"),
+    (["--poll-interval", "1e-9"], "--poll-interval must be at least"),
     (["--until-period", "0"], "--until-period"),
+    (["--until-period", str(T + 1)], f"--until-period {T + 1} is beyond the horizon"),
     (["--poll-intervl", "1"], "did you mean --poll-interval"),
     (["--wait", "-1"], "--wait"),
 ])
@@ -316,6 +319,50 @@ def test_bad_stream_options_exit_2(tmp_path, capsys, argv, subject):
                       *argv]) == 2
     assert subject in capsys.readouterr().err
     assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("watch, state, out", [
+    ("w", "s", "w"), ("w", "s", "w/release"), ("w", "w", "o"), ("w", "w/state", "o"),
+    ("w", "o/state", "o"), ("w/x", "s", "w")])
+def test_overlapping_watch_state_and_output_exit_2(tmp_path, capsys, watch, state, out):
+    """Before: --output = --watch published the raw period files beside the synthetic
+    ones; --state = --watch put the private state in the landing directory."""
+    (tmp_path / watch).mkdir(parents=True)
+    before = snapshot(str(tmp_path))
+    assert exit_code(["window", "stream", "--watch", str(tmp_path / watch), "--state",
+                      str(tmp_path / state), "--output", str(tmp_path / out), *WINDOW]) == 2
+    assert "one is inside the other" in capsys.readouterr().err
+    assert snapshot(str(tmp_path)) == before
+
+
+def test_run_into_its_own_input_directory_exit_2(panel, tmp_path, capsys):
+    root, _, _, _ = panel
+    assert exit_code(["window", "run", "--input", str(root / "periods"), "--output",
+                      str(root / "periods" / "release"), *WINDOW]) == 2
+    assert "--output" in capsys.readouterr().err
+    assert not (root / "periods" / "release").exists()
+
+
+def test_a_new_stream_into_another_release_exit_2(panel, tmp_path, capsys):
+    """Before: the state was created, then every file was rejected as "already holds a
+    release" (into the other release's directory) and the stream waited forever."""
+    _, _, periods, runs = panel
+    watch = tmp_path / "watch"
+    watch.mkdir()
+    land(periods[1], watch)
+    before = snapshot(runs["window"])
+    assert exit_code(["window", "stream", "--watch", str(watch), "--state",
+                      str(tmp_path / "state"), "--output", runs["window"], *WINDOW]) == 2
+    assert "already holds a release" in capsys.readouterr().err
+    assert not (tmp_path / "state").exists() and snapshot(runs["window"]) == before
+
+
+def test_watch_that_is_a_file_exit_2(panel, tmp_path, capsys):
+    _, _, periods, _ = panel
+    assert exit_code(["window", "stream", "--watch", periods[1], "--state",
+                      str(tmp_path / "state"), "--output", str(tmp_path / "out"), *WINDOW]) == 2
+    assert "is a file" in capsys.readouterr().err
+    assert not (tmp_path / "state").exists()
 
 
 def test_missing_watch_directory_exit_2(tmp_path, capsys):
@@ -361,3 +408,135 @@ def test_a_stop_wrapped_by_beam_is_still_a_clean_stop():
     with pytest.raises(InputError):
         with _stopping():
             raise wrapped(InputError("bad file"))
+
+
+# ------------------------------------------------------------------ operations
+
+
+def test_a_period_a_step_left_pending_is_published_without_its_file(panel, tmp_path):
+    """A step killed after its commit leaves period 2 computed but unpublished; a stream
+    whose landing directory does not hold that file (another machine) publishes it from
+    the saved plan at once, then goes on.  Before: the stream rejected period 2's file as
+    "already released", never published 2 and waited forever."""
+    _, _, periods, runs = panel
+    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
+    watch.mkdir()
+    assert main(["window", "init", "--state", str(state), *WINDOW]) == 0
+    assert main(["window", "step", "--state", str(state), "--input", periods[1],
+                 "--output", str(out)]) == 0
+    killed = subprocess.run([sys.executable, "-m", "continual_synth.pipelines.cli", "window",
+                             "step", "--state", str(state), "--input", periods[2],
+                             "--output", str(out)], capture_output=True,
+                            env={**os.environ, "CONTINUAL_SYNTH_CRASH_AT": "committed"})
+    assert killed.returncode == -signal.SIGKILL
+    assert load_state(str(state))["pending"]["period"] == 2
+    process = start("window", WINDOW, watch, state, out, "--until-period", str(T))
+    wait_until(lambda: load_state(str(state))["pending"] is None, process)
+    for period in (3, 4):
+        land(periods[period], watch)
+    summary = finish(process)
+    assert summary["periods_released"] == T and summary["rejected_files"] == 0
+    assert_equals_run(out, state, runs["window"])
+    resumed = [e for e in events(state, "window") if e.get("resumed")]
+    assert [e["period"] for e in resumed] == [2]
+
+
+def test_copies_corrections_and_restarts(panel, tmp_path):
+    """A copy of period 1's file landed as period 2 is rejected, not released as 2
+    (before: released, charged); a refused file corrected under the same name is
+    released; a restarted stream does not reject the rejected files again (before: each
+    restart added a document with another, wrong reason)."""
+    _, table, periods, runs = panel
+    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
+    watch.mkdir()
+    land(periods[1], watch)
+    process = start("window", WINDOW, watch, state, out, "--until-period", "2")
+    wait_until(lambda: seen(state) >= 1, process)
+    land(periods[1], watch, "period_02_copy.parquet")
+    write_file(period_table(table, 2).slice(0, 0), str(tmp_path / "empty.parquet"), "parquet")
+    land(str(tmp_path / "empty.parquet"), watch, "period_02.parquet")
+    wait_until(lambda: len(rejected(state)) >= 2, process)
+    assert seen(state) == 1
+    land(periods[2], watch, "period_02.parquet")  # corrected, same name
+    summary = finish(process)
+    assert summary["periods_released"] == 2 and summary["rejected_files"] == 2
+    reasons = sorted((os.path.basename(d["file"]), d["reason"]) for d in rejected(state))
+    assert reasons[0][0] == "period_02.parquet" and "holds no records" in reasons[0][1]
+    assert reasons[1][0] == "period_02_copy.parquet" and "same bytes" in reasons[1][1]
+    assert not [n for n in os.listdir(out) if "reject" in n]  # nothing private in OUT
+    restarted = start("window", WINDOW, watch, state, out, "--until-period", str(T))
+    for period in (3, 4):
+        land(periods[period], watch)
+    summary = finish(restarted)
+    assert summary["periods_released"] == T and summary["rejected_files"] == 2
+    assert_equals_run(out, state, runs["window"])
+
+
+class _Job:
+    """What ``ReleaseCompletePeriods`` asks of a job, over a fake state."""
+
+    kind = "window"
+
+    def periods_seen(self, state):
+        return state["seen"]
+
+    def horizon(self, state):
+        return T
+
+
+def _releaser(tmp_path, accepts):
+    """A ``ReleaseCompletePeriods`` whose steps are recorded, not run: ``accepts(path)``
+    says whether the step takes a file (else InputError)."""
+    from continual_synth.mechanisms.errors import InputError
+    from continual_synth.pipelines import stream
+
+    class Recorded(stream.ReleaseCompletePeriods):
+        seen, steps = 0, []
+
+        def _state(self):
+            return {"seen": self.seen, "pending": None}
+
+        def _step(self, path, period, resumed):
+            if not accepts(path):
+                raise InputError(f"{path}: refused")
+            self.steps.append((period, path))
+            self.seen = period
+
+    releaser = Recorded(_Job(), str(tmp_path), str(tmp_path / "state"), str(tmp_path / "out"),
+                        in_format=None, period_col="period", until_period=None,
+                        beam_args=[], wait=0.0)
+    releaser.rejected = set()
+    return releaser
+
+
+def test_a_stop_request_ends_the_backlog_after_the_period_in_progress(tmp_path):
+    """Before: SIGTERM released every waiting period before stopping."""
+    from continual_synth.pipelines import stream
+    releaser = _releaser(tmp_path, accepts=lambda path: True)
+    original = releaser._step
+
+    def step_then_stop(path, period, resumed):
+        original(path, period, resumed)
+        stream._Stop.requested.set()  # SIGTERM arrives during period 1
+
+    releaser._step = step_then_stop
+    arrived = {p: [(f"period_0{p}.parquet", f"f{p}", f"c{p}")] for p in (1, 2, 3)}
+    try:
+        releaser._release_ready(arrived)
+    finally:
+        stream._Stop.requested.clear()
+    assert releaser.steps == [(1, "period_01.parquet")] and sorted(arrived) == [2, 3]
+
+
+def test_a_periods_files_are_tried_in_landing_order(tmp_path):
+    """The first file of a period the step refuses does not block a later good one."""
+    releaser = _releaser(tmp_path, accepts=lambda path: "bad" not in path)
+    arrived = {1: [("bad_period_01.parquet", "f1", "c1"), ("period_01.parquet", "f2", "c2"),
+                   ("period_01_again.parquet", "f3", "c3")]}
+    releaser._release_ready(arrived)
+    assert releaser.steps == [(1, "period_01.parquet")] and not arrived
+    dead = sorted((d["file"], d["reason"]) for d in rejected(tmp_path / "state"))
+    assert dead == [("bad_period_01.parquet", "bad_period_01.parquet: refused"),
+                    ("period_01_again.parquet",
+                     "period 1 was released from period_01.parquet")]
+    assert releaser.rejected == {"f1", "f3"}
