@@ -564,6 +564,8 @@ class Fitter:
             a = targets[i][0][0]
             for j in ones[x + 1:]:
                 b = targets[j][0][0]
+                if b == a:  # a one-way workload and the pooled margin of its attribute
+                    continue
                 common = [c for c in targets[i][1] if b in c]
                 if not common:
                     continue

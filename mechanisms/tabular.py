@@ -401,6 +401,13 @@ class TabularConfig:
                 isinstance(self.max_cells, bool)
                 or not isinstance(self.max_cells, (int, np.integer)) or self.max_cells < 1):
             raise InputError(f"max_cells must be a positive integer, got {self.max_cells!r}")
+        if self.max_cells is not None and self.fit != "mw" and \
+                self.max_cells < self._one_workload_model:
+            raise ParameterError("max_cells", f"must be at least {self._one_workload_model} "
+                                              f"(the largest model of one workload: its "
+                                              f"clique and every other attribute's one-way "
+                                              f"table), got {self.max_cells}; below that "
+                                              f"no workload could be measured")
         if not (self.anchor_weight >= 0 and math.isfinite(self.anchor_weight)):
             raise InputError("anchor_weight must be a non-negative number")
         if not isinstance(self.mixture_components, (int, np.integer)) \

@@ -169,7 +169,11 @@ HORIZON_FROM_INPUT = ("the input's last period: read from the data, so the priva
 def synthesizer_from_args(args, input_path: Optional[str] = None):
     """The synthesizer the options describe (the domain read or, if asked, inferred)."""
     from continual_synth.mechanisms.marginals import Domain, parse_workloads
+    from continual_synth.mechanisms.errors import InputError
     from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
+    if args.counter is not None and args.method == "baseline":
+        raise InputError("--counter is for the proposed method: the baseline measures each "
+                         "period's records once, with no counter")
     inferred = bool(getattr(args, "infer_domain", False))
     if inferred:
         from continual_synth.pipelines.tabular import infer_domain

@@ -400,3 +400,34 @@ def test_more_way_marginals_than_attributes_says_what_to_give():
                                          r"the domain has 1 \(code\); give --marginals 1"):
         all_workloads(Domain({"code": ["01", "02"]}), 2)
     assert all_workloads(Domain({"code": ["01", "02"]}), 1) == [("code",)]
+
+
+def test_one_way_workloads_with_the_pooled_margins_run(stream_files, tmp_path):
+    """``--marginals 1`` (the default ipf fit, pooled margins): a one-way workload and the
+    pooled margin of its attribute are two targets on one attribute, which the fit's
+    pairing of correlated one-way targets took for a pair (IndexError, exit 1, from
+    period 4)."""
+    code = main(["tabular", "run", "--input", str(stream_files / "stream.parquet"),
+                 "--output", str(tmp_path / "o"), "--domain", str(stream_files / "domain.json"),
+                 "--epsilon", "1000", "--marginals", "1", "--seed", "3"])
+    assert code == 0
+    table = read_dataset(str(tmp_path / "o"))
+    assert set(table["period"].to_pylist()) == set(range(1, PERIODS + 1))
+
+
+def test_a_model_limit_no_workload_fits_is_refused(stream_files, tmp_path, capsys):
+    """Before: accepted, then every step ended in an IndexError (no workload selectable)."""
+    code = main(["tabular", "run", "--input", str(stream_files / "stream.parquet"),
+                 "--output", str(tmp_path / "o"), "--domain", str(stream_files / "domain.json"),
+                 "--epsilon", "1", "--max-cells", "5"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--max-cells must be at least" in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_counter_for_the_baseline_is_refused(stream_files, tmp_path, capsys):
+    """Before: accepted and ignored (the manifest said counter null)."""
+    code = main(["tabular", "run", "--input", str(stream_files / "stream.parquet"),
+                 "--output", str(tmp_path / "o"), "--domain", str(stream_files / "domain.json"),
+                 "--epsilon", "1", "--method", "baseline", "--counter", "tree"])
+    assert code == 2 and "--counter is for the proposed method" in capsys.readouterr().err
