@@ -182,6 +182,11 @@ def _config(args):
     positive_real("epsilon", args.epsilon)  # before it sets the depth
     depth_from = None
     depth = args.depth
+    if depth is not None and args.expected_n is not None:
+        raise InputError("give --depth R or --expected-n M (which sets the depth), not both")
+    if args.level_epsilons and args.budget_split is not None:
+        raise InputError("give --level-epsilons (every level's ε) or --budget-split (a rule "
+                         "for them), not both")
     if depth is None:
         if args.expected_n is None:
             raise InputError("give --depth R, or --expected-n M (a public guess of the number "
