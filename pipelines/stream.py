@@ -8,13 +8,13 @@ complete periods are released in order, each by exactly the write-ahead step
 
     PeriodicImpulse(--poll-interval)                    the watcher's clock (Beam, streaming)
       ─ key every tick to one key ("stream")
-      ─ ReleaseCompletePeriods (stateful DoFn)          lists DIR/*: files new or changed
-                                                        since the last listing (not hidden:
-                                                        ".x", "_x" are still being written)
-                                                        arrive; a bag holds the files of
-                                                        periods not yet released; releases
-                                                        next = seen + 1 while a file of it
-                                                        is waiting
+      ─ ReleaseCompletePeriods (stateful DoFn)          lists DIR/*: a file new or changed
+                                                        arrives when it is unchanged one
+                                                        listing later (hidden ".x", "_x":
+                                                        still being written); a bag holds
+                                                        the files of periods not yet
+                                                        released; releases next = seen + 1
+                                                        while a file of it is waiting
 
 Every tick first publishes a period the state holds computed but unpublished (a step or
 stream killed after its commit: the saved plan, no data read, no noise drawn, nothing
@@ -274,7 +274,7 @@ class ReleaseCompletePeriods(beam.DoFn):
     released is taken."""
 
     WAITING = BagStateSpec("waiting", PickleCoder())
-    LISTED = BagStateSpec("listed", PickleCoder())  # {path: (size, modified)} seen so far
+    LISTED = BagStateSpec("listed", PickleCoder())  # {path: (size, modified, settled)}
 
     def __init__(self, job: IncrementalJob, watch_dir: str, state_dir: str, output_dir: str,
                  *, in_format: Optional[str], period_col: str, until_period: Optional[int],
@@ -317,16 +317,23 @@ class ReleaseCompletePeriods(beam.DoFn):
         return ()
 
     def _landed(self, known: Dict) -> List[str]:
-        """The watched files (not hidden: ``.name`` or ``_name``) new or changed since
-        the last listing, in listing order; ``known`` updated."""
+        """The watched files (not hidden: ``.name`` or ``_name``) that have settled since
+        the last listing, in path order; ``known`` ({path: (size, modified, settled)})
+        updated.  A file new or changed at this listing waits for the next one and is
+        taken when its size and time are the same there: a file copied in place
+        (not landed atomically, as the README asks) is not read half-written unless its
+        writer pauses for a whole poll interval."""
         matched = FileSystems.match([FileSystems.join(self.watch_dir, "*")])[0].metadata_list
         landed = []
         for metadata in sorted(matched, key=lambda metadata: metadata.path):
             if os.path.basename(metadata.path.rstrip("/")).startswith((".", "_")):
                 continue
             mark = (metadata.size_in_bytes, metadata.last_updated_in_seconds)
-            if known.get(metadata.path) != mark:
-                known[metadata.path] = mark
+            size, modified, settled = known.get(metadata.path, (None, None, False))
+            if (size, modified) != mark:
+                known[metadata.path] = (*mark, False)
+            elif not settled:
+                known[metadata.path] = (*mark, True)
                 landed.append(metadata.path)
         return landed
 

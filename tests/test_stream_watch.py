@@ -540,3 +540,22 @@ def test_a_periods_files_are_tried_in_landing_order(tmp_path):
                     ("period_01_again.parquet",
                      "period 1 was released from period_01.parquet")]
     assert releaser.rejected == {"f1", "f3"}
+
+
+def test_a_file_is_taken_once_it_is_unchanged_one_listing_later(tmp_path):
+    """A period file written in place in two parts (not landed atomically) is taken only
+    once a listing finds it as the one before did; before, the first listing after the
+    first part took the half file as the whole period (a CSV parses either way)."""
+    releaser = _releaser(tmp_path, accepts=lambda path: True)
+    (tmp_path / "w").mkdir()
+    releaser.watch_dir = str(tmp_path / "w")
+    path = tmp_path / "w" / "period_01.csv"
+    known = {}
+    path.write_text("id,value\n1,0\n")
+    (tmp_path / "w" / ".period_02.csv").write_text("id,value\n")  # hidden: being written
+    assert releaser._landed(known) == []            # new: wait one listing
+    with open(path, "a") as handle:
+        handle.write("2,1\n")
+    assert releaser._landed(known) == []            # changed: wait again
+    assert releaser._landed(known) == [str(path)]   # unchanged: taken, once
+    assert releaser._landed(known) == []
