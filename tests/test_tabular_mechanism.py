@@ -559,3 +559,21 @@ def test_model_growth_is_validated_saved_and_in_the_manifest():
     assert tabular.TabularConfig.from_dict(saved).model_growth == "fixed"
     fields = tabular.manifest_fields(cfg, tabular.initial_state(cfg))
     assert fields["model_growth"] == "horizon" and fields["model_cells"] == cfg.model_cells
+
+
+def test_an_attribute_constant_so_far_does_not_hide_a_drifting_one():
+    """remainder="adaptive": on a stream sorted by attribute a (constant so far and this
+    period) while attribute e moves from 50/50 to all in one cell, the drift estimate must
+    call the stream drifting (γ = 0).  Before the weights were capped at B̂, a's κ (its
+    noise alone: 1.25·10⁹ here) outvoted e's (10³) and γ was 1 (audit of 27 Nov 2026)."""
+    batch, variance = 500.0, 1e-4
+    sums = {("a",): np.array([3000.0, 0.0]), ("e",): np.array([1500.0, 1500.0])}
+    measured = {("a",): (np.array([500.0, 0.0]), variance),
+                ("e",): (np.array([500.0, 0.0]), variance)}
+    drift = tabular._drift_update((0.0, 0.0, 0.0), sums, measured, batch)
+    assert tabular.drift_estimate(drift) == pytest.approx(0.25, rel=0.01)
+    assert tabular.stationary_weight(drift) == 0.0
+    # an exchangeable period (e at its shares) reads as no drift
+    still = {("a",): measured[("a",)], ("e",): (np.array([250.0, 250.0]), variance)}
+    drift = tabular._drift_update((0.0, 0.0, 0.0), sums, still, batch)
+    assert tabular.stationary_weight(drift) == 1.0
