@@ -1127,7 +1127,8 @@ def _step_baseline(config, new, hists, sampler, period) -> TabularRelease:
     selected, iterates = _select_measure_fit(
         config, sampler, targets, start, bias, measure,
         lambda j, total: (noisy[j], noise_var), lambda increment: increment, rescale=True,
-        counts=new.selection_counts)
+        counts=new.selection_counts,
+        batch=int(round(new.size / (period - 1))) if period > 1 else 0)
     increment = average_models(config.domain, iterates)
     increment_size = int(round(increment.total))
     for j in selected:
