@@ -50,7 +50,7 @@ class BoundedReleaseOptions(JobOptions):
                                  "0:1,-5:5); a single pair applies to every column")
         parser.add_argument("--epsilon", type=POSITIVE_REAL, required=True,
                             help="total ε (pure DP)")
-        parser.add_argument("--samples", type=NON_NEGATIVE_INT, required=True,
+        parser.add_argument("--samples", type=POSITIVE_INT, required=True,
                             help="synthetic points to draw")
         parser.add_argument("--prune-k", type=POSITIVE_INT, default=64,
                             help="hot nodes kept per level; L* = floor(log2 k) levels are "

@@ -188,6 +188,7 @@ def test_cli_run_and_evaluate(data, tmp_path):
     (["--depth", "10", "--memory", "5000", "--sketch-width", "64"], "not both"),
     (["--depth", "10", "--memroy", "5000"], "--memory"),
     (["--depth", "10", "--expected-n", "10000"], "--depth R or --expected-n M"),
+    (["--depth", "10", "--samples", "0"], "--samples must be an integer >= 1"),
     (["--depth", "1", "--level-epsilons", "0.5,0.5", "--budget-split", "uniform"],
      "--level-epsilons (every level's ε) or --budget-split"),
 ])

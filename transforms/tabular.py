@@ -71,7 +71,7 @@ def encode_stream_batch(table: pa.Table, domain: Domain, period_col: str,
         top = np.inf if horizon is None else horizon
         wrong = np.flatnonzero((periods < 1) | (periods > top))
         if wrong.size:
-            span = "1 or more" if horizon is None else f"1..{horizon}"
+            span = "1 or more" if horizon is None else f"1..{horizon} (--horizon {horizon})"
             raise InputError(f"{where}: {row_label(wrong[0], first_row)} holds period "
                              f"{int(periods[wrong[0]])}; periods must be {span}")
     return periods, codes
