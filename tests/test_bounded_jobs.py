@@ -140,9 +140,14 @@ def test_clip_is_recorded_without_a_non_private_count(data, tmp_path):
 
 
 def run_cli(args):
+    """(exit code, stdout, stderr) of the command line, as the console script exits
+    (argparse's refusals included)."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(args)
+        try:
+            code = main(args)
+        except SystemExit as stop:
+            code = stop.code
     return code, out.getvalue(), err.getvalue()
 
 
