@@ -12,13 +12,15 @@ P = np.array([0.45, 0.25, 0.15, 0.1, 0.04, 0.01])
 
 
 def period_z(margin, variance, batch, share=P):
-    """z of one attribute in one period: :func:`tabular._drift_update` from empty sums."""
+    """z of one attribute in one period: :func:`tabular._drift_update` from empty sums
+    (which hold w·z/κ, w/κ and w, the weight w = min(κ, B))."""
     total, weight, power = tabular._drift_update((0.0, 0.0, 0.0), {"a": share * 1e9},
                                                  {"a": (margin, variance)}, batch)
-    assert weight == 1.0
     null = P.size * variance + batch * (1 - np.sum(P * P))
-    assert power == pytest.approx(batch ** 2 / null)
-    return total
+    kappa = batch ** 2 / null
+    assert power == pytest.approx(min(kappa, batch))
+    assert weight == pytest.approx(power / kappa)
+    return total / weight
 
 
 @pytest.mark.parametrize("batch,scale", [(200, 0.0), (200, 3.0), (50, 10.0)])
@@ -38,12 +40,12 @@ def test_drift_statistic_has_mean_one_on_an_exchangeable_stream(batch, scale):
 
 
 def pooled_estimate(margins, variance, batch):
-    """Δ̂ = Σ(z − 1)/Σκ over single-period updates (no discount), and its standard error."""
-    terms = [tabular._drift_update((0.0, 0.0, 0.0), {"a": P * 1e9},
-                                   {"a": (m, variance)}, batch) for m in margins]
-    z = np.array([t[0] for t in terms])
-    power = np.array([t[2] for t in terms])
-    return (z - 1).sum() / power.sum(), (z - 1).std(ddof=1) * np.sqrt(z.size) / power.sum()
+    """Δ̂ = Σw(z − 1)/κ / Σw over single-period updates (no discount; Σ(z − 1)/Σκ while
+    κ ≤ B), and its standard error."""
+    terms = np.array([tabular._drift_update((0.0, 0.0, 0.0), {"a": P * 1e9},
+                                            {"a": (m, variance)}, batch) for m in margins])
+    excess, power = terms[:, 0] - terms[:, 1], terms[:, 2]
+    return excess.sum() / power.sum(), excess.std(ddof=1) * np.sqrt(excess.size) / power.sum()
 
 
 def test_drift_estimate_is_unbiased_on_an_exchangeable_stream():
