@@ -180,7 +180,8 @@ Machine: {result['cpus']} cores shared with other engineers; load average
 |---|---|---|---|---|
 {rows}
 
-- landing → release includes the wait for the next listing (≤ the poll interval); the
+- landing → release includes the wait for two listings (a file is taken when it is
+  unchanged one listing after it appeared: between 1 and 2 poll intervals); the
   `step` column is a whole `window step` process (start-up, imports, the same lifecycle step),
   as a scheduler runs it once per period.
 - median ratio stream / step: **{median:.2f}** (target ≤ 1.2); worst {max(result['ratio']):.2f}
