@@ -86,7 +86,7 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.coders import PickleCoder
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
 from apache_beam.transforms.userstate import BagStateSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
@@ -628,8 +628,11 @@ def watch(job: IncrementalJob, document: Dict, watch_dir: str, state_dir: str,
     if storage.is_file(watch_dir):
         raise InputError(f"--watch {watch_dir} is a file: give the directory (or prefix) "
                          f"where the period files land")
-    if not FileSystems.exists(watch_dir):
-        raise InputError(f"--watch {watch_dir}: no such directory or prefix")
+    if storage.is_local(watch_dir):
+        if not os.path.isdir(watch_dir):
+            raise InputError(f"--watch {watch_dir}: no such directory")
+    else:  # a prefix exists only once it holds an object: the bucket must
+        storage.check_bucket("watch", watch_dir)
     state = start_state(job, document, state_dir, output_dir, until_period, wait)
     if until_period is None or job.periods_seen(state) < until_period:
         _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_seconds,
@@ -666,8 +669,13 @@ def _summary(job: IncrementalJob, state_dir: str, output_dir: str) -> Dict:
 
 def _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_seconds,
                  in_format, period_col, beam_args, wait) -> None:
-    options = pipeline_options(["--runner", "DirectRunner"])
+    # the job's options (the stores' settings: --s3_endpoint_url …, which the listing and
+    # the state's reads in the DoFn need), on the in-process DirectRunner whatever runner
+    # the periods' steps use
+    options = pipeline_options([*beam_args, "--runner", "DirectRunner"])
     options.view_as(StandardOptions).streaming = True
+    direct = options.view_as(DirectOptions)
+    direct.direct_running_mode, direct.direct_num_workers = "in_memory", 1
     release = ReleaseCompletePeriods(job, watch_dir, state_dir, output_dir, in_format=in_format,
                                      period_col=period_col, until_period=until_period,
                                      beam_args=beam_args, wait=wait)

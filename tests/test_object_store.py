@@ -320,3 +320,25 @@ def test_a_missing_bucket_is_a_one_line_error_before_anything_is_read(s3_server,
         assert f"{option} s3://no-such-bucket/" in message and \
             "bucket 'no-such-bucket' does not exist" in message
     assert not os.listdir(tmp_path)
+
+
+def test_a_stream_watching_an_s3_prefix_releases_what_the_local_run_releases(
+        s3_server, panel, local_run):
+    """``stream`` with --watch, --state and --output on S3 (a prefix exists only once it
+    holds an object: before, --watch on S3 was refused as "no such directory or prefix")."""
+    root = s3_server.prefix()
+    storage.configure(s3_server.beam_args)
+    code, message = cli("window", "stream", "--watch", "s3://no-such-bucket/land", "--state",
+                        f"{root}/state", "--output", f"{root}/out", *PRIVACY,
+                        *s3_server.beam_args)
+    assert code == 2 and "bucket 'no-such-bucket' does not exist" in message
+    for period in range(1, PERIODS + 1):
+        storage.write_bytes(f"{root}/land/period_{period:02d}.parquet",
+                            (panel / "periods" / f"p{period}.parquet").read_bytes())
+    code, summary = cli("window", "stream", "--watch", f"{root}/land", "--state",
+                        f"{root}/state", "--output", f"{root}/out", "--until-period",
+                        str(PERIODS), "--poll-interval", "0.2", *PRIVACY,
+                        *s3_server.beam_args)
+    assert code == 0 and summary["periods_released"] == PERIODS, summary
+    assert summary["rejected_files"] == 0
+    assert sorted_records(f"{root}/out").equals(sorted_records(local_run[1]))
