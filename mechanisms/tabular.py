@@ -850,8 +850,9 @@ def _drift_update(drift: Tuple[float, float, float], sums, measured, batch: floa
     κ_a thousands of times the others', so its d_a ≈ 0 (constant again this period)
     outvoted every drifting attribute and a stream sorted by it read as exchangeable
     (audit of 27 Nov 2026: AvgWE up to 21× the sampling floor mid-stream at ε = 1000).
-    Where the noise dominates (κ_a < B̂) the sums are the plain ones.  Returns the discounted sums (Σ γ^age·w·z/κ, Σ γ^age·w/κ, Σ γ^age·w),
-    γ = ``DRIFT_DISCOUNT``.  Post-processing of the counters' outputs (no budget)."""
+    Where the noise dominates (κ_a < B̂) the sums are the plain ones.  Returns the
+    discounted sums (Σ γ^age·w·z/κ, Σ γ^age·w/κ, Σ γ^age·w), γ = ``DRIFT_DISCOUNT``.
+    Post-processing of the counters' outputs (no budget)."""
     total, weight, power = (DRIFT_DISCOUNT * x for x in drift)
     if batch > 0:
         for a, (margin, variance) in measured.items():
@@ -861,7 +862,8 @@ def _drift_update(drift: Tuple[float, float, float], sums, measured, batch: floa
             share = np.clip(sums[a] / mass, 0.0, 1.0)
             null = margin.size * variance + batch * (1.0 - float(np.sum(share * share)))
             if null > 0:
-                z, kappa = float(np.sum((margin - batch * share) ** 2)) / null, batch ** 2 / null
+                z = float(np.sum((margin - batch * share) ** 2)) / null
+                kappa = batch ** 2 / null
                 w = min(kappa, batch)
                 total += w * z / kappa
                 weight += w / kappa

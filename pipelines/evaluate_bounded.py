@@ -17,8 +17,8 @@ Every W1 is read against its **noise floor** (:func:`_floor`): the same W1 betwe
 disjoint samples of the real points of the same size m (d = 1: m = min(n/2, synthetic
 points); d > 1: the OT subsample size), each averaged over a few draws.  ``w1_verdict``
 says whether the release's W1 at that size is within the floor (the mean paired
-difference not significantly above 0, one-sided 2.5 %) ("indistinguishable from a fresh real sample at this
-size") or how many times the floor it is.
+difference not significantly above 0, one-sided 2.5 %: "indistinguishable from a fresh
+real sample at this size") or how many times the floor it is.
 
 A continual release (``bounded step`` / ``run --horizon``: files ``synthetic-tNNNN-*``,
 one set per period) is evaluated at one period t (``period``; default the last released):
@@ -170,9 +170,8 @@ def _floor(same: Sequence[float], floor: Sequence[float], m: int, method: str) -
     differences = np.asarray(same) - np.asarray(floor)
     error = float(np.std(differences, ddof=1) / np.sqrt(len(differences))) \
         if len(differences) > 1 else 0.0
-    from scipy.stats import t as student
-    within = bool(differences.mean() <= student.ppf(0.975, max(len(differences) - 1, 1))
-                  * error)
+    within = bool(differences.mean()
+                  <= stats.t.ppf(0.975, max(len(differences) - 1, 1)) * error)
     if within:
         verdict = (f"W1 {w1:.5g} is within the sampling floor {base:.5g} (mean of "
                    f"{len(same)} draws; difference {differences.mean():.3g} ± {error:.2g}): "

@@ -297,9 +297,9 @@ class ReleaseCompletePeriods(beam.DoFn):
             known = next(iter(listed.read()), {})
             landed = self._landed(known)
             try:
-                self._resume_pending()
+                state = self._resume_pending()
                 for path in landed:
-                    self._arrive(path, arrived)
+                    self._arrive(path, arrived, state)
                 self._release_ready(arrived)
             except StateBusy:
                 if landed:  # a file's turn: as a step would be refused
@@ -344,17 +344,20 @@ class ReleaseCompletePeriods(beam.DoFn):
         reject(self.state_dir, path, period, reason, fingerprint)
         self.rejected.add(fingerprint)
 
-    def _resume_pending(self) -> None:
+    def _resume_pending(self) -> Dict:
         """A period committed but not published (a step or stream killed after its commit)
-        is published from its saved plan: no file is read, no noise drawn, nothing spent."""
+        is published from its saved plan: no file is read, no noise drawn, nothing spent.
+        Returns the state then current."""
         state = self._state()
-        if state["pending"] is not None:
-            self._step(None, state["pending"]["period"], resumed=True)
+        if state["pending"] is None:
+            return state
+        self._step(None, state["pending"]["period"], resumed=True)
+        return self._state()
 
-    def _arrive(self, path: str, arrived: Dict) -> None:
+    def _arrive(self, path: str, arrived: Dict, state: Dict) -> None:
+        """Sort one landed file (``state``: the current state; arriving changes none)."""
         if not storage.exists(path):  # removed since it was listed
             return
-        state = self._state()
         seen = self.job.periods_seen(state)
         located, content = lifecycle.input_digests(path)
         if located in self.rejected:
@@ -413,7 +416,7 @@ class ReleaseCompletePeriods(beam.DoFn):
         while not _Stop.requested.is_set():
             state = self._state()
             seen = self.job.periods_seen(state)
-            if state["pending"] is not None:  # resumed at the next element
+            if state["pending"] is not None:  # published at the next tick
                 return
             if self.until_period is not None and seen >= self.until_period:
                 raise StreamStopped(f"period {self.until_period} released")
@@ -438,8 +441,8 @@ class ReleaseCompletePeriods(beam.DoFn):
 
 
 def release_period(job: IncrementalJob, state_dir: str, output_dir: str,
-                   path: Optional[str], period: int, *, in_format: Optional[str], beam_args: Sequence[str],
-                   wait: float, resumed: bool = False) -> Dict:
+                   path: Optional[str], period: int, *, in_format: Optional[str],
+                   beam_args: Sequence[str], wait: float, resumed: bool = False) -> Dict:
     """One period through the lifecycle's write-ahead step, logged (``path`` None: resume
     the period the state holds computed but unpublished)."""
     started = time.time()
@@ -691,7 +694,7 @@ def _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_secon
 def _stopping() -> Iterator[None]:
     """SIGTERM handling around a stream; a :class:`StreamStopped` raised in the pipeline
     (Beam wraps it) ends the stream cleanly; a library error comes out unwrapped."""
-    previous = {number: signal.signal(number, _on_sigterm)
+    previous = {number: signal.signal(number, _on_stop_signal)
                 for number in (signal.SIGTERM, signal.SIGINT)}
     _Stop.requested.clear()
     try:
@@ -722,7 +725,7 @@ def _stop_state_samplers() -> None:
                 pass
 
 
-def _on_sigterm(signum, frame) -> None:
+def _on_stop_signal(signum, frame) -> None:
     """SIGTERM or Ctrl-C (SIGINT): stop at once if no step is running (the state is
     clean), else after the step; a second Ctrl-C interrupts at once."""
     name = signal.Signals(signum).name

@@ -311,8 +311,8 @@ def test_a_missing_bucket_is_a_one_line_error_before_anything_is_read(s3_server,
                                                                        tmp_path):
     """Before: the run read its input, then Beam failed its first write in a traceback
     (NoSuchBucket) and init failed in the conditional-create probe, exit 1."""
-    for argv in (["window", "run", "--input", str(panel / "panel"), "--output", "s3://no-such-bucket/out",
-                  *PRIVACY],
+    for argv in (["window", "run", "--input", str(panel / "panel"), "--output",
+                  "s3://no-such-bucket/out", *PRIVACY],
                  ["window", "init", "--state", "s3://no-such-bucket/state", *PRIVACY[:-2]]):
         code, message = cli(*argv, *s3_server.beam_args)
         option = "--output" if "run" in argv else "--state"
