@@ -84,11 +84,11 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-from apache_beam.coders import PickleCoder
+from apache_beam.coders import PickleCoder, VarIntCoder
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
-from apache_beam.transforms.userstate import BagStateSpec, on_timer
+from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
 from continual_synth.mechanisms.errors import InputError, StateBusy, StateError, one_line
@@ -98,9 +98,11 @@ from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_file, write_file
 from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods, PeriodClock,
+                                                       UnreadableBatch, check_event_source,
                                                        read_event_records)
 
 MIN_POLL_SECONDS = 0.01
+DEFAULT_POLL_SECONDS = 5.0  # --poll-interval
 REJECTED = "rejected"  # STATE/rejected/: the dead letter (private: names and reasons)
 SPOOL = "spool"  # STATE/spool/<token>/: an event-time period's records while its step runs
 #: the period in a file's name: the number after the last "period" or "wave"
@@ -152,7 +154,7 @@ def add_stream_arguments(parser) -> None:
                              "(seconds since the epoch or ISO 8601)")
     parser.add_argument("--period-length", type=POSITIVE_REAL, default=None, metavar="SECONDS",
                         help="event sources: the length of a period in event time")
-    parser.add_argument("--origin", type=float, default=0.0, metavar="SECONDS",
+    parser.add_argument("--origin", type=float, default=None, metavar="SECONDS",
                         help="event sources: the start of period 1 (seconds since the "
                              "epoch, default 0)")
     parser.add_argument("--state", required=True,
@@ -163,8 +165,8 @@ def add_stream_arguments(parser) -> None:
     parser.add_argument("--until-period", type=POSITIVE_INT, default=None,
                         help="stop cleanly after releasing this period (default: run until "
                              "cancelled)")
-    parser.add_argument("--poll-interval", type=POSITIVE_REAL, default=5.0, metavar="SECONDS",
-                        help="how often the watched directory is listed (default 5)")
+    parser.add_argument("--poll-interval", type=POSITIVE_REAL, default=None, metavar="SECONDS",
+                        help="--watch: how often the watched directory is listed (default 5)")
     parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                         help="if a step owns the state when a period is due, wait up to this "
                              "long for it (default 0: stop with an error)")
@@ -460,11 +462,14 @@ class ReleaseClosedPeriods(beam.DoFn):
     watermark passes a period's end (a watermark timer), every period up to it is
     released in order through the lifecycle's step, its records spooled first to
     ``STATE/spool/<token>/`` on the state's own store (the step reads files; the spool is
-    removed after the step, and a killed stream's spool when the next one starts).  A period with no records, or refused by
-    the step's validation, goes to the dead letter and holds the later periods back
-    (a panel needs every person's report each period)."""
+    removed after the step, and a killed stream's spool when the next one starts).  A
+    period with no records, or refused by the step's validation, goes to the dead letter
+    once and holds the later periods back (a panel needs every person's report each
+    period).  A period committed but not published (a step or stream killed after its
+    commit) is published first, from its saved plan.  Never beyond ``until_period``."""
 
     BATCHES = BagStateSpec("batches", PickleCoder())
+    REFUSED = ReadModifyWriteStateSpec("refused_period", VarIntCoder())
     OPEN, CLOSE = OpenPeriods.specs()
 
     def __init__(self, job: IncrementalJob, state_dir: str, output_dir: str, *,
@@ -489,7 +494,7 @@ class ReleaseClosedPeriods(beam.DoFn):
 
     @on_timer(CLOSE)
     def on_close(self, fire_time=beam.DoFn.TimestampParam,
-                 batches=beam.DoFn.StateParam(BATCHES),
+                 batches=beam.DoFn.StateParam(BATCHES), refused=beam.DoFn.StateParam(REFUSED),
                  open_periods=beam.DoFn.StateParam(OPEN), close=beam.DoFn.TimerParam(CLOSE)):
         closed = OpenPeriods(self.clock).close(fire_time, open_periods, close)
         waiting: Dict[int, list] = {}
@@ -499,9 +504,28 @@ class ReleaseClosedPeriods(beam.DoFn):
         with _Stop.busy:
             state = lifecycle.load_state(self.state_dir, self.job.kind or None)
             period = self.job.periods_seen(state) + (state["pending"] is None)
-            while period <= closed and not _Stop.requested.is_set() and \
-                    self._release(period, waiting.pop(period, [])):
-                period += 1
+            try:
+                if state["pending"] is not None:  # resumed from its plan: nothing spent
+                    release_period(self.job, self.state_dir, self.output_dir, None, period,
+                                   in_format=None, beam_args=self.beam_args, wait=self.wait,
+                                   resumed=True)
+                    period += 1
+                while period <= closed and period != refused.read() and \
+                        (self.until_period is None or period <= self.until_period) and \
+                        not _Stop.requested.is_set():
+                    if not self._release(period, waiting.pop(period, [])):
+                        refused.write(period)  # dead-lettered once; it holds the rest back
+                        break
+                    period += 1
+            except StateBusy as exc:  # a step owns the state past --wait: the next firing
+                _event("busy", period=period, message=one_line(exc))
+            for earlier in sorted(p for p in waiting if p < period):  # released already
+                tables = waiting.pop(earlier)
+                if earlier in _RELEASED_HERE.get(self.state_dir, ()):
+                    continue  # a retried firing: these records are the period's release
+                for table in tables:  # a step released the period meanwhile
+                    self._late(earlier, table, f"period {earlier} was released before "
+                                               f"these records arrived")
             for later, tables in waiting.items():
                 for table in tables:
                     batches.add((later, table))
@@ -510,12 +534,22 @@ class ReleaseClosedPeriods(beam.DoFn):
         if _Stop.requested.is_set():
             raise StreamStopped("stop requested (SIGTERM or Ctrl-C)")
 
+    def _late(self, period: int, table, reason: str) -> None:
+        if isinstance(table, UnreadableBatch):
+            return
+        for record in table.to_pylist():
+            write_late_records(self.state_dir, (period, record, reason))
+
     def _release(self, period: int, tables) -> bool:
         where = f"period {period} (event time {self.clock.start(period)} to " \
                 f"{self.clock.end(period)})"
         if not tables:
             reject(self.state_dir, where, period, f"{where}: no records arrived before the "
                    f"watermark passed its end")
+            return False
+        unreadable = [t.reason for t in tables if isinstance(t, UnreadableBatch)]
+        if unreadable:
+            reject(self.state_dir, where, period, unreadable[0])
             return False
         table = pa.concat_tables(tables, promote_options="default")
         table = table.drop_columns([c for c in self.drop_columns if c in table.column_names])
@@ -530,7 +564,10 @@ class ReleaseClosedPeriods(beam.DoFn):
             write_file(table, path, "parquet")
             release_period(self.job, self.state_dir, self.output_dir, path, period,
                            in_format="parquet", beam_args=self.beam_args, wait=self.wait)
+            _RELEASED_HERE.setdefault(self.state_dir, set()).add(period)
             return True
+        except StateBusy:
+            raise
         except InputError as exc:  # the lifecycle left state and output unchanged
             reject(self.state_dir, where, period, str(exc).replace(path, where))
             return False
@@ -538,14 +575,22 @@ class ReleaseClosedPeriods(beam.DoFn):
             storage.remove_tree(spool)
 
 
+# Periods this process released from a stream's own records, per state directory: a
+# firing that stops the stream (--until-period, SIGTERM) fails its bundle on purpose, and
+# the runner retries it with the records it had buffered, which were released already.
+_RELEASED_HERE: Dict[str, set] = {}
+
+
 def write_late_records(state_dir: str, late) -> None:
-    """Dead-letter late records: ``STATE/rejected/late-<period>-….json`` (private data,
+    """Dead-letter late records, ``STATE/rejected/late-<period>-….json``, and messages
+    refused before they had a period, ``STATE/rejected/invalid-….json`` (private data,
     in the private state directory)."""
     period, record, reason = late
+    name = "invalid" if period is None else f"late-{period:04d}"
     release_dir.write_json_atomic(
-        storage.join(state_dir, REJECTED, f"late-{period:04d}-{lifecycle.new_token()}.json"),
+        storage.join(state_dir, REJECTED, f"{name}-{lifecycle.new_token()}.json"),
         {"period": period, "reason": reason, "record": record})
-    _event("late", period=period, reason=reason)
+    _event("late" if period is not None else "invalid", period=period, reason=reason)
 
 
 def event_pipeline(pipeline, job: IncrementalJob, state_dir: str, output_dir: str, *,
@@ -553,13 +598,17 @@ def event_pipeline(pipeline, job: IncrementalJob, state_dir: str, output_dir: st
                    pubsub_subscription: Optional[str] = None,
                    kafka_topic: Optional[str] = None, kafka_bootstrap: Optional[str] = None,
                    distinct_rows: bool = False, until_period: Optional[int] = None,
-                   beam_args: Sequence[str] = (), wait: float = 0.0):
+                   beam_args: Sequence[str] = (), wait: float = 0.0,
+                   horizon: Optional[int] = None, released_through: int = 0):
     """Build the event-time stream on ``pipeline`` (``records``: a PCollection of JSON
-    records, e.g. a ``TestStream``'s, instead of Pub/Sub or Kafka)."""
+    records or messages, e.g. a ``TestStream``'s, instead of Pub/Sub or Kafka;
+    ``horizon``: T, if the synthesizer has one; ``released_through``: the periods the
+    state had released when the stream started)."""
     if records is None:
         records = read_event_records(pipeline, pubsub_subscription=pubsub_subscription,
                                      kafka_topic=kafka_topic, kafka_bootstrap=kafka_bootstrap)
-    streams = records | "EventPeriods" >> EventPeriods(clock, timestamp_col)
+    streams = records | "EventPeriods" >> EventPeriods(clock, timestamp_col, horizon=horizon,
+                                                       released_through=released_through)
     _ = streams["late"] | "DeadLetter" >> beam.Map(lambda late: write_late_records(state_dir,
                                                                                      late))
     return (streams["periods"]
@@ -572,18 +621,27 @@ def event_pipeline(pipeline, job: IncrementalJob, state_dir: str, output_dir: st
 
 def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_dir: str, *,
                   clock: PeriodClock, timestamp_col: str, beam_args: Sequence[str] = (),
-                  until_period: Optional[int] = None, **source) -> Dict:
+                  until_period: Optional[int] = None, wait: float = 0.0,
+                  distinct_rows: bool = False, **source) -> Dict:
     """Run the event-time stream on the runner ``beam_args`` name (streaming); return a
     summary.  ``source``: ``pubsub_subscription``, or ``kafka_topic`` and
-    ``kafka_bootstrap``; ``distinct_rows`` for panels."""
-    state = start_state(job, document, state_dir, output_dir, until_period, 0.0)
+    ``kafka_bootstrap`` (checked before anything is written); ``distinct_rows`` for
+    panels."""
+    check_event_source(source.get("pubsub_subscription"), source.get("kafka_topic"),
+                       source.get("kafka_bootstrap"))
+    state = start_state(job, document, state_dir, output_dir, until_period, wait)
+    released = job.periods_seen(state)
+    if until_period is not None and released >= until_period and state["pending"] is None:
+        return _summary(job, state_dir, output_dir)  # a retried task: nothing more to do
     options = pipeline_options(beam_args)
     options.view_as(StandardOptions).streaming = True
     with _stopping():
         with beam.Pipeline(options=options) as pipeline:
             event_pipeline(pipeline, job, state_dir, output_dir, clock=clock,
                            timestamp_col=timestamp_col, until_period=until_period,
-                           beam_args=(), **source)
+                           beam_args=(), wait=wait, distinct_rows=distinct_rows,
+                           horizon=job.horizon(document), released_through=released,
+                           **source)
     return _summary(job, state_dir, output_dir)
 
 
@@ -595,12 +653,13 @@ def run_stream(job: IncrementalJob, document: Dict, args, beam_args: Sequence[st
     """The ``stream`` command of any synthesizer family (``args`` from
     :func:`add_stream_arguments`): watched files, or an event source."""
     if args.watch is not None:
-        for name in ("timestamp_col", "period_length", "kafka_bootstrap_servers"):
+        for name in ("timestamp_col", "period_length", "origin", "kafka_bootstrap_servers"):
             if getattr(args, name) is not None:
                 raise InputError(f"--{name.replace('_', '-')} is for --pubsub-subscription "
                                  f"or --kafka-topic, not --watch")
+        poll = DEFAULT_POLL_SECONDS if args.poll_interval is None else args.poll_interval
         return watch(job, document, args.watch, args.state, args.output,
-                     until_period=args.until_period, poll_seconds=args.poll_interval,
+                     until_period=args.until_period, poll_seconds=poll,
                      in_format=args.input_format, period_col=period_col,
                      beam_args=beam_args, wait=args.wait)
     lifecycle.Ownership(StateDir(args.state), args.wait)  # checks --wait; owns nothing yet
@@ -608,10 +667,17 @@ def run_stream(job: IncrementalJob, document: Dict, args, beam_args: Sequence[st
         if getattr(args, name) is None:
             raise InputError(f"--pubsub-subscription and --kafka-topic need "
                              f"--{name.replace('_', '-')}")
+    for name in ("poll_interval", "input_format"):
+        if getattr(args, name, None) is not None:
+            raise InputError(f"--{name.replace('_', '-')} is for --watch, not "
+                             f"--pubsub-subscription or --kafka-topic")
+    if args.pubsub_subscription is not None and args.kafka_bootstrap_servers is not None:
+        raise InputError("--kafka-bootstrap-servers is for --kafka-topic, not "
+                         "--pubsub-subscription")
     return follow_events(job, document, args.state, args.output,
-                         clock=PeriodClock(args.period_length, args.origin),
+                         clock=PeriodClock(args.period_length, args.origin or 0.0),
                          timestamp_col=args.timestamp_col, beam_args=beam_args,
-                         until_period=args.until_period,
+                         until_period=args.until_period, wait=args.wait,
                          pubsub_subscription=args.pubsub_subscription,
                          kafka_topic=args.kafka_topic,
                          kafka_bootstrap=args.kafka_bootstrap_servers,
@@ -620,7 +686,8 @@ def run_stream(job: IncrementalJob, document: Dict, args, beam_args: Sequence[st
 
 
 def watch(job: IncrementalJob, document: Dict, watch_dir: str, state_dir: str,
-          output_dir: str, *, until_period: Optional[int] = None, poll_seconds: float = 5.0,
+          output_dir: str, *, until_period: Optional[int] = None,
+          poll_seconds: float = DEFAULT_POLL_SECONDS,
           in_format: Optional[str] = None, period_col: str = "period",
           beam_args: Sequence[str] = (), wait: float = 0.0) -> Dict:
     """Release every period whose file lands in ``watch_dir`` (see the module docstring)

@@ -27,7 +27,7 @@ from continual_synth.pipelines.lifecycle import load_state
 from continual_synth.pipelines.stream import event_pipeline, open_state
 from continual_synth.transforms.files import read_dataset, write_file
 from continual_synth.transforms.stream_sources import (PeriodClock, event_seconds,
-                                                       kafka_reader)
+                                                       event_time, kafka_reader)
 from continual_synth.transforms.tabular_stream import SynthesizeTabularStream
 
 from helpers_panels import long_table, markov_codes, read_manifest, sorted_records
@@ -54,16 +54,23 @@ def panel(tmp_path_factory):
     return root, records, run_dir
 
 
-def run_events(events: TestStream, state: str, out: str, before=lambda: None):
+def run_events(events: TestStream, state: str, out: str, before=lambda: None,
+               until_period=None):
+    """The command's event pipeline (as ``follow_events`` builds it: the horizon, the
+    periods the state had released) on ``events``; stops as the command does."""
+    from continual_synth.pipelines.stream import _stopping
     document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
     open_state(state, document)
     before()
+    job = jobs.PanelJob("window")
     options = PipelineOptions()
     options.view_as(StandardOptions).streaming = True
-    with beam.Pipeline(options=options) as pipeline:
-        event_pipeline(pipeline, jobs.PanelJob("window"), state, out,
+    with _stopping(), beam.Pipeline(options=options) as pipeline:
+        event_pipeline(pipeline, job, state, out,
                        clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
-                       records=pipeline | events, distinct_rows=True)
+                       records=pipeline | events, distinct_rows=True, horizon=T,
+                       released_through=job.periods_seen(load_state(state)),
+                       until_period=until_period)
 
 
 def rejected(state):
@@ -111,6 +118,133 @@ def test_empty_period_is_dead_lettered_and_holds_later_periods(panel, tmp_path):
     assert "no records arrived" in dead[0]["reason"]
 
 
+def test_bad_messages_are_dead_lettered_and_the_stream_goes_on(panel, tmp_path):
+    """One message the stream cannot read — not JSON, not an object, no time, a time
+    that is not one, before --origin, or in milliseconds (beyond the horizon) — goes to
+    the dead letter with its reason; the releases are those of the good records."""
+    _, records, run_dir = panel
+    bad = ["not json {", json.dumps([1, 2]), {"id": 1, "value": 0},
+           {"id": 1, "value": 0, "ts": "1001"}, {"id": 1, "value": 0, "ts": float("nan")},
+           {"id": 1, "value": 0, "ts": ORIGIN - 1}, {"id": 1, "value": 0, "ts": ORIGIN * 1000}]
+    good = [json.dumps(r) for r in records[1]]  # as Pub/Sub delivers them: JSON text
+    events = TestStream().add_elements(good[:5] + bad + good[5:])
+    for period in range(1, T + 1):
+        events = events.add_elements(records[period] if period > 1 else []).advance_watermark_to(
+            ORIGIN + period * LENGTH)
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    run_events(events.advance_watermark_to_infinity(), state, out)
+    assert sorted_records(out).equals(sorted_records(run_dir))
+    dead = rejected(state)
+    assert [d["period"] for d in dead] == [None] * len(bad)
+    reasons = " | ".join(sorted(d["reason"] for d in dead))
+    for expected in ("not JSON", "JSON list, not an object", "has no --timestamp-col 'ts'",
+                     "'1001' is neither seconds", "nan is not a time",
+                     "before --origin", "beyond the horizon T=4 (a time in milliseconds"):
+        assert expected in reasons, reasons
+    assert not glob.glob(os.path.join(out, "*rejected*"))
+
+
+def test_records_that_do_not_make_a_table_dead_letter_their_period(panel, tmp_path):
+    """A report whose value is text among numbers: the period is refused with the
+    reason (as ``step`` refuses such a file), not the stream ended."""
+    _, records, _ = panel
+    odd = [dict(records[2][0], value=str(records[2][0]["value"]))] + records[2][1:]
+    events = (TestStream().add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
+              .add_elements(odd).advance_watermark_to(ORIGIN + 2 * LENGTH)
+              .add_elements(records[3]).advance_watermark_to_infinity())
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    run_events(events, state, out)
+    assert load_state(state)["synthesizer_state"]["period"] == 1
+    dead = rejected(state)
+    assert [d["period"] for d in dead] == [2]  # once, not again at every later period
+    assert "do not make one table" in dead[0]["reason"]
+
+
+def test_an_empty_period_closes_at_its_own_end(panel, tmp_path):
+    """The watermark passes the end of period 2 with nothing for it: period 2 is closed
+    then, so its records arriving afterwards are all late (none is released as a part
+    of the period), and the empty period is dead-lettered once."""
+    _, records, _ = panel
+    events = (TestStream().add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
+              .advance_watermark_to(ORIGIN + 2.5 * LENGTH)
+              .add_elements(records[2][:5]).advance_watermark_to(ORIGIN + 2.9 * LENGTH)
+              .add_elements(records[2][5:] + records[3]).advance_watermark_to_infinity())
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    run_events(events, state, out)
+    assert load_state(state)["synthesizer_state"]["period"] == 1
+    dead = rejected(state)
+    late = [d for d in dead if "record" in d]
+    assert len(late) == N and {d["period"] for d in late} == {2}
+    assert all("closed (the watermark passed its end)" in d["reason"] for d in late)
+    empty = [d for d in dead if "record" not in d]
+    assert [d["period"] for d in empty] == [2] and "no records arrived" in empty[0]["reason"]
+
+
+def _step_killed_after_commit(state, path, out, period):
+    """``window step`` of one period, SIGKILLed right after its commit (pending)."""
+    import subprocess
+    import sys
+    env = dict(os.environ, CONTINUAL_SYNTH_CRASH_AT="committed")
+    done = subprocess.run([sys.executable, "-m", "continual_synth", "window", "step",
+                           "--state", state, "--input", path, "--output", out,
+                           "--period", str(period)], env=env, capture_output=True)
+    assert done.returncode == -9, done.stderr.decode()[-500:]
+
+
+def test_a_restarted_stream_publishes_the_pending_period_and_refuses_released_ones(
+        panel, tmp_path):
+    """A stream that starts on a state whose period 2 is committed but unpublished (a
+    step killed after its commit) publishes it from its plan at once, without its
+    records; redelivered records of periods 1-2 go to the dead letter as released
+    before the stream started; ``--until-period 3`` is not overshot."""
+    root, records, run_dir = panel
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+
+    def released_two_with_two_pending():
+        for period in (1, 2):
+            path = str(tmp_path / f"p{period}.parquet")
+            write_file(pa.Table.from_pylist([{"id": r["id"], "value": r["value"]}
+                                             for r in records[period]]), path, "parquet")
+            if period == 1:
+                jobs.step(state, path, out)
+            else:
+                _step_killed_after_commit(state, path, out, period)
+        assert load_state(state)["pending"]["period"] == 2
+    events = (TestStream().add_elements(records[1][:3] + records[2][:4])  # redelivered
+              .add_elements(records[3]).advance_watermark_to(ORIGIN + 3 * LENGTH)
+              .add_elements(records[4]).advance_watermark_to_infinity())
+    run_events(events, state, out, released_two_with_two_pending, until_period=3)
+    state_now = load_state(state)
+    assert state_now["pending"] is None and state_now["synthesizer_state"]["period"] == 3
+    expected = sorted_records(run_dir)
+    assert sorted_records(out).equals(expected.filter(pa.compute.less_equal(
+        expected["period"], 3)))
+    dead = rejected(state)
+    assert sorted(d["period"] for d in dead) == [1] * 3 + [2] * 4
+    assert all("released before this stream started" in d["reason"] for d in dead)
+
+
+def test_a_retried_stream_past_its_until_period_releases_nothing(panel, tmp_path):
+    """The same ``--until-period 2`` command again (a retried task) on a state that has
+    released period 2 returns at once: no source is read, nothing more is spent."""
+    from continual_synth.pipelines.stream import follow_events
+    _, records, _ = panel
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
+    open_state(state, document)
+    for period in (1, 2):
+        path = str(tmp_path / f"p{period}.parquet")
+        write_file(pa.Table.from_pylist([{"id": r["id"], "value": r["value"]}
+                                         for r in records[period]]), path, "parquet")
+        jobs.step(state, path, out)
+    before = load_state(state)
+    summary = follow_events(jobs.PanelJob("window"), document, state, out,
+                            clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
+                            until_period=2, kafka_topic="reports",
+                            kafka_bootstrap="127.0.0.1:1")  # never contacted
+    assert summary["periods_released"] == 2 and load_state(state) == before
+
+
 def test_pubsub_graph(tmp_path):
     """The command's Pub/Sub pipeline, built (not run): source, event time, late split,
     per-period batching and the stateful release, in that order."""
@@ -120,7 +254,7 @@ def test_pubsub_graph(tmp_path):
                    pubsub_subscription="projects/my-project/subscriptions/panel")
     proto = pipeline.to_runner_api()
     labels = [t.unique_name for t in proto.components.transforms.values()]
-    order = ["ReadPubSub", "Json", "EventPeriods/EventTime", "EventPeriods/SplitLate",
+    order = ["ReadPubSub", "EventPeriods/EventTime", "EventPeriods/SplitLate",
              "EventPeriods/PeriodBatches/Periods", "EventPeriods/PeriodBatches/Batch",
              "ReleaseClosed", "DeadLetter"]
     for label in order:
@@ -153,7 +287,14 @@ def test_event_time_and_period_clock():
         [1, 1, 2]
     assert float(clock.end(2)) == ORIGIN + 20
     assert event_seconds("1970-01-01T00:16:40Z", "ts") == 1000.0
+    assert event_seconds("1970-01-01T02:16:40.25+02:00", "ts") == 1000.25
     assert event_seconds(12.5, "ts") == 12.5
+    # whole microseconds, as Beam's timestamps and windows: no float boundary errors
+    tenths = PeriodClock(0.1, 0)
+    assert [tenths.period(tenths.end(p)) for p in range(1, 6)] == [2, 3, 4, 5, 6]
+    hours = PeriodClock(3600, 0.1)
+    assert hours.period(event_time(0.1 + 73 * 3600, "ts")) == 74
+    assert hours.period(event_time(0.1 + 73 * 3600 - 1e-6, "ts")) == 73
     with pytest.raises(InputError, match="--timestamp-col ts"):
         event_seconds("yesterday", "ts")
     with pytest.raises(InputError, match="--period-length"):
@@ -166,6 +307,13 @@ def test_event_time_and_period_clock():
     (["--pubsub-subscription", "projects/p1/subscriptions/s", "--period-length", "10"],
      "--timestamp-col"),
     (["--watch", "WATCH", "--timestamp-col", "ts"], "--timestamp-col is for"),
+    (["--watch", "WATCH", "--origin", "5"], "--origin is for"),
+    (["--kafka-topic", "t", "--timestamp-col", "ts", "--period-length", "10"],
+     "--kafka-topic needs --kafka-bootstrap-servers"),
+    (["--pubsub-subscription", "panel", "--timestamp-col", "ts", "--period-length", "10"],
+     "expected projects/PROJECT/subscriptions/NAME"),
+    (["--pubsub-subscription", "projects/p1234567/subscriptions/s", "--timestamp-col", "ts",
+      "--period-length", "10", "--poll-interval", "3"], "--poll-interval is for --watch"),
 ])
 def test_event_options_checked(tmp_path, capsys, argv, subject):
     (tmp_path / "w").mkdir()
@@ -178,8 +326,9 @@ def test_event_options_checked(tmp_path, capsys, argv, subject):
 
 def test_tabular_state_in_beam_late_batch_and_empty_period_equal_run(tmp_path):
     """The pure-Beam-state tabular stream (``SynthesizeTabularStream``): batches out of
-    order within periods, period 2 empty, a late batch for period 1 to the dead letter;
-    the tables equal ``run``'s on the same stream without the late batch."""
+    order within periods, period 2 empty, a late batch for period 1 and a batch with a
+    value outside the domain to the dead letter; the tables equal ``run``'s on the same
+    stream without those batches."""
     domain = Domain({"a": [0, 1, 2], "b": ["x", "y"]})
     synthesizer = TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
                                             epsilon=2.0, fit="mw", horizon=3)
@@ -191,11 +340,13 @@ def test_tabular_state_in_beam_late_batch_and_empty_period_equal_run(tmp_path):
     write_file(whole, str(tmp_path / "stream.parquet"), "parquet")
     tabular.run(synthesizer, str(tmp_path / "stream.parquet"), str(tmp_path / "run"), seed=4)
     late = parts[1].slice(0, 7)
+    outside = pa.table({"a": [7], "b": ["x"]})  # a value the domain does not hold
     events = (TestStream()
               .add_elements([TimestampedValue(parts[1].slice(20), 8),
                              TimestampedValue(parts[1].slice(0, 20), 1)])
               .advance_watermark_to(10).advance_watermark_to(20)  # period 2: no records
-              .add_elements([TimestampedValue(late, 5), TimestampedValue(parts[3], 25)])
+              .add_elements([TimestampedValue(late, 5), TimestampedValue(parts[3], 25),
+                             TimestampedValue(outside, 27)])
               .advance_watermark_to_infinity())
     out, dead = tmp_path / "streamed", tmp_path / "dead"
     out.mkdir()
@@ -221,6 +372,8 @@ def test_tabular_state_in_beam_late_batch_and_empty_period_equal_run(tmp_path):
     assert ordered(read_dataset(str(out))).equals(ordered(read_dataset(str(tmp_path / "run"))))
     rejected_batch = read_dataset(str(dead / "late-1.parquet"))
     assert rejected_batch.num_rows == 7 and "closed" in rejected_batch["reason"][0].as_py()
+    refused = read_dataset(str(dead / "late-3.parquet"))  # dead-lettered, not the stream's end
+    assert refused.num_rows == 1 and "not in the domain" in refused["reason"][0].as_py()
 
 
 def test_event_periods_are_spooled_next_to_the_state_and_removed(panel, tmp_path,

@@ -7,9 +7,12 @@ launch) deliver one JSON record per message.  Event time comes from the record's
 event-time window ``[origin + (t − 1)·L, origin + t·L)`` of ``--period-length`` L from
 ``--origin``::
 
-    messages ─ JSON records ─ TimestampRecords (event time from the column)
+    messages ─ ParseEventRecords (a JSON object; event time from the column; a
+        message that is not one, has no time, or falls outside periods 1..T goes to the
+        dead letter with the reason — one bad message never stops the stream)
       ─ SplitLateRecords: a record whose period is already closed (the watermark has
-        passed its end) goes to the dead letter with the reason, never to a later period
+        passed its end, or the period was released before this stream started) goes to
+        the dead letter with the reason, never to a later period
       ─ PeriodBatches: FixedWindows(L) ─ GroupIntoBatches per period ─ Arrow tables
       ─ (period, pa.Table) in the global window, for a stateful release DoFn whose
         watermark timer at a period's end says the period is complete
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 from typing import Dict, Optional
 
 import apache_beam as beam
@@ -32,7 +36,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (ReadModifyWriteStateSpec, TimerSpec,
                                               on_timer)
 from apache_beam.transforms.window import FixedWindows, GlobalWindows, TimestampedValue
-from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.timestamp import Duration, Timestamp
 
 from continual_synth.mechanisms.errors import InputError
 
@@ -40,7 +44,11 @@ LATE = "late"
 
 
 class PeriodClock:
-    """Periods of ``length`` seconds from ``origin`` (seconds since the epoch)."""
+    """Periods of ``length`` seconds from ``origin`` (seconds since the epoch), in whole
+    microseconds as Beam's timestamps and ``FixedWindows`` count: a record at exactly
+    ``origin + t·length`` opens period t + 1 whatever the decimal fractions (in floating
+    point, ``0.1 + 73·3600`` fell in period 73 and the end of period 3 of 0.1 s in
+    period 3)."""
 
     def __init__(self, length: float, origin: float = 0.0):
         if not length > 0 or length == float("inf"):
@@ -49,51 +57,92 @@ class PeriodClock:
         if not abs(origin) < float("inf"):
             raise InputError(f"--origin must be a finite number of seconds, not {origin}")
         self.length, self.origin = float(length), float(origin)
+        self.length_micros, self.origin_micros = round(length * 1e6), round(origin * 1e6)
+        if self.length_micros < 1:
+            raise InputError(f"--period-length must be at least a microsecond, not {length}")
 
-    def period(self, timestamp: float) -> int:
-        return int((float(timestamp) - self.origin) // self.length) + 1
+    def period(self, timestamp) -> int:
+        """The period of ``timestamp`` (a Beam ``Timestamp``, or seconds)."""
+        micros = timestamp.micros if isinstance(timestamp, Timestamp) else \
+            round(float(timestamp) * 1e6)
+        return (micros - self.origin_micros) // self.length_micros + 1
 
     def end(self, period: int) -> Timestamp:
-        return Timestamp(self.origin + period * self.length)
+        return Timestamp(micros=self.origin_micros + period * self.length_micros)
 
     def start(self, period: int) -> Timestamp:
-        return Timestamp(self.origin + (period - 1) * self.length)
+        return Timestamp(micros=self.origin_micros + (period - 1) * self.length_micros)
+
+    def windows(self) -> FixedWindows:
+        """The periods as Beam's event-time windows."""
+        return FixedWindows(Duration(micros=self.length_micros),
+                            offset=Timestamp(micros=self.origin_micros))
+
+
+# Beam's timestamps are microseconds in a signed 64-bit integer; a time in milliseconds
+# or nanoseconds read as seconds is far outside this range of years 1677-2262.
+_LARGEST_SECONDS = 9.2e12
 
 
 def event_seconds(value, column: str) -> float:
     """A record's event time: seconds since the epoch, or an ISO 8601 string."""
+    return event_time(value, column).micros / 1e6
+
+
+def event_time(value, column: str) -> Timestamp:
+    """A record's event time as a Beam ``Timestamp`` (whole microseconds, rounded):
+    seconds since the epoch (a JSON number), or an ISO 8601 string (UTC unless it names
+    a zone)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        if not (math.isfinite(value) and abs(value) < _LARGEST_SECONDS):
+            raise InputError(f"--timestamp-col {column}: {value!r} is not a time in seconds "
+                             f"since the epoch")
+        return Timestamp(micros=round(value * 1e6))
     try:
         moment = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
         raise InputError(f"--timestamp-col {column}: {value!r} is neither seconds since the "
-                         f"epoch nor an ISO 8601 time") from None
+                         f"epoch (a JSON number) nor an ISO 8601 time") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return moment.timestamp()
+    since = moment - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    return Timestamp(micros=since // datetime.timedelta(microseconds=1))
 
 
 def read_event_records(pipeline, *, pubsub_subscription: Optional[str] = None,
                        kafka_topic: Optional[str] = None,
                        kafka_bootstrap: Optional[str] = None,
                        timestamp_col: Optional[str] = None):
-    """JSON records from Pub/Sub or Kafka (exactly one of the two)."""
-    if (pubsub_subscription is None) == (kafka_topic is None):
-        raise InputError("give exactly one of --pubsub-subscription and --kafka-topic")
+    """The messages (bytes, one JSON record each) from Pub/Sub or Kafka (exactly one of
+    the two); :class:`ParseEventRecords` reads them."""
+    check_event_source(pubsub_subscription, kafka_topic, kafka_bootstrap)
     if pubsub_subscription is not None:
         from apache_beam.io.gcp.pubsub import ReadFromPubSub
-        messages = pipeline | "ReadPubSub" >> ReadFromPubSub(subscription=pubsub_subscription)
-    else:
-        messages = (pipeline
-                    | "ReadKafka" >> kafka_reader(kafka_topic, kafka_bootstrap)
-                    | "Values" >> beam.Map(lambda kv: kv[1]))
-    return messages | "Json" >> beam.Map(json.loads)
+        return pipeline | "ReadPubSub" >> ReadFromPubSub(subscription=pubsub_subscription)
+    return (pipeline
+            | "ReadKafka" >> kafka_reader(kafka_topic, kafka_bootstrap)
+            | "Values" >> beam.Map(lambda kv: kv[1]))
+
+
+def check_event_source(pubsub_subscription: Optional[str], kafka_topic: Optional[str],
+                       kafka_bootstrap: Optional[str]) -> None:
+    """The source options, checked before the stream writes anything."""
+    if (pubsub_subscription is None) == (kafka_topic is None):
+        raise InputError("give exactly one of --pubsub-subscription and --kafka-topic")
+    if kafka_topic is not None and not kafka_bootstrap:
+        raise InputError("--kafka-topic needs --kafka-bootstrap-servers HOST:PORT")
+    if pubsub_subscription is not None:
+        from apache_beam.io.gcp.pubsub import parse_subscription
+        try:
+            parse_subscription(pubsub_subscription)
+        except ValueError as exc:
+            raise InputError(f"--pubsub-subscription {pubsub_subscription}: {exc} (expected "
+                             f"projects/PROJECT/subscriptions/NAME)") from None
 
 
 def kafka_reader(topic: str, bootstrap: Optional[str]):
     """Beam's ``ReadFromKafka`` for one topic, event time from the broker's log time
-    until :class:`TimestampRecords` sets it from the record."""
+    until :class:`ParseEventRecords` sets it from the record."""
     from apache_beam.io.kafka import ReadFromKafka
     if not bootstrap:
         raise InputError("--kafka-topic needs --kafka-bootstrap-servers HOST:PORT")
@@ -101,19 +150,47 @@ def kafka_reader(topic: str, bootstrap: Optional[str]):
                          topics=[topic], timestamp_policy=ReadFromKafka.create_time_policy)
 
 
-class TimestampRecords(beam.DoFn):
-    """A record's event time from ``timestamp_col`` (the column is kept)."""
+class ParseEventRecords(beam.DoFn):
+    """A message (JSON bytes or text, or a record already parsed) → the record, at its
+    event time from ``timestamp_col`` (the column is kept); a message that is not a JSON
+    object, has no usable time, or whose period is before 1 (before ``--origin``) or
+    after ``horizon`` goes to the ``late`` output as ``(None, message, reason)``: the
+    dead letter, never the stream's end (on Pub/Sub an unacknowledged message that
+    failed the pipeline would come back at every restart)."""
 
-    def __init__(self, timestamp_col: str):
+    def __init__(self, timestamp_col: str, clock: PeriodClock, horizon: Optional[int] = None):
         super().__init__()
-        self.timestamp_col = timestamp_col
+        self.timestamp_col, self.clock, self.horizon = timestamp_col, clock, horizon
 
-    def process(self, record: Dict):
-        if self.timestamp_col not in record:
-            raise InputError(f"a record has no --timestamp-col {self.timestamp_col!r} "
-                             f"(fields: {sorted(record)})")
-        yield TimestampedValue(record, event_seconds(record[self.timestamp_col],
-                                                     self.timestamp_col))
+    def process(self, message):
+        record = message
+        try:
+            if isinstance(message, (bytes, str)):
+                try:
+                    record = json.loads(message)
+                except ValueError:
+                    raise InputError("the message is not JSON") from None
+            if not isinstance(record, dict):
+                raise InputError(f"the message is a JSON {type(record).__name__}, not an "
+                                 f"object (one record per message)")
+            if self.timestamp_col not in record:
+                raise InputError(f"the record has no --timestamp-col {self.timestamp_col!r} "
+                                 f"(fields: {sorted(record)})")
+            moment = event_time(record[self.timestamp_col], self.timestamp_col)
+            period = self.clock.period(moment)
+            if period < 1:
+                raise InputError(f"its time {moment} is before --origin "
+                                 f"{self.clock.start(1)} (period {period})")
+            if self.horizon is not None and period > self.horizon:
+                raise InputError(f"its time {moment} is in period {period}, beyond the "
+                                 f"horizon T={self.horizon} (a time in milliseconds read as "
+                                 f"seconds?)")
+        except InputError as exc:  # no period of the stream (the reason names any)
+            if isinstance(record, bytes):
+                record = record.decode("utf-8", errors="replace")
+            yield beam.pvalue.TaggedOutput(LATE, (None, record, str(exc)))
+            return
+        yield TimestampedValue(record, moment)
 
 
 class OpenPeriods:
@@ -139,7 +216,7 @@ class OpenPeriods:
 
     def close(self, fire_time, open_state, timer) -> int:
         """The last closed period at ``fire_time``; re-aims the timer."""
-        closed = self.clock.period(float(fire_time)) - 1
+        closed = self.clock.period(fire_time) - 1
         periods = {p for p in (open_state.read() or set()) if p > closed}
         open_state.write(periods)
         if periods:
@@ -153,35 +230,67 @@ class SplitLateRecords(beam.DoFn):
 
     A period closes when the watermark passes its end (a watermark timer); from then
     on it has been (or is being) released, so a record for it must never join it or a
-    later period."""
+    later period.  Periods up to ``released_through`` were released before this stream
+    started (a restart: Beam's state starts empty, the release's state does not).  With
+    a ``horizon`` the timer follows the watermark period by period up to T, so a period
+    in which nothing arrived closes at its own end too; without one (unbounded
+    counters) it aims at the earliest period that holds records."""
 
     CLOSED = ReadModifyWriteStateSpec("closed_through", VarIntCoder())
     OPEN, CLOSE = OpenPeriods.specs()
 
-    def __init__(self, clock: PeriodClock):
+    def __init__(self, clock: PeriodClock, horizon: Optional[int] = None,
+                 released_through: int = 0):
         super().__init__()
-        self.clock = clock
+        self.clock, self.horizon, self.released_through = clock, horizon, released_through
+
+    def _closed(self, closed) -> int:
+        return max(closed.read() or 0, self.released_through)
 
     def process(self, element, timestamp=beam.DoFn.TimestampParam,
                 closed=beam.DoFn.StateParam(CLOSED), open_periods=beam.DoFn.StateParam(OPEN),
                 close=beam.DoFn.TimerParam(CLOSE)):
         _, record = element
-        period = self.clock.period(float(timestamp))
-        if period <= (closed.read() or 0):
-            yield beam.pvalue.TaggedOutput(LATE, (period, record,
-                                                  f"period {period} closed (the watermark "
-                                                  f"passed its end) before this record "
-                                                  f"arrived"))
+        period, closed_through = self.clock.period(timestamp), self._closed(closed)
+        if period <= closed_through:
+            why = ("was released before this stream started" if period <= self.released_through
+                   else "closed (the watermark passed its end) before this record arrived")
+            yield beam.pvalue.TaggedOutput(LATE, (period, record, f"period {period} {why}"))
             return
-        OpenPeriods(self.clock).add(period, open_periods, close)
+        if self.horizon is not None:
+            close.set(self.clock.end(closed_through + 1))
+        else:
+            OpenPeriods(self.clock).add(period, open_periods, close)
         yield TimestampedValue(record, timestamp)
 
     @on_timer(CLOSE)
     def on_close(self, fire_time=beam.DoFn.TimestampParam,
                  closed=beam.DoFn.StateParam(CLOSED), open_periods=beam.DoFn.StateParam(OPEN),
                  close=beam.DoFn.TimerParam(CLOSE)):
-        last = OpenPeriods(self.clock).close(fire_time, open_periods, close)
-        closed.write(max(closed.read() or 0, last))
+        if self.horizon is not None:
+            last = self.clock.period(fire_time) - 1
+            if last < self.horizon:
+                close.set(self.clock.end(last + 1))
+        else:
+            last = OpenPeriods(self.clock).close(fire_time, open_periods, close)
+        closed.write(max(self._closed(closed), last))
+
+
+class UnreadableBatch:
+    """A period's records that do not make one table (a column of numbers and text);
+    the release DoFn dead-letters the period with ``reason``."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def period_table(period: int, rows) -> "pa.Table | UnreadableBatch":
+    """One batch of a period's records as an Arrow table."""
+    try:
+        return pa.Table.from_pylist(list(rows))
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        return UnreadableBatch(f"period {period}: its records do not make one table: "
+                               f"{str(exc).splitlines()[0]}")
 
 
 class PeriodBatches(beam.PTransform):
@@ -195,29 +304,38 @@ class PeriodBatches(beam.PTransform):
     def expand(self, records):
         clock = self.clock
         return (records
-                | "Periods" >> beam.WindowInto(FixedWindows(clock.length, offset=clock.origin))
+                | "Periods" >> beam.WindowInto(clock.windows())
                 | "ByPeriod" >> beam.Map(lambda r, t=beam.DoFn.TimestampParam:
-                                         (clock.period(float(t)), r))
+                                         (clock.period(t), r))
                 | "Batch" >> beam.GroupIntoBatches(self.batch_size)
                 | "Tables" >> beam.MapTuple(lambda period, rows: TimestampedValue(
-                    (period, pa.Table.from_pylist(list(rows))), clock.start(period)))
+                    (period, period_table(period, rows)), clock.start(period)))
                 | "Global" >> beam.WindowInto(GlobalWindows()))
 
 
 class EventPeriods(beam.PTransform):
-    """JSON records → ``{"periods": (period, pa.Table), "late": (period, record,
-    reason)}``: the event-time form of a stream, up to the release DoFn."""
+    """Messages (JSON records) → ``{"periods": (period, pa.Table), "late": (period,
+    record, reason)}``: the event-time form of a stream, up to the release DoFn
+    (``late`` also holds the messages :class:`ParseEventRecords` refused, period None
+    when it has none)."""
 
-    def __init__(self, clock: PeriodClock, timestamp_col: str, batch_size: int = 10_000):
+    def __init__(self, clock: PeriodClock, timestamp_col: str, batch_size: int = 10_000,
+                 horizon: Optional[int] = None, released_through: int = 0):
         super().__init__()
         self.clock, self.timestamp_col, self.batch_size = clock, timestamp_col, batch_size
+        self.horizon, self.released_through = horizon, released_through
 
-    def expand(self, records):
-        split = (records
-                 | "EventTime" >> beam.ParDo(TimestampRecords(self.timestamp_col))
+    def expand(self, messages):
+        parsed = messages | "EventTime" >> beam.ParDo(ParseEventRecords(
+            self.timestamp_col, self.clock, self.horizon)).with_outputs(LATE, main="records")
+        split = (parsed.records
                  | "OneKey" >> beam.WithKeys(lambda _: "stream")
-                 | "SplitLate" >> beam.ParDo(SplitLateRecords(self.clock)).with_outputs(
-                     LATE, main="on_time"))
+                 | "SplitLate" >> beam.ParDo(SplitLateRecords(
+                     self.clock, self.horizon, self.released_through)).with_outputs(
+                         LATE, main="on_time"))
+        late = ((parsed[LATE], split[LATE])
+                | "Unusable" >> beam.Flatten()
+                | "LateGlobal" >> beam.WindowInto(GlobalWindows()))
         return {"periods": split.on_time | "PeriodBatches" >> PeriodBatches(self.clock,
                                                                           self.batch_size),
-                "late": split[LATE]}
+                "late": late}

@@ -30,9 +30,10 @@ from apache_beam.coders import PickleCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (BagStateSpec, ReadModifyWriteStateSpec,
                                               TimerSpec, on_timer)
-from apache_beam.transforms.window import FixedWindows, GlobalWindows
+from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.timestamp import Timestamp
 
+from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.transforms.stream_sources import LATE, PeriodClock, SplitLateRecords
 from continual_synth.transforms.tabular import (WorkloadHistogramsFn, emit_table,
@@ -40,19 +41,22 @@ from continual_synth.transforms.tabular import (WorkloadHistogramsFn, emit_table
 
 
 class _PeriodOfWindow(beam.DoFn):
-    """Encode a batch against the domain and key it by its window's period."""
+    """Encode a batch against the domain and key it by its window's period; a batch
+    the domain refuses (a value outside it, a missing attribute) goes to the ``late``
+    output as ``(period, table, reason)`` instead of failing the stream."""
 
-    def __init__(self, domain, period_seconds: float, origin: float, where: str):
+    def __init__(self, domain, clock: PeriodClock, where: str):
         super().__init__()
-        self.domain, self.period_seconds, self.origin, self.where = (domain, period_seconds,
-                                                                      origin, where)
+        self.domain, self.clock, self.where = domain, clock, where
 
     def process(self, table, window=beam.DoFn.WindowParam):
-        domain, period_seconds, origin, where = (self.domain, self.period_seconds,
-                                                 self.origin, self.where)
-        period = int(round((float(window.start) - origin) / period_seconds)) + 1
-        _, codes = encode_stream_batch(table, domain, "\0no-period-column", period=period,
-                                       where=where)
+        period = self.clock.period(window.start)
+        try:
+            _, codes = encode_stream_batch(table, self.domain, "\0no-period-column",
+                                           period=period, where=self.where)
+        except InputError as exc:
+            yield beam.pvalue.TaggedOutput(LATE, (period, table, str(exc)))
+            return
         yield period, codes
 
 
@@ -65,24 +69,26 @@ class StepTabularStream(beam.DoFn):
     BUFFER = BagStateSpec("waiting_periods", PickleCoder())
     FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
 
-    def __init__(self, synthesizer, seed: Optional[int], period_seconds: float,
-                 origin: float):
+    def __init__(self, synthesizer, seed: Optional[int], clock: PeriodClock):
         super().__init__()
-        self._synthesizer, self._seed = synthesizer, seed
-        self._period_seconds, self._origin = period_seconds, origin
+        self._synthesizer, self._seed, self._clock = synthesizer, seed, clock
 
     def _period_end(self, period: int) -> Timestamp:
-        return Timestamp(self._origin + period * self._period_seconds)
+        return self._clock.end(period)
 
     def process(self, element, buffer=beam.DoFn.StateParam(BUFFER),
                 flush=beam.DoFn.TimerParam(FLUSH)):
         _, (period, counts) = element
+        # one timer per key: it aims at the earliest waiting period (a later period's
+        # histograms arriving first must not leave an earlier one without a timer)
+        earliest = min([int(period)] + [p for p, _ in buffer.read()])
         buffer.add((int(period), counts))
-        flush.set(self._period_end(int(period)))
+        flush.set(self._period_end(earliest))
 
     @on_timer(FLUSH)
     def on_flush(self, fire_time=beam.DoFn.TimestampParam,
-                 state=beam.DoFn.StateParam(STATE), buffer=beam.DoFn.StateParam(BUFFER)):
+                 state=beam.DoFn.StateParam(STATE), buffer=beam.DoFn.StateParam(BUFFER),
+                 flush=beam.DoFn.TimerParam(FLUSH)):
         synthesizer = self._synthesizer
         waiting = dict(buffer.read())
         buffer.clear()
@@ -101,9 +107,11 @@ class StepTabularStream(beam.DoFn):
             current, release = synthesizer.step(current, flat,
                                                 period_sampler(self._seed, period))
             releases.append(release)
-        for p, counts in waiting.items():
-            if p > period:
-                buffer.add((p, counts))
+        later = {p: counts for p, counts in waiting.items() if p > period}
+        for p, counts in later.items():
+            buffer.add((p, counts))
+        if later:
+            flush.set(self._period_end(min(later)))
         state.write(current)
         yield from releases
 
@@ -122,7 +130,8 @@ class SynthesizeTabularStream(beam.PTransform):
 
     A batch whose period has closed (the watermark passed its end) never joins it or a
     later period: it goes to ``late`` (a PTransform of ``(period, pa.Table, reason)``,
-    e.g. a dead-letter writer), or is dropped — counted nowhere — if ``late`` is None."""
+    e.g. a dead-letter writer), or is dropped — counted nowhere — if ``late`` is None.
+    So does a batch the domain refuses (its period is released without it)."""
 
     def __init__(self, synthesizer, *, period_seconds: float, origin: float = 0.0,
                  seed: Optional[int] = None, period_col: str = "period",
@@ -135,21 +144,24 @@ class SynthesizeTabularStream(beam.PTransform):
 
     def expand(self, batches):
         synthesizer, seed, key, where = self.synthesizer, self.seed, self.key, self.where
-        period_seconds, origin, period_col = self.period_seconds, self.origin, self.period_col
-        domain = synthesizer.domain
+        period_col = self.period_col
+        domain, clock = synthesizer.domain, PeriodClock(self.period_seconds, self.origin)
         split = (batches
                  | "KeyForLateness" >> beam.WithKeys(lambda _: key)
-                 | "SplitLate" >> beam.ParDo(SplitLateRecords(
-                     PeriodClock(period_seconds, origin))).with_outputs(LATE, main="on_time"))
+                 | "SplitLate" >> beam.ParDo(SplitLateRecords(clock)).with_outputs(
+                     LATE, main="on_time"))
+        encoded = (split.on_time
+                   | "Periods" >> beam.WindowInto(clock.windows())
+                   | "Encode" >> beam.ParDo(_PeriodOfWindow(domain, clock, where)).with_outputs(
+                       LATE, main="codes"))
         if self.late is not None:
-            _ = split[LATE] | "DeadLetter" >> self.late
-        return (split.on_time
-                | "Periods" >> beam.WindowInto(FixedWindows(period_seconds, offset=origin))
-                | "Encode" >> beam.ParDo(_PeriodOfWindow(domain, period_seconds, origin, where))
+            _ = ((split[LATE], encoded[LATE] | "RefusedGlobal" >> beam.WindowInto(GlobalWindows()))
+                 | "Unusable" >> beam.Flatten()
+                 | "DeadLetter" >> self.late)
+        return (encoded.codes
                 | "Histograms" >> beam.CombinePerKey(
                     WorkloadHistogramsFn(domain, synthesizer.workloads))
                 | "Global" >> beam.WindowInto(GlobalWindows())
                 | "OneKey" >> beam.Map(lambda kv: (key, kv))
-                | "Step" >> beam.ParDo(StepTabularStream(synthesizer, seed, period_seconds,
-                                                         origin))
+                | "Step" >> beam.ParDo(StepTabularStream(synthesizer, seed, clock))
                 | "Tables" >> beam.FlatMap(_period_tables, domain, period_col))
