@@ -70,6 +70,7 @@ initial document exist: add :func:`add_stream_arguments` to its parser and dispa
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -606,7 +607,8 @@ def event_pipeline(pipeline, job: IncrementalJob, state_dir: str, output_dir: st
     state had released when the stream started)."""
     if records is None:
         records = read_event_records(pipeline, pubsub_subscription=pubsub_subscription,
-                                     kafka_topic=kafka_topic, kafka_bootstrap=kafka_bootstrap)
+                                     kafka_topic=kafka_topic, kafka_bootstrap=kafka_bootstrap,
+                                     consumer_group=consumer_group(state_dir))
     streams = records | "EventPeriods" >> EventPeriods(clock, timestamp_col, horizon=horizon,
                                                        released_through=released_through)
     _ = streams["late"] | "DeadLetter" >> beam.Map(lambda late: write_late_records(state_dir,
@@ -619,6 +621,13 @@ def event_pipeline(pipeline, job: IncrementalJob, state_dir: str, output_dir: st
                 beam_args=beam_args, wait=wait)))
 
 
+def consumer_group(state_dir: str) -> str:
+    """Kafka's consumer group of the stream releasing into ``state_dir``: one per state,
+    the same across restarts (so the committed offsets are this stream's)."""
+    digest = hashlib.sha256(storage.absolute(state_dir).encode()).hexdigest()[:16]
+    return f"continual-synth-{digest}"
+
+
 def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_dir: str, *,
                   clock: PeriodClock, timestamp_col: str, beam_args: Sequence[str] = (),
                   until_period: Optional[int] = None, wait: float = 0.0,
@@ -629,11 +638,16 @@ def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_di
     panels."""
     check_event_source(source.get("pubsub_subscription"), source.get("kafka_topic"),
                        source.get("kafka_bootstrap"))
+    options = pipeline_options(beam_args)
+    if until_period is not None and not _in_process(options):
+        raise InputError("--until-period stops an event stream on the DirectRunner only: "
+                         "the stop is raised inside the pipeline, which Dataflow and Flink "
+                         "retry without end; stop the job there with a drain (Dataflow) or "
+                         "a stop with savepoint (Flink)")
     state = start_state(job, document, state_dir, output_dir, until_period, wait)
     released = job.periods_seen(state)
     if until_period is not None and released >= until_period and state["pending"] is None:
         return _summary(job, state_dir, output_dir)  # a retried task: nothing more to do
-    options = pipeline_options(beam_args)
     options.view_as(StandardOptions).streaming = True
     with _stopping():
         with beam.Pipeline(options=options) as pipeline:
@@ -643,6 +657,13 @@ def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_di
                            horizon=job.horizon(document), released_through=released,
                            **source)
     return _summary(job, state_dir, output_dir)
+
+
+def _in_process(options) -> bool:
+    """Whether ``options`` run the pipeline on the in-process DirectRunner."""
+    from continual_synth.runners.direct import CLASS_PATH, DIRECT_NAMES
+    runner = options.view_as(StandardOptions).runner
+    return runner is None or runner == CLASS_PATH or runner.lower() in DIRECT_NAMES
 
 
 # --------------------------------------------------------------------- the job

@@ -245,6 +245,20 @@ def test_a_retried_stream_past_its_until_period_releases_nothing(panel, tmp_path
     assert summary["periods_released"] == 2 and load_state(state) == before
 
 
+def test_until_period_is_refused_where_the_stop_would_be_retried(tmp_path):
+    """``--until-period`` stops the stream by raising inside the pipeline: on Dataflow or
+    Flink that is retried without end, so it is refused there, before anything is
+    written."""
+    from continual_synth.pipelines.stream import follow_events
+    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
+    with pytest.raises(InputError, match="DirectRunner only"):
+        follow_events(jobs.PanelJob("window"), document, str(tmp_path / "state"),
+                      str(tmp_path / "out"), clock=PeriodClock(LENGTH, ORIGIN),
+                      timestamp_col="ts", until_period=2, kafka_topic="reports",
+                      kafka_bootstrap="127.0.0.1:1", beam_args=["--runner=FlinkRunner"])
+    assert not (tmp_path / "state").exists()
+
+
 def test_pubsub_graph(tmp_path):
     """The command's Pub/Sub pipeline, built (not run): source, event time, late split,
     per-period batching and the stateful release, in that order."""
@@ -273,10 +287,14 @@ def _timers(payload: bytes) -> bool:
 
 
 def test_kafka_reader_configuration():
-    reader = kafka_reader("panel-reports", "broker:9092")
+    reader = kafka_reader("panel-reports", "broker:9092", "continual-synth-0123")
     assert reader._urn.startswith("beam:transform:org.apache.beam:kafka_read")
-    for expected in (b"panel-reports", b"broker:9092", b"CreateTime"):
+    # a consumer group of its own that commits what the runner has checkpointed, from the
+    # earliest offset the first time: a restart goes on where the last stream stopped
+    for expected in (b"panel-reports", b"broker:9092", b"CreateTime", b"group.id",
+                     b"continual-synth-0123", b"auto.offset.reset", b"earliest"):
         assert expected in reader._payload
+    assert b"commit_offset_in_finalize" in reader._payload
     with pytest.raises(InputError, match="--kafka-bootstrap-servers"):
         kafka_reader("panel-reports", None)
 

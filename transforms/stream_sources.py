@@ -112,15 +112,16 @@ def event_time(value, column: str) -> Timestamp:
 def read_event_records(pipeline, *, pubsub_subscription: Optional[str] = None,
                        kafka_topic: Optional[str] = None,
                        kafka_bootstrap: Optional[str] = None,
-                       timestamp_col: Optional[str] = None):
+                       consumer_group: Optional[str] = None):
     """The messages (bytes, one JSON record each) from Pub/Sub or Kafka (exactly one of
-    the two); :class:`ParseEventRecords` reads them."""
+    the two); :class:`ParseEventRecords` reads them.  ``consumer_group``: Kafka's
+    ``group.id`` (see :func:`kafka_reader`)."""
     check_event_source(pubsub_subscription, kafka_topic, kafka_bootstrap)
     if pubsub_subscription is not None:
         from apache_beam.io.gcp.pubsub import ReadFromPubSub
         return pipeline | "ReadPubSub" >> ReadFromPubSub(subscription=pubsub_subscription)
     return (pipeline
-            | "ReadKafka" >> kafka_reader(kafka_topic, kafka_bootstrap)
+            | "ReadKafka" >> kafka_reader(kafka_topic, kafka_bootstrap, consumer_group)
             | "Values" >> beam.Map(lambda kv: kv[1]))
 
 
@@ -140,14 +141,23 @@ def check_event_source(pubsub_subscription: Optional[str], kafka_topic: Optional
                              f"projects/PROJECT/subscriptions/NAME)") from None
 
 
-def kafka_reader(topic: str, bootstrap: Optional[str]):
+def kafka_reader(topic: str, bootstrap: Optional[str], group: Optional[str] = None):
     """Beam's ``ReadFromKafka`` for one topic, event time from the broker's log time
-    until :class:`ParseEventRecords` sets it from the record."""
+    until :class:`ParseEventRecords` sets it from the record.  The consumer belongs to
+    ``group`` (default ``continual-synth-<topic>``; the stream passes one per state
+    directory) and commits its offsets once the runner has checkpointed what it read
+    (``commit_offset_in_finalize``), starting from the earliest offset the first time: a
+    restarted stream goes on where the last one's checkpoint was instead of at the topic's
+    end (records sent while it was down were skipped).  Records re-read after a restart
+    whose period was released meanwhile go to the dead letter, never into a period."""
     from apache_beam.io.kafka import ReadFromKafka
     if not bootstrap:
         raise InputError("--kafka-topic needs --kafka-bootstrap-servers HOST:PORT")
-    return ReadFromKafka(consumer_config={"bootstrap.servers": bootstrap},
-                         topics=[topic], timestamp_policy=ReadFromKafka.create_time_policy)
+    return ReadFromKafka(consumer_config={"bootstrap.servers": bootstrap,
+                                          "group.id": group or f"continual-synth-{topic}",
+                                          "auto.offset.reset": "earliest"},
+                         topics=[topic], timestamp_policy=ReadFromKafka.create_time_policy,
+                         commit_offset_in_finalize=True)
 
 
 class ParseEventRecords(beam.DoFn):
