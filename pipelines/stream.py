@@ -621,6 +621,17 @@ def event_pipeline(pipeline, job: IncrementalJob, state_dir: str, output_dir: st
                 beam_args=beam_args, wait=wait)))
 
 
+def step_arguments(beam_args: Sequence[str]) -> List[str]:
+    """The Beam arguments of the steps an event stream runs inside its release DoFn: the
+    job's (the stores' settings — ``--s3_endpoint_url`` … — which every Beam pipeline
+    hands to ``FileSystems`` when it is built: with none, a step's pipeline reset them and
+    the step and the next spool went to the default endpoint), as batch pipelines on the
+    DirectRunner of the worker that runs the DoFn whatever runner the stream uses."""
+    kept = [arg for arg in beam_args
+            if arg != "--streaming" and not arg.startswith("--streaming=")]
+    return [*kept, "--runner", "DirectRunner"]
+
+
 def consumer_group(state_dir: str) -> str:
     """Kafka's consumer group of the stream releasing into ``state_dir``: one per state,
     the same across restarts (so the committed offsets are this stream's)."""
@@ -653,7 +664,8 @@ def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_di
         with beam.Pipeline(options=options) as pipeline:
             event_pipeline(pipeline, job, state_dir, output_dir, clock=clock,
                            timestamp_col=timestamp_col, until_period=until_period,
-                           beam_args=(), wait=wait, distinct_rows=distinct_rows,
+                           beam_args=step_arguments(beam_args), wait=wait,
+                           distinct_rows=distinct_rows,
                            horizon=job.horizon(document), released_through=released,
                            **source)
     return _summary(job, state_dir, output_dir)

@@ -342,3 +342,39 @@ def test_a_stream_watching_an_s3_prefix_releases_what_the_local_run_releases(
     assert code == 0 and summary["periods_released"] == PERIODS, summary
     assert summary["rejected_files"] == 0
     assert sorted_records(f"{root}/out").equals(sorted_records(local_run[1]))
+
+
+def test_an_event_stream_with_its_state_on_s3_releases_what_the_local_run_releases(
+        s3_server, panel, local_run):
+    """The event-time stream (``TestStream`` in place of Pub/Sub) with state and output on
+    S3: each period's step builds Beam pipelines of its own, and a pipeline hands its
+    options to ``FileSystems`` when it is built, so the steps must get the store's
+    settings (before, with none, the first step reset them and went to AWS)."""
+    import apache_beam as beam
+    import pyarrow.parquet as pq
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.testing.test_stream import TestStream
+
+    from continual_synth.pipelines import jobs
+    from continual_synth.pipelines.stream import _stopping, event_pipeline, step_arguments
+    from continual_synth.transforms.stream_sources import PeriodClock
+
+    root = s3_server.prefix()
+    storage.configure(s3_server.beam_args)
+    code, _ = cli("window", "init", "--state", f"{root}/state", *PRIVACY, *s3_server.beam_args)
+    assert code == 0
+    events = TestStream()
+    for period in range(1, PERIODS + 1):
+        rows = pq.read_table(panel / "periods" / f"p{period}.parquet").to_pylist()
+        events = events.add_elements([{**row, "ts": 100.0 * period - 50} for row in rows])
+        events = events.advance_watermark_to(100.0 * period)
+    options = PipelineOptions(list(s3_server.beam_args))
+    options.view_as(StandardOptions).streaming = True
+    with _stopping(), beam.Pipeline(options=options) as pipeline:
+        event_pipeline(pipeline, jobs.PanelJob("window"), f"{root}/state", f"{root}/out",
+                       clock=PeriodClock(100, 0), timestamp_col="ts",
+                       records=pipeline | events.advance_watermark_to_infinity(),
+                       distinct_rows=True, horizon=PERIODS,
+                       beam_args=step_arguments(s3_server.beam_args))
+    storage.configure(s3_server.beam_args)
+    assert sorted_records(f"{root}/out").equals(sorted_records(local_run[1]))
