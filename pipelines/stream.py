@@ -567,8 +567,6 @@ class ReleaseClosedPeriods(beam.DoFn):
                            in_format="parquet", beam_args=self.beam_args, wait=self.wait)
             _RELEASED_HERE.setdefault(self.state_dir, set()).add(period)
             return True
-        except StateBusy:
-            raise
         except InputError as exc:  # the lifecycle left state and output unchanged
             reject(self.state_dir, where, period, str(exc).replace(path, where))
             return False
@@ -672,10 +670,10 @@ def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_di
 
 
 def _in_process(options) -> bool:
-    """Whether ``options`` run the pipeline on the in-process DirectRunner."""
-    from continual_synth.runners.direct import CLASS_PATH, DIRECT_NAMES
-    runner = options.view_as(StandardOptions).runner
-    return runner is None or runner == CLASS_PATH or runner.lower() in DIRECT_NAMES
+    """Whether ``options`` (from :func:`pipeline_options`, which names the DirectRunner
+    by its class path) run the pipeline on the in-process DirectRunner."""
+    from continual_synth.runners.direct import CLASS_PATH
+    return options.view_as(StandardOptions).runner == CLASS_PATH
 
 
 # --------------------------------------------------------------------- the job

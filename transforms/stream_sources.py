@@ -84,11 +84,6 @@ class PeriodClock:
 _LARGEST_SECONDS = 9.2e12
 
 
-def event_seconds(value, column: str) -> float:
-    """A record's event time: seconds since the epoch, or an ISO 8601 string."""
-    return event_time(value, column).micros / 1e6
-
-
 def event_time(value, column: str) -> Timestamp:
     """A record's event time as a Beam ``Timestamp`` (whole microseconds, rounded):
     seconds since the epoch (a JSON number), or an ISO 8601 string (UTC unless it names
@@ -254,21 +249,21 @@ class SplitLateRecords(beam.DoFn):
         super().__init__()
         self.clock, self.horizon, self.released_through = clock, horizon, released_through
 
-    def _closed(self, closed) -> int:
-        return max(closed.read() or 0, self.released_through)
-
     def process(self, element, timestamp=beam.DoFn.TimestampParam,
                 closed=beam.DoFn.StateParam(CLOSED), open_periods=beam.DoFn.StateParam(OPEN),
                 close=beam.DoFn.TimerParam(CLOSE)):
         _, record = element
-        period, closed_through = self.clock.period(timestamp), self._closed(closed)
+        stored = closed.read()
+        period = self.clock.period(timestamp)
+        closed_through = max(stored or 0, self.released_through)
         if period <= closed_through:
             why = ("was released before this stream started" if period <= self.released_through
                    else "closed (the watermark passed its end) before this record arrived")
             yield beam.pvalue.TaggedOutput(LATE, (period, record, f"period {period} {why}"))
             return
         if self.horizon is not None:
-            close.set(self.clock.end(closed_through + 1))
+            if stored is None:  # not fired yet; from its first firing the timer re-arms itself
+                close.set(self.clock.end(closed_through + 1))
         else:
             OpenPeriods(self.clock).add(period, open_periods, close)
         yield TimestampedValue(record, timestamp)
@@ -283,7 +278,7 @@ class SplitLateRecords(beam.DoFn):
                 close.set(self.clock.end(last + 1))
         else:
             last = OpenPeriods(self.clock).close(fire_time, open_periods, close)
-        closed.write(max(self._closed(closed), last))
+        closed.write(max(closed.read() or 0, self.released_through, last))
 
 
 class UnreadableBatch:
@@ -343,9 +338,7 @@ class EventPeriods(beam.PTransform):
                  | "SplitLate" >> beam.ParDo(SplitLateRecords(
                      self.clock, self.horizon, self.released_through)).with_outputs(
                          LATE, main="on_time"))
-        late = ((parsed[LATE], split[LATE])
-                | "Unusable" >> beam.Flatten()
-                | "LateGlobal" >> beam.WindowInto(GlobalWindows()))
+        late = (parsed[LATE], split[LATE]) | "Unusable" >> beam.Flatten()
         return {"periods": split.on_time | "PeriodBatches" >> PeriodBatches(self.clock,
                                                                           self.batch_size),
                 "late": late}
