@@ -654,8 +654,13 @@ def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_di
                          "retry without end; stop the job there with a drain (Dataflow) or "
                          "a stop with savepoint (Flink)")
     state = start_state(job, document, state_dir, output_dir, until_period, wait)
+    if state["pending"] is not None:  # at once, from its plan, as --watch does (nothing spent)
+        release_period(job, state_dir, output_dir, None, state["pending"]["period"],
+                       in_format=None, beam_args=step_arguments(beam_args), wait=wait,
+                       resumed=True)
+        state = lifecycle.load_state(state_dir, job.kind or None)
     released = job.periods_seen(state)
-    if until_period is not None and released >= until_period and state["pending"] is None:
+    if until_period is not None and released >= until_period:
         return _summary(job, state_dir, output_dir)  # a retried task: nothing more to do
     options.view_as(StandardOptions).streaming = True
     with _stopping():

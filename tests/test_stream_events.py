@@ -245,6 +245,32 @@ def test_a_retried_stream_past_its_until_period_releases_nothing(panel, tmp_path
     assert summary["periods_released"] == 2 and load_state(state) == before
 
 
+def test_a_pending_period_is_published_when_the_stream_starts(panel, tmp_path):
+    """A stream started on a state whose period 2 is committed but unpublished publishes
+    it at once, before any record arrives (not at the next period's end: a month for a
+    monthly panel); with ``--until-period 2`` it then stops without reading its source."""
+    from continual_synth.pipelines.stream import follow_events
+    _, records, _ = panel
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
+    open_state(state, document)
+    for period in (1, 2):
+        path = str(tmp_path / f"p{period}.parquet")
+        write_file(pa.Table.from_pylist([{"id": r["id"], "value": r["value"]}
+                                         for r in records[period]]), path, "parquet")
+        if period == 1:
+            jobs.step(state, path, out)
+        else:
+            _step_killed_after_commit(state, path, out, period)
+    assert load_state(state)["pending"]["period"] == 2
+    summary = follow_events(jobs.PanelJob("window"), document, state, out,
+                            clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
+                            until_period=2, kafka_topic="reports",
+                            kafka_bootstrap="127.0.0.1:1")  # never contacted
+    assert summary["periods_released"] == 2 and not summary["pending"]
+    assert read_manifest(out)["periods_released"][-1] == 2
+
+
 def test_until_period_is_refused_where_the_stop_would_be_retried(tmp_path):
     """``--until-period`` stops the stream by raising inside the pipeline: on Dataflow or
     Flink that is retried without end, so it is refused there, before anything is
