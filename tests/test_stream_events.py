@@ -180,15 +180,33 @@ def test_an_empty_period_closes_at_its_own_end(panel, tmp_path):
     assert [d["period"] for d in empty] == [2] and "no records arrived" in empty[0]["reason"]
 
 
-def _step_killed_after_commit(state, path, out, period):
-    """``window step`` of one period, SIGKILLed right after its commit (pending)."""
+def step_periods(records, tmp_path, state, out, pending=None):
+    """``window step`` periods 1, 2 on ``state``; ``pending=2``: period 2's step is
+    SIGKILLed right after its commit (computed, not published)."""
     import subprocess
     import sys
-    env = dict(os.environ, CONTINUAL_SYNTH_CRASH_AT="committed")
-    done = subprocess.run([sys.executable, "-m", "continual_synth", "window", "step",
-                           "--state", state, "--input", path, "--output", out,
-                           "--period", str(period)], env=env, capture_output=True)
-    assert done.returncode == -9, done.stderr.decode()[-500:]
+    for period in (1, 2):
+        path = str(tmp_path / f"p{period}.parquet")
+        write_file(pa.Table.from_pylist([{"id": r["id"], "value": r["value"]}
+                                         for r in records[period]]), path, "parquet")
+        if period != pending:
+            jobs.step(state, path, out)
+            continue
+        env = dict(os.environ, CONTINUAL_SYNTH_CRASH_AT="committed")
+        done = subprocess.run([sys.executable, "-m", "continual_synth", "window", "step",
+                               "--state", state, "--input", path, "--output", out,
+                               "--period", str(period)], env=env, capture_output=True)
+        assert done.returncode == -9, done.stderr.decode()[-500:]
+        assert load_state(state)["pending"]["period"] == pending
+
+
+def follow_kafka(state, out, **options):
+    """``follow_events`` of a Kafka stream whose broker is never contacted."""
+    from continual_synth.pipelines.stream import follow_events
+    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
+    return follow_events(jobs.PanelJob("window"), document, state, out,
+                         clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
+                         kafka_topic="reports", kafka_bootstrap="127.0.0.1:1", **options)
 
 
 def test_a_restarted_stream_publishes_the_pending_period_and_refuses_released_ones(
@@ -200,20 +218,11 @@ def test_a_restarted_stream_publishes_the_pending_period_and_refuses_released_on
     root, records, run_dir = panel
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
 
-    def released_two_with_two_pending():
-        for period in (1, 2):
-            path = str(tmp_path / f"p{period}.parquet")
-            write_file(pa.Table.from_pylist([{"id": r["id"], "value": r["value"]}
-                                             for r in records[period]]), path, "parquet")
-            if period == 1:
-                jobs.step(state, path, out)
-            else:
-                _step_killed_after_commit(state, path, out, period)
-        assert load_state(state)["pending"]["period"] == 2
     events = (TestStream().add_elements(records[1][:3] + records[2][:4])  # redelivered
               .add_elements(records[3]).advance_watermark_to(ORIGIN + 3 * LENGTH)
               .add_elements(records[4]).advance_watermark_to_infinity())
-    run_events(events, state, out, released_two_with_two_pending, until_period=3)
+    run_events(events, state, out, lambda: step_periods(records, tmp_path, state, out, 2),
+               until_period=3)
     state_now = load_state(state)
     assert state_now["pending"] is None and state_now["synthesizer_state"]["period"] == 3
     expected = sorted_records(run_dir)
@@ -227,21 +236,13 @@ def test_a_restarted_stream_publishes_the_pending_period_and_refuses_released_on
 def test_a_retried_stream_past_its_until_period_releases_nothing(panel, tmp_path):
     """The same ``--until-period 2`` command again (a retried task) on a state that has
     released period 2 returns at once: no source is read, nothing more is spent."""
-    from continual_synth.pipelines.stream import follow_events
     _, records, _ = panel
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
-    open_state(state, document)
-    for period in (1, 2):
-        path = str(tmp_path / f"p{period}.parquet")
-        write_file(pa.Table.from_pylist([{"id": r["id"], "value": r["value"]}
-                                         for r in records[period]]), path, "parquet")
-        jobs.step(state, path, out)
+    open_state(state, jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED,
+                                            num_shards=SHARDS))
+    step_periods(records, tmp_path, state, out)
     before = load_state(state)
-    summary = follow_events(jobs.PanelJob("window"), document, state, out,
-                            clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
-                            until_period=2, kafka_topic="reports",
-                            kafka_bootstrap="127.0.0.1:1")  # never contacted
+    summary = follow_kafka(state, out, until_period=2)
     assert summary["periods_released"] == 2 and load_state(state) == before
 
 
@@ -249,24 +250,12 @@ def test_a_pending_period_is_published_when_the_stream_starts(panel, tmp_path):
     """A stream started on a state whose period 2 is committed but unpublished publishes
     it at once, before any record arrives (not at the next period's end: a month for a
     monthly panel); with ``--until-period 2`` it then stops without reading its source."""
-    from continual_synth.pipelines.stream import follow_events
     _, records, _ = panel
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
-    open_state(state, document)
-    for period in (1, 2):
-        path = str(tmp_path / f"p{period}.parquet")
-        write_file(pa.Table.from_pylist([{"id": r["id"], "value": r["value"]}
-                                         for r in records[period]]), path, "parquet")
-        if period == 1:
-            jobs.step(state, path, out)
-        else:
-            _step_killed_after_commit(state, path, out, period)
-    assert load_state(state)["pending"]["period"] == 2
-    summary = follow_events(jobs.PanelJob("window"), document, state, out,
-                            clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
-                            until_period=2, kafka_topic="reports",
-                            kafka_bootstrap="127.0.0.1:1")  # never contacted
+    open_state(state, jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED,
+                                            num_shards=SHARDS))
+    step_periods(records, tmp_path, state, out, pending=2)
+    summary = follow_kafka(state, out, until_period=2)
     assert summary["periods_released"] == 2 and not summary["pending"]
     assert read_manifest(out)["periods_released"][-1] == 2
 
@@ -275,13 +264,9 @@ def test_until_period_is_refused_where_the_stop_would_be_retried(tmp_path):
     """``--until-period`` stops the stream by raising inside the pipeline: on Dataflow or
     Flink that is retried without end, so it is refused there, before anything is
     written."""
-    from continual_synth.pipelines.stream import follow_events
-    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
     with pytest.raises(InputError, match="DirectRunner only"):
-        follow_events(jobs.PanelJob("window"), document, str(tmp_path / "state"),
-                      str(tmp_path / "out"), clock=PeriodClock(LENGTH, ORIGIN),
-                      timestamp_col="ts", until_period=2, kafka_topic="reports",
-                      kafka_bootstrap="127.0.0.1:1", beam_args=["--runner=FlinkRunner"])
+        follow_kafka(str(tmp_path / "state"), str(tmp_path / "out"), until_period=2,
+                     beam_args=["--runner=FlinkRunner"])
     assert not (tmp_path / "state").exists()
 
 
