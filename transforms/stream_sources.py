@@ -56,7 +56,6 @@ class PeriodClock:
                              f"not {length}")
         if not abs(origin) < float("inf"):
             raise InputError(f"--origin must be a finite number of seconds, not {origin}")
-        self.length, self.origin = float(length), float(origin)
         self.length_micros, self.origin_micros = round(length * 1e6), round(origin * 1e6)
         if self.length_micros < 1:
             raise InputError(f"--period-length must be at least a microsecond, not {length}")
