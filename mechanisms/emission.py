@@ -22,10 +22,17 @@ PEOPLE_PER_SHARD = 500_000
 
 
 def shard_sizes(num_synthetic: int, num_shards: int) -> np.ndarray:
-    """Sizes of ``num_shards`` shards summing to ``num_synthetic``: balanced over as many
-    shards as hold about :data:`PEOPLE_PER_SHARD` people each (at least one); the rest
-    stay empty, so a small release is not scattered over many small files."""
-    used = int(min(num_shards, max(1, -(-int(num_synthetic) // PEOPLE_PER_SHARD))))
+    """Sizes of ``num_shards`` shards summing to ``num_synthetic``: balanced over the
+    fewest shards that hold at most :data:`PEOPLE_PER_SHARD` people each (at least one),
+    rounded up to a power of two (at most ``num_shards``); the rest stay empty, so a small
+    release is not scattered over many small files.
+
+    The power of two is for the workers: a shard is one emission task, and 2M people make
+    5 shards of 400 000 by the first rule, which 2 workers can only split 3 : 2 (the
+    larger half ran 0.9 s past the other on a 2M × 12 ``window run``,
+    bench/results/dask_scaling.md); 8 shards of 250 000 split evenly over 2, 4 or 8."""
+    needed = max(1, -(-int(num_synthetic) // PEOPLE_PER_SHARD))
+    used = int(min(num_shards, 1 << (needed - 1).bit_length()))
     base, extra = divmod(int(num_synthetic), used)
     return np.array([base + (j < extra) if j < used else 0 for j in range(num_shards)],
                     dtype=np.int64)

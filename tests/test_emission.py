@@ -43,7 +43,9 @@ CHI2_LEVEL = 1e-6
 
 @pytest.mark.parametrize("total, shards, used", [
     (0, 3, 1), (10, 3, 1), (1000, 7, 1), (PEOPLE_PER_SHARD, 4, 1), (PEOPLE_PER_SHARD + 1, 4, 2),
-    (3 * PEOPLE_PER_SHARD + 7, 16, 4), (40 * PEOPLE_PER_SHARD, 16, 16)])
+    (3 * PEOPLE_PER_SHARD + 7, 16, 4), (2 * PEOPLE_PER_SHARD + 7, 16, 4),
+    (4 * PEOPLE_PER_SHARD + 1, 16, 8), (4 * PEOPLE_PER_SHARD + 1, 6, 6),
+    (40 * PEOPLE_PER_SHARD, 16, 16)])
 def test_shard_sizes_fill_as_many_shards_as_the_population_needs(total, shards, used):
     sizes = shard_sizes(total, shards)
     assert sizes.size == shards and sizes.sum() == total and (sizes >= 0).all()
