@@ -82,6 +82,9 @@ class StateDir:
         STATE/lock                 ownership, local (an advisory lock; holder's pid and
                                    host inside)
         STATE/leases/NNNNNN.json   ownership, object store (a lease: see :class:`Lease`)
+        STATE/stream-lock          the same two, held by a ``stream`` for as long as it
+        STATE/stream-leases/       runs (one stream per state; its steps take the
+                                   state's own ownership, as any step does)
         STATE/versions/vNNNNNN.json  the state, one file per committed version; the
                                    current state is the highest version
         STATE/runs/<token>/        private files one run wrote (people's history,
@@ -101,6 +104,8 @@ class StateDir:
         self.local = storage.is_local(self.root)
         self.lock = storage.join(self.root, "lock")
         self.leases = storage.join(self.root, "leases")
+        self.stream_lock = storage.join(self.root, "stream-lock")
+        self.stream_leases = storage.join(self.root, "stream-leases")
         self.versions = storage.join(self.root, "versions")
         self.runs = storage.join(self.root, "runs")
         self._conditional = None
@@ -219,6 +224,21 @@ class StateDir:
                 storage.remove_tree(storage.join(self.runs, name))
 
 
+BUSY = {  # role → (who holds the state, what to do)
+    "step": ("another step owns this state", "retry when it has finished"),
+    "stream": ("another stream is releasing into this state",
+               "run one stream per state (a second would take some of the periods' files or "
+               "records and release those periods without them): stop that one first"),
+}
+
+
+def busy_message(root: str, role: str, holder: str) -> str:
+    """The refusal when ``role``'s ownership of the state at ``root`` is held."""
+    holder_is, advice = BUSY[role]
+    return (f"{root}: {holder_is} ({holder}); nothing was read or written — {advice}, or "
+            f"pass --wait SECONDS")
+
+
 class Lease:
     """Exclusive ownership of a folder on an object store, where there is no ``flock``:
     numbered lease objects created by conditional create::
@@ -238,8 +258,9 @@ class Lease:
     PUBLISH_WAIT = 3600.0  # a whole run waits this long for another one's publication
 
     def __init__(self, directory: str, create: conditional_create.ConditionalCreate,
-                 wait: float = 0.0, seconds: Optional[float] = None):
+                 wait: float = 0.0, seconds: Optional[float] = None, role: str = "step"):
         self.directory, self._create, self.wait = directory, create, wait
+        self.role = role
         self.seconds = self.SECONDS if seconds is None else seconds
         self.number = None
         self._stop = threading.Event()
@@ -280,9 +301,7 @@ class Lease:
                     break
                 continue  # another run took it first: look again
             if time.monotonic() >= deadline:
-                raise StateBusy(f"{what}: another step owns this state ({holder}); nothing "
-                                 f"was read or written — retry when it has finished, or "
-                                 f"pass --wait SECONDS")
+                raise StateBusy(busy_message(what, self.role, holder))
             time.sleep(self.POLL_SECONDS)
         for old in range(max(highest - 1, 1), highest + 1):  # only the owner tidies
             storage.remove(self._path(old))
@@ -302,7 +321,9 @@ class Lease:
 
 
 class Ownership:
-    """Exclusive ownership of a state directory while one step runs.
+    """Exclusive ownership of a state directory while one step runs (``role="step"``),
+    or while one ``stream`` runs (``role="stream"``: a lock of its own, so the stream's
+    steps still take the step ownership and a manual ``step`` meanwhile waits for it).
 
     Locally, an advisory ``flock`` on ``STATE/lock``: the kernel releases it when the
     holder exits, however it dies (kill -9 included), so a lock is never left behind.
@@ -315,19 +336,25 @@ class Ownership:
 
     POLL_SECONDS = 0.05
 
-    def __init__(self, state_dir: StateDir, wait: float = 0.0):
+    def __init__(self, state_dir: StateDir, wait: float = 0.0, role: str = "step"):
         if wait is None or not wait >= 0 or wait == float("inf"):
             raise InputError(f"--wait must be a finite number of seconds ≥ 0, not {wait}")
-        self.state_dir, self.wait = state_dir, float(wait)
+        if role not in BUSY:
+            raise ValueError(f"role must be one of {sorted(BUSY)}, not {role!r}")
+        self.state_dir, self.wait, self.role = state_dir, float(wait), role
         self._handle = None
         self._lease = None
 
     def __enter__(self) -> "Ownership":
+        stream = self.role == "stream"
         if not self.state_dir.local:
-            self._lease = Lease(self.state_dir.leases, self.state_dir.conditional_create(),
-                                self.wait).acquire(self.state_dir.root)
+            leases = self.state_dir.stream_leases if stream else self.state_dir.leases
+            self._lease = Lease(leases, self.state_dir.conditional_create(), self.wait,
+                                role=self.role).acquire(self.state_dir.root)
             return self
-        path = self.state_dir.lock
+        path = self.state_dir.stream_lock if stream else self.state_dir.lock
+        if stream and os.path.isdir(self.state_dir.root):
+            open(path, "a").close()  # a state made before streams had a lock of their own
         if not os.path.exists(path):
             raise StateError(f"{self.state_dir.root}: no state here (no lock file); run "
                              f"'continual-synth ... init' first")
@@ -344,10 +371,7 @@ class Ownership:
                 if time.monotonic() >= deadline:
                     holder = handle.read().strip() or "another process"
                     handle.close()
-                    raise StateBusy(
-                        f"{self.state_dir.root}: another step owns this state ({holder}); "
-                        f"nothing was read or written — retry when it has finished, or "
-                        f"pass --wait SECONDS")
+                    raise StateBusy(busy_message(self.state_dir.root, self.role, holder))
                 time.sleep(self.POLL_SECONDS)
         handle.seek(0)
         handle.truncate()

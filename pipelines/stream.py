@@ -60,7 +60,10 @@ stream_sources`.
 
 The watcher runs in-process on Beam's DirectRunner in streaming mode (it only lists
 files); each period's computation runs on the runner ``run``'s options name.
-``--until-period P`` stops cleanly after releasing P; SIGTERM stops after the step in
+One stream per state: a stream holds the state's *stream* ownership (:class:`~continual_
+synth.pipelines.lifecycle.Ownership`, ``role="stream"``) for as long as it runs, so a
+second one is refused at start; its steps take the state's step ownership as any ``step``
+does.  ``--until-period P`` stops cleanly after releasing P; SIGTERM stops after the step in
 progress (the lifecycle's write-ahead commit makes any other stop, kill -9 included,
 recoverable too).  Any :class:`~continual_synth.pipelines.lifecycle.IncrementalJob`
 can be streamed: :func:`watch` takes the job and the document its ``init`` would create.
@@ -483,8 +486,8 @@ class ReleaseClosedPeriods(beam.DoFn):
 
     def setup(self):
         # A spool left by a stream that was killed mid-step holds private records: gone
-        # before this stream spools anything (one stream per state; a second one's steps
-        # are refused by the state's ownership anyway).
+        # before this stream spools anything (one stream per state: the launcher holds the
+        # stream's ownership, and on Dataflow the job is named after the state).
         storage.remove_tree(storage.join(self.state_dir, SPOOL))
 
     def process(self, element, batches=beam.DoFn.StateParam(BATCHES),
@@ -632,7 +635,8 @@ def step_arguments(beam_args: Sequence[str]) -> List[str]:
 
 def consumer_group(state_dir: str) -> str:
     """Kafka's consumer group of the stream releasing into ``state_dir``: one per state,
-    the same across restarts (so the committed offsets are this stream's)."""
+    the same across restarts (so the committed offsets are this stream's); also the
+    Dataflow job's default name (:func:`name_dataflow_job`)."""
     digest = hashlib.sha256(storage.absolute(state_dir).encode()).hexdigest()[:16]
     return f"continual-synth-{digest}"
 
@@ -653,25 +657,40 @@ def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_di
                          "the stop is raised inside the pipeline, which Dataflow and Flink "
                          "retry without end; stop the job there with a drain (Dataflow) or "
                          "a stop with savepoint (Flink)")
-    state = start_state(job, document, state_dir, output_dir, until_period, wait)
-    if state["pending"] is not None:  # at once, from its plan, as --watch does (nothing spent)
-        release_period(job, state_dir, output_dir, None, state["pending"]["period"],
-                       in_format=None, beam_args=step_arguments(beam_args), wait=wait,
-                       resumed=True)
+    start_state(job, document, state_dir, output_dir, until_period, wait)
+    with lifecycle.Ownership(StateDir(state_dir), wait, role="stream"):
         state = lifecycle.load_state(state_dir, job.kind or None)
-    released = job.periods_seen(state)
-    if until_period is not None and released >= until_period:
-        return _summary(job, state_dir, output_dir)  # a retried task: nothing more to do
-    options.view_as(StandardOptions).streaming = True
-    with _stopping():
-        with beam.Pipeline(options=options) as pipeline:
-            event_pipeline(pipeline, job, state_dir, output_dir, clock=clock,
-                           timestamp_col=timestamp_col, until_period=until_period,
-                           beam_args=step_arguments(beam_args), wait=wait,
-                           distinct_rows=distinct_rows,
-                           horizon=job.horizon(document), released_through=released,
-                           **source)
+        if state["pending"] is not None:  # at once, from its plan, as --watch does
+            release_period(job, state_dir, output_dir, None, state["pending"]["period"],
+                           in_format=None, beam_args=step_arguments(beam_args), wait=wait,
+                           resumed=True)
+            state = lifecycle.load_state(state_dir, job.kind or None)
+        released = job.periods_seen(state)
+        if until_period is not None and released >= until_period:
+            return _summary(job, state_dir, output_dir)  # a retried task: nothing to do
+        options.view_as(StandardOptions).streaming = True
+        name_dataflow_job(options, state_dir)
+        with _stopping():
+            with beam.Pipeline(options=options) as pipeline:
+                event_pipeline(pipeline, job, state_dir, output_dir, clock=clock,
+                               timestamp_col=timestamp_col, until_period=until_period,
+                               beam_args=step_arguments(beam_args), wait=wait,
+                               distinct_rows=distinct_rows,
+                               horizon=job.horizon(document), released_through=released,
+                               **source)
     return _summary(job, state_dir, output_dir)
+
+
+def name_dataflow_job(options, state_dir: str) -> None:
+    """On Dataflow, name the job after its state (:func:`consumer_group`) unless
+    ``--job_name`` is given: Dataflow refuses a second running job of the same name, so a
+    second stream on one state is refused there even after the launching process (which
+    holds the stream's lock) has gone, and ``--update`` finds the job by that name."""
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+    runner = options.view_as(StandardOptions).runner or ""
+    cloud = options.view_as(GoogleCloudOptions)
+    if "dataflow" in str(runner).lower() and not cloud.job_name:
+        cloud.job_name = consumer_group(state_dir)
 
 
 def _in_process(options) -> bool:
@@ -739,10 +758,12 @@ def watch(job: IncrementalJob, document: Dict, watch_dir: str, state_dir: str,
             raise InputError(f"--watch {watch_dir}: no such directory")
     else:  # a prefix exists only once it holds an object: the bucket must
         storage.check_bucket("watch", watch_dir)
-    state = start_state(job, document, state_dir, output_dir, until_period, wait)
-    if until_period is None or job.periods_seen(state) < until_period:
-        _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_seconds,
-                     in_format, period_col, beam_args, wait)
+    start_state(job, document, state_dir, output_dir, until_period, wait)
+    with lifecycle.Ownership(StateDir(state_dir), wait, role="stream"):
+        state = lifecycle.load_state(state_dir, job.kind or None)
+        if until_period is None or job.periods_seen(state) < until_period:
+            _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_seconds,
+                         in_format, period_col, beam_args, wait)
     return _summary(job, state_dir, output_dir)
 
 

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from continual_synth.mechanisms.errors import StateError
+from continual_synth.mechanisms.errors import StateBusy, StateError
 from continual_synth.pipelines import conditional_create
 from continual_synth.pipelines.lifecycle import Lease, Ownership, StateDir
 from continual_synth.transforms import storage
@@ -216,6 +216,15 @@ def test_colliding_steps_on_s3_state_are_refused(s3_server, panel):
     threading.Timer(0.5, first.__exit__).start()
     with Ownership(store, wait=10):
         assert time.monotonic() - started >= 0.4
+
+    # a stream's ownership is its own lease: its steps (and a manual step) run beside it,
+    # while a second stream is refused
+    with Ownership(store, role="stream"):
+        with Ownership(store):
+            pass
+        with pytest.raises(StateBusy, match="another stream is releasing into this state"):
+            Ownership(store, role="stream").__enter__()
+    assert "stream-leases/000001.released" in objects(s3_server, f"{root}/state")
 
     # fencing: of two runs that read version 0, only the first commits version 1
     assert store.commit(version, {**state, "note": "first"}) == 1

@@ -353,6 +353,36 @@ def test_event_options_checked(tmp_path, capsys, argv, subject):
     assert not (tmp_path / "state").exists()
 
 
+def test_a_second_event_stream_on_a_state_is_refused_and_dataflow_names_its_job(tmp_path,
+                                                                                  capsys):
+    """One stream per state on the event path too (two consumers of one subscription or
+    group would each release periods with part of their records): refused at start,
+    before the source is opened, touching nothing.  On Dataflow the job is named after
+    the state, so Dataflow itself refuses a second one once the launcher has gone."""
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+    from continual_synth.pipelines.lifecycle import Ownership, StateDir
+    from continual_synth.pipelines.stream import consumer_group, name_dataflow_job
+    from helpers_panels import snapshot
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    privacy = ["--window", "2", "--horizon", "4", "--rho", "1"]
+    assert main(["window", "init", "--state", state, *privacy]) == 0
+    capsys.readouterr()
+    with Ownership(StateDir(state), role="stream"):
+        before = snapshot(state)
+        code = main(["window", "stream", "--kafka-topic", "t", "--kafka-bootstrap-servers",
+                     "127.0.0.1:9", "--timestamp-col", "ts", "--period-length", "10",
+                     "--state", state, "--output", out, *privacy])
+        err = capsys.readouterr().err
+        assert code == 2 and "another stream is releasing into this state (pid " in err, err
+        assert snapshot(state) == before and not os.path.exists(out)
+    for runner, given, named in (("DataflowRunner", [], consumer_group(state)),
+                                 ("DataflowRunner", ["--job_name=mine"], "mine"),
+                                 ("FlinkRunner", [], None)):
+        options = PipelineOptions(["--runner", runner, *given])
+        name_dataflow_job(options, state)
+        assert options.view_as(GoogleCloudOptions).job_name == named
+
+
 def test_tabular_state_in_beam_late_batch_and_empty_period_equal_run(tmp_path):
     """The pure-Beam-state tabular stream (``SynthesizeTabularStream``): batches out of
     order within periods, period 2 empty, a late batch for period 1 and a batch with a

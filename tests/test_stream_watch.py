@@ -249,6 +249,31 @@ def test_sigterm_stops_cleanly_between_periods(panel, tmp_path):
     assert seen(state) == 2
 
 
+def test_a_second_stream_on_a_state_is_refused_while_the_first_runs(panel, tmp_path, capsys):
+    """One stream per state: a second one (a redeployed task whose old process still runs)
+    is refused at start, touching nothing; once the first has stopped it may start."""
+    _, _, periods, _ = panel
+    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
+    watch.mkdir()
+    land(periods[1], watch)
+    process = start("window", WINDOW, watch, state, out)
+    wait_until(lambda: seen(state) >= 1 and load_state(str(state))["pending"] is None, process)
+    before, released = snapshot(str(state)), snapshot(str(out))
+    second = ["window", "stream", "--watch", str(watch), "--state", str(state), "--output",
+              str(out), "--poll-interval", POLL, *WINDOW]
+    capsys.readouterr()
+    assert main(second) == 2
+    err = capsys.readouterr().err
+    assert "another stream is releasing into this state (pid " in err, err
+    assert snapshot(str(state)) == before and snapshot(str(out)) == released
+    assert process.poll() is None                      # the first one runs on
+    process.send_signal(signal.SIGTERM)
+    assert finish(process, timeout=30)["periods_released"] == 1
+    land(periods[2], watch)
+    assert main([*second, "--until-period", "2"]) == 0  # free again once it stopped
+    assert seen(state) == 2
+
+
 def test_tabular_stream_equals_run(tmp_path):
     domain = {"a": [0, 1, 2], "b": ["x", "y"]}
     rng = np.random.default_rng(4)
