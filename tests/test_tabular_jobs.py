@@ -431,3 +431,30 @@ def test_a_counter_for_the_baseline_is_refused(stream_files, tmp_path, capsys):
                  "--output", str(tmp_path / "o"), "--domain", str(stream_files / "domain.json"),
                  "--epsilon", "1", "--method", "baseline", "--counter", "tree"])
     assert code == 2 and "--counter is for the proposed method" in capsys.readouterr().err
+
+
+def test_init_says_how_many_selections_and_whether_the_model_grows(stream_files, tmp_path,
+                                                                     capsys):
+    """At large ε the default is the wide regime (k = 24, or every workload); without a
+    horizon its model size limit cannot grow, and init says so instead of leaving it to
+    docs/tabular.md."""
+    domain = str(stream_files / "domain.json")
+
+    def init(name, *options):
+        assert main(["tabular", "init", "--domain", domain, "--state", str(tmp_path / name),
+                     *options]) == 0
+        captured = capsys.readouterr()
+        return json.loads(captured.out), captured.err
+
+    summary, err = init("wide", "--epsilon", "1000")
+    assert (summary["selections"], summary["model_growth"]) == (3, "fixed")
+    assert "give --horizon to let it grow" in err, err
+    summary, err = init("wide-horizon", "--epsilon", "1000", "--horizon", "6")
+    assert (summary["selections"], summary["model_growth"]) == (3, "horizon")
+    assert "give --horizon" not in err
+    summary, err = init("wide-fixed", "--epsilon", "1000", "--model-growth", "fixed")
+    assert summary["model_growth"] == "fixed" and "give --horizon" not in err
+    summary, err = init("paper", "--epsilon", "1")
+    assert summary["selections"] == 3 and "give --horizon" not in err
+    summary, _ = init("baseline", "--epsilon", "1", "--method", "baseline")
+    assert "selections" not in summary
