@@ -1,6 +1,7 @@
 """Kumar et al. 2024 Algorithms 2 (baseline) and 3 (proposed) as state machines."""
 import functools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -45,6 +46,19 @@ def run(cfg, batches, seed):
         releases.append(release)
         errors.append(np.mean([np.abs(t - a).mean() for t, a in zip(truth, table)]))
     return state, releases, np.array(errors), truth, table
+
+
+def test_values_match_the_domain_after_a_cast_and_others_are_refused_with_their_row():
+    """docs/tabular.md, Input: the text "2" and the float 2.0 are the domain's integer 2;
+    "02" and 2.5 are not in it, and the error names the first such row."""
+    import pyarrow as pa
+    from continual_synth.mechanisms.marginals import encode_column
+    assert encode_column(pa.array(["1", "3"]), [1, 2, 3], "c").tolist() == [0, 2]
+    assert encode_column(pa.array([2.0, 1.0]), [1, 2, 3], "c").tolist() == [1, 0]
+    assert encode_column(pa.array([1, 2]), ["1", "2"], "c").tolist() == [0, 1]  # CSV ints
+    for bad, shown in ((["1", "02"], "'02' (row 2)"), ([1.0, 2.5], "2.5 (row 2)")):
+        with pytest.raises(InputError, match=re.escape(f"c: value {shown} is not in the domain")):
+            encode_column(pa.array(bad), [1, 2, 3], "c")
 
 
 def test_config_validation():
