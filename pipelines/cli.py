@@ -153,21 +153,23 @@ def build_parser() -> argparse.ArgumentParser:
                                    ).add_subparsers(dest="action", required=True)
     ev_window = evaluate.add_parser("window", help="window histograms, Theorem 3.2 bound, "
                                     "quarterly queries")
-    ev_window.add_argument("--truth", required=True)
-    ev_window.add_argument("--synthetic", required=True)
+    ev_window.add_argument("--truth", required=True,
+                           help="the real panel (file or directory: id, period, value)")
+    ev_window.add_argument("--synthetic", required=True, help="the release directory to evaluate")
     ev_window.add_argument("--report", default=None, help="directory for summary.json and plots")
-    ev_window.add_argument("--id-col", default="id")
-    ev_window.add_argument("--period-col", default="period")
-    ev_window.add_argument("--value-col", default="value")
+    ev_window.add_argument("--id-col", default="id", help="the truth's id column")
+    ev_window.add_argument("--period-col", default="period", help="the truth's period column")
+    ev_window.add_argument("--value-col", default="value", help="the truth's value column")
     ev_cumulative = evaluate.add_parser("cumulative", help="counts of people with at least b "
                                         "ones by period against the truth and the bound")
-    ev_cumulative.add_argument("--truth", required=True)
-    ev_cumulative.add_argument("--synthetic", required=True)
+    ev_cumulative.add_argument("--truth", required=True,
+                           help="the real panel (file or directory: id, period, value)")
+    ev_cumulative.add_argument("--synthetic", required=True, help="the release directory to evaluate")
     ev_cumulative.add_argument("--report", default=None,
                                help="directory for summary.json and plots")
-    ev_cumulative.add_argument("--id-col", default="id")
-    ev_cumulative.add_argument("--period-col", default="period")
-    ev_cumulative.add_argument("--value-col", default="value")
+    ev_cumulative.add_argument("--id-col", default="id", help="the truth's id column")
+    ev_cumulative.add_argument("--period-col", default="period", help="the truth's period column")
+    ev_cumulative.add_argument("--value-col", default="value", help="the truth's value column")
 
     for extension in _extensions():
         extension.add_commands(commands, evaluate)

@@ -165,7 +165,9 @@ def add_stream_arguments(parser) -> None:
                         help="state directory (created from the options if absent; the same "
                              "format as init/step)")
     parser.add_argument("--output", required=True, help="release directory")
-    parser.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"])
+    parser.add_argument("--input-format", default=None, choices=["parquet", "csv", "avro"],
+                        help="format of the watched files (default: from each file's "
+                             "extension)")
     parser.add_argument("--until-period", type=POSITIVE_INT, default=None,
                         help="stop cleanly after releasing this period (default: run until "
                              "cancelled)")

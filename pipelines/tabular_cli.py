@@ -142,10 +142,12 @@ def add_commands(commands, evaluate) -> None:
                          default="randomized",
                          help="§7.1's stream constructions: a random order, sorted by "
                               "every attribute, or the table's stored row order")
-    example.add_argument("--batch-size", type=POSITIVE_INT, default=50)
+    example.add_argument("--batch-size", type=POSITIVE_INT, default=50,
+                         help="records per period (default 50; the paper's 50 or 200)")
     example.add_argument("--periods", type=POSITIVE_INT, default=None,
                          help="stop after this many periods (default: the whole table)")
-    example.add_argument("--seed", type=NON_NEGATIVE_INT, default=0)
+    example.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
+                         help="seed of the randomized order (default 0)")
     example.add_argument("--format", dest="out_format", default="parquet",
                          choices=["parquet", "csv", "avro"])
 

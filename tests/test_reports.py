@@ -67,6 +67,21 @@ def test_w1_is_read_against_its_floor(dims):
     assert "× the sampling floor" in shifted["w1_verdict"]
 
 
+def test_w1_has_its_floor_with_fewer_real_points_than_two_ot_samples():
+    """2-D with fewer than 2 × --ot-points real points: the floor is taken at half of them
+    (before, every floor key was missing from the summary)."""
+    rng = np.random.default_rng(6)
+    truth = rng.normal(size=(900, 2))
+    fresh = wasserstein_summary(truth, rng.normal(size=(3000, 2)), ot_points=600,
+                                projections=8)
+    assert "450 real points" in fresh["w1_floor_method"], fresh["w1_floor_method"]
+    assert 0.6 < fresh["w1_same_size"] / fresh["w1_floor"] < 1.7, fresh
+    assert fresh["w1_emd_truth_floor"] == fresh["w1_floor"]
+    shifted = wasserstein_summary(truth, rng.normal(size=(3000, 2)) + 1.0, ot_points=600,
+                                  projections=8)
+    assert not shifted["w1_within_floor"]
+
+
 @pytest.mark.parametrize("dims", [1, 2])
 def test_the_floor_verdict_does_not_depend_on_the_evaluation_seed(dims):
     """Before, one draw of the floor: the same release read "within" or "1.2× the floor"
