@@ -272,7 +272,10 @@ def auto_selections(epsilon: float, method: str, num_workloads: int,
     (Adult randomized: 1.33×), so below the wide regime k stays at most 12 with the fixed
     limit.  k depends on ε, s and |W| only (public), so the privacy statement is the one
     for that k (docs/tabular.md, "Selections").  The baseline's measurements see one
-    batch and are not counted across periods."""
+    batch and are not counted across periods.  Fewer than 3 win on streams whose periods
+    are exchangeable: Adult and CCES in random order, at ε ≤ 1, AvgWE 8-27 % lower at
+    k = 1. But they lose on sorted streams (+72-136 % at k = 1 on Adult, batches of 200),
+    so 3 stays the floor; see bench/results/tabular_selections_k1.md."""
     epsilon = positive_real("epsilon", epsilon)
     k = PAPER_SELECTIONS
     if method == "proposed":
