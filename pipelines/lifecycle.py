@@ -286,8 +286,8 @@ class Lease:
         if lease is None or lease["expires"] < time.time():
             return None
         until = time.strftime("%H:%M:%SZ", time.gmtime(lease["expires"]))
-        return f"{lease['holder']}; its lease runs to {until} unless renewed, so a step " \
-               f"that died frees the state then"
+        return f"{lease['holder']}; its lease runs to {until} unless renewed, so a " \
+               f"{self.role} that died frees the state then"
 
     def acquire(self, what: str) -> "Lease":
         deadline = time.monotonic() + self.wait
