@@ -390,9 +390,8 @@ class TabularConfig:
                            resolved_selection_share(self.method, self.selection_share))
         grows = self.method == "proposed" and self.fit == "ipf" and self.horizon is not None
         if self.model_growth is None:   # the wide regime of auto_selections
-            wide = (wide_regime(self.epsilon, self.selection_share)
-                    and selections >= min(WIDE_SELECTIONS, len(workloads)))
-            object.__setattr__(self, "model_growth", "horizon" if grows and wide else "fixed")
+            object.__setattr__(self, "model_growth",
+                               "horizon" if grows and self.wide else "fixed")
         if self.model_growth not in MODEL_GROWTHS:
             raise ParameterError("model_growth", f"must be one of {MODEL_GROWTHS}, got "
                                                  f"{self.model_growth!r}")
@@ -426,6 +425,14 @@ class TabularConfig:
     @functools.cached_property
     def _cells(self) -> Tuple[int, ...]:
         return tuple(self.domain.size(w) for w in self.workloads)
+
+    @property
+    def wide(self) -> bool:
+        """Whether this configuration is in the wide regime of :func:`auto_selections`
+        (every measurement quiet even at k = 24, and k at least 24 or every workload):
+        where the model's size limit grows over the horizon by default."""
+        return (wide_regime(self.epsilon, self.selection_share)
+                and self.selections >= min(WIDE_SELECTIONS, len(self.workloads)))
 
     @property
     def selection_epsilon(self) -> float:

@@ -128,19 +128,14 @@ def wasserstein_summary(truth: np.ndarray, synthetic: np.ndarray, *, ot_points: 
                                             FLOOR_DRAWS_1D), m, "exact 1-D W1"))
         return out
     m = int(min(ot_points, truth.shape[0], synthetic.shape[0]))
-    if truth.shape[0] >= 2 * m:
-        same, floor = _floor_draws(truth, synthetic, m, w1_emd, rng, FLOOR_DRAWS)
-        out["w1_emd_subsample"] = float(np.mean(same))
+    # the floor needs two disjoint real samples: of m points, or of half the real points
+    k = m if truth.shape[0] >= 2 * m else truth.shape[0] // 2
+    if k >= 1:
+        same, floor = _floor_draws(truth, synthetic, k, w1_emd, rng, FLOOR_DRAWS)
         out["w1_emd_truth_floor"] = float(np.mean(floor))
-        out.update(_floor(same, floor, m, "exact optimal transport"))
-    else:  # too few real points for two disjoint samples of m: the floor at half of them
-        out["w1_emd_subsample"] = w1_emd(_subsample(truth, m, rng),
-                                         _subsample(synthetic, m, rng))
-        half = truth.shape[0] // 2
-        if half >= 1:
-            same, floor = _floor_draws(truth, synthetic, half, w1_emd, rng, FLOOR_DRAWS)
-            out["w1_emd_truth_floor"] = float(np.mean(floor))
-            out.update(_floor(same, floor, half, "exact optimal transport"))
+        out.update(_floor(same, floor, k, "exact optimal transport"))
+    out["w1_emd_subsample"] = (float(np.mean(same)) if k == m else
+                               w1_emd(_subsample(truth, m, rng), _subsample(synthetic, m, rng)))
     s_truth = _subsample(truth, SLICED_MAX_POINTS, rng)
     s_synth = _subsample(synthetic, SLICED_MAX_POINTS, rng)
     out["w1_sliced"] = w1_sliced(s_truth, s_synth, projections, seed)

@@ -770,10 +770,11 @@ def watch(job: IncrementalJob, document: Dict, watch_dir: str, state_dir: str,
 
 
 def start_state(job: IncrementalJob, document: Dict, state_dir: str, output_dir: str,
-                until_period: Optional[int], wait: float) -> Dict:
-    """The stream's state (created from ``document`` if absent), after refusing what
-    could never work, before anything is written: a bad ``--wait``, an ``--until-period``
-    beyond the horizon, an ``--output`` that holds another release."""
+                until_period: Optional[int], wait: float) -> None:
+    """Create the stream's state from ``document`` if absent, or check it against it,
+    after refusing what could never work, before anything is written: a bad ``--wait``,
+    an ``--until-period`` beyond the horizon, an ``--output`` that holds another release.
+    The caller reads the state once it holds the stream's ownership."""
     lifecycle.Ownership(StateDir(state_dir), wait)  # checks --wait; owns nothing yet
     horizon = job.horizon(document)
     if until_period is not None and horizon is not None and until_period > horizon:
@@ -785,7 +786,6 @@ def start_state(job: IncrementalJob, document: Dict, state_dir: str, output_dir:
     lifecycle.check_release_target(state, output_dir)
     if state["output_dir"] is None:
         lifecycle.check_fresh_output(output_dir)
-    return state
 
 
 def _summary(job: IncrementalJob, state_dir: str, output_dir: str) -> Dict:

@@ -251,7 +251,8 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                "epsilon": args.epsilon, "workloads": len(synthesizer.workloads)}
     if config.method == "proposed":
         summary.update(selections=config.selections, model_growth=config.model_growth)
-        if (fixed_in_the_wide_regime(config) and args.max_cells is None
+        if (config.wide and config.model_growth == "fixed" and config.fit == "ipf"
+                and config.horizon is None and args.max_cells is None
                 and args.model_growth is None):
             from continual_synth.pipelines.logs import LOGGER
             LOGGER.warning("k = %d selections a period at ε = %g, with a model size limit that "
@@ -259,12 +260,3 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                            "it does by default where T is known (docs/tabular.md, item 7)",
                            config.selections, config.epsilon)
     return summary
-
-
-def fixed_in_the_wide_regime(config) -> bool:
-    """Whether the proposed method takes the wide regime's k = 24 selections a period but
-    keeps its model size limit fixed, only because no horizon was given."""
-    from continual_synth.mechanisms.tabular import WIDE_SELECTIONS, wide_regime
-    return (config.model_growth == "fixed" and config.horizon is None and config.fit == "ipf"
-            and wide_regime(config.epsilon, config.selection_share)
-            and config.selections >= min(WIDE_SELECTIONS, len(config.workloads)))

@@ -231,13 +231,20 @@ def test_crash_after_commit_resumes_without_new_noise(panel, tmp_path):
     assert final[:len(entries)] == entries
 
 
-def test_sigterm_stops_cleanly_between_periods(panel, tmp_path):
-    _, _, periods, _ = panel
+def stream_past_period_1(periods, tmp_path):
+    """A window stream that has released period 1 and waits for period 2's file:
+    (process, watch, state, out)."""
     watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
     watch.mkdir()
     land(periods[1], watch)
     process = start("window", WINDOW, watch, state, out)
     wait_until(lambda: seen(state) >= 1 and load_state(str(state))["pending"] is None, process)
+    return process, watch, state, out
+
+
+def test_sigterm_stops_cleanly_between_periods(panel, tmp_path):
+    _, _, periods, _ = panel
+    process, _, state, out = stream_past_period_1(periods, tmp_path)
     time.sleep(0.3)
     process.send_signal(signal.SIGTERM)
     summary = finish(process, timeout=30)
@@ -253,11 +260,7 @@ def test_a_second_stream_on_a_state_is_refused_while_the_first_runs(panel, tmp_p
     """One stream per state: a second one (a redeployed task whose old process still runs)
     is refused at start, touching nothing; once the first has stopped it may start."""
     _, _, periods, _ = panel
-    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
-    watch.mkdir()
-    land(periods[1], watch)
-    process = start("window", WINDOW, watch, state, out)
-    wait_until(lambda: seen(state) >= 1 and load_state(str(state))["pending"] is None, process)
+    process, watch, state, out = stream_past_period_1(periods, tmp_path)
     before, released = snapshot(str(state)), snapshot(str(out))
     second = ["window", "stream", "--watch", str(watch), "--state", str(state), "--output",
               str(out), "--poll-interval", POLL, *WINDOW]
