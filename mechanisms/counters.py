@@ -159,6 +159,7 @@ class StreamCounter:
 
     kind = "abstract"
     unbounded = False          # True: horizon may be None (epochs continue forever)
+    entry_shares = False       # True: feed(…, share=m) may spend m × the budget on one entry
     units = ("rho", "epsilon")   # budgets the counter accepts
     integer_valued = True        # integer inputs give integer outputs (discrete noise sums)
     option_names: Tuple[str, ...] = ()
@@ -251,18 +252,51 @@ class StreamCounter:
             raise ValueError("stream entries must be finite")
         return arr.copy()
 
-    def feed(self, z, sampler: Sampler) -> np.ndarray:
+    def feed(self, z, sampler: Sampler, share: float = 1.0) -> np.ndarray:
         """Add z^t (scalar when dim = 1, or a length-``dim`` array); return S̃^t, a new
         float64 array of length ``dim``.  Entries are meant to be non-negative counts;
-        only finiteness is enforced (neither privacy nor the variance depends on signs)."""
+        only finiteness is enforced (neither privacy nor the variance depends on signs).
+
+        ``share`` m ≠ 1 (counters with ``entry_shares`` only: the simple counter, whose
+        every entry has its own node) releases this entry with noise calibrated to m times
+        the budget: the entry then costs m·(its budget), which the caller accounts for
+        (the tabular synthesizer's per-period selections, :func:`tabular.period_selections`)."""
         if self.horizon is not None and self._time >= self.horizon:
             raise ValueError(f"counter {self.kind!r} has reached its horizon T={self.horizon}")
+        share = float(share)
+        if share != 1.0:
+            if not self.entry_shares:
+                raise ValueError(f"counter {self.kind!r} spends the same budget on every "
+                                 f"entry; only the simple counter takes share")
+            if not (share > 0 and math.isfinite(share)):
+                raise ValueError(f"share must be a positive finite number, got {share!r}")
         arr = self._check_input(z)
         self._time += 1
-        return np.asarray(self._feed(arr, sampler, self._time), dtype=np.float64)
+        noisy = (self._feed(arr, sampler, self._time) if share == 1.0
+                 else self._feed_share(arr, sampler, self._time, share))
+        return np.asarray(noisy, dtype=np.float64)
 
     def _feed(self, z: np.ndarray, sampler: Sampler, t: int) -> np.ndarray:
         raise NotImplementedError
+
+    def _feed_share(self, z: np.ndarray, sampler: Sampler, t: int, share: float
+                    ) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def last_variance(self) -> float:
+        """Per-coordinate variance of the noise the latest entry added, S̃^t − S̃^{t−1} −
+        z^t: exact for the simple counter (its own node, whatever its share); for the
+        other kinds the variance of S̃^1 (a one-entry count), as the tabular synthesizer's
+        pooled margins use it."""
+        return self.variance(1)
+
+    def next_variance(self, share: float = 1.0) -> float:
+        """Per-coordinate variance of S̃^{t+1} − S^{t+1} if the next entry is fed with
+        ``share`` (the simple counter) or at the counter's budget (every kind)."""
+        if float(share) != 1.0:
+            raise ValueError(f"counter {self.kind!r} spends the same budget on every entry")
+        return self.variance(self._time + 1)
 
     # -- error ----------------------------------------------------------------------
     def _check_times(self, ts) -> np.ndarray:
@@ -370,22 +404,61 @@ class SimpleCounter(StreamCounter):
     Every entry is released with its own noise; S̃^t = Σ_{s≤t} (z^s + η_s).
     Sensitivity: each entry touches 1 node → L1 = L2² = E.  Noise σ² = E/(2ρ) or b = E/ε.
     Variance: Var(S̃^t − S^t) = t·v, v the exact node variance.  Works without a horizon.
+
+    Entry shares: an entry fed with ``share`` m gets its node calibrated to m times the
+    budget (b/m, or σ²/m), and costs m times as much; no other entry is touched, so the
+    loss of a changed entry s is its own node's.  The counter then keeps the variance of
+    S̃^t exactly, Σ_s v_s (``variance(t)`` for t ≥ the entries fed so far; the variance of
+    an earlier count is not kept once shares have varied).
     """
 
     kind = "simple"
     unbounded = True
+    entry_shares = True
 
     def __init__(self, horizon, **kw):
         super().__init__(horizon, **kw)
         self.param = self._calibrate(1)
         self._sum = np.zeros(self.dim)
+        self._shared = False        # some entry was fed with a share ≠ 1
+        self._variance = 0.0        # Σ_s v_s over the entries fed (kept once shared)
+        self._last = 0.0            # v of the latest entry
+
+    def _param(self, share: float) -> float:
+        return self.param if share == 1.0 else self._calibrate(1, share)
 
     def _feed(self, z, sampler, t):
-        self._sum += z + self._draw(sampler, self.param, 1)[0]
+        return self._feed_share(z, sampler, t, 1.0)
+
+    def _feed_share(self, z, sampler, t, share):
+        param = self._param(share)
+        self._sum += z + self._draw(sampler, param, 1)[0]
+        v = self.node_variance(param)
+        self._shared = self._shared or share != 1.0
+        self._variance = self._variance + v if self._shared else t * self.node_variance(
+            self.param)
+        self._last = v
         return self._sum.copy()
 
     def _variances(self, ts):
-        return ts * self.node_variance(self.param)
+        v = self.node_variance(self.param)
+        if not self._shared:
+            return ts * v
+        if (ts < self._time).any():
+            raise ValueError("the entries were fed with varying shares: the variance is "
+                             f"kept for t >= {self._time} only")
+        return self._variance + (ts - self._time) * v
+
+    @property
+    def last_variance(self) -> float:
+        return self._last if self._time else self.node_variance(self.param)
+
+    def next_variance(self, share: float = 1.0) -> float:
+        share = float(share)
+        if not (share > 0 and math.isfinite(share)):
+            raise ValueError(f"share must be a positive finite number, got {share!r}")
+        return (self.variance(self._time) if self._time else 0.0) + self.node_variance(
+            self._param(share))
 
     def _entry_groups(self):
         return [(1, self.param)]
@@ -394,10 +467,17 @@ class SimpleCounter(StreamCounter):
         return np.eye(n), [self.param] * n, np.arange(1, n + 1)
 
     def _state(self):
-        return {"sum": self._sum}
+        state = {"sum": self._sum}
+        if self._shared:
+            state["shared_variance"] = np.array([self._variance, self._last])
+        return state
 
     def _restore(self, state):
         self._sum = state["sum"].reshape(self.dim)
+        v = self.node_variance(self.param)
+        self._shared = "shared_variance" in state
+        self._variance, self._last = ((float(x) for x in state["shared_variance"])
+                                      if self._shared else (self._time * v, v))
 
 
 # ---------------------------------------------------------------------------- block
@@ -1361,6 +1441,7 @@ _KINDS = {cls.kind: cls for cls in (SimpleCounter, BlockCounter, TreeCounter,
                                     SqrtFactorisationCounter, BLTCounter, HybridCounter,
                                     UnboundedBlockCounter, AnchoredCounter)}
 UNBOUNDED_KINDS = frozenset(k for k, cls in _KINDS.items() if cls.unbounded)
+SHARE_KINDS = frozenset(k for k, cls in _KINDS.items() if cls.entry_shares)  # feed(share=m)
 INTEGER_KINDS = frozenset(k for k, cls in _KINDS.items() if cls.integer_valued)
 
 

@@ -43,6 +43,7 @@ import pytest
 from continual_synth.mechanisms import accounting
 from continual_synth.mechanisms.counters import (
     INTEGER_KINDS,
+    SHARE_KINDS,
     UNBOUNDED_KINDS,
     StreamCounter,
     counter_kinds,
@@ -688,3 +689,69 @@ def test_anchored_counter_variance_formula_and_trade_off(unit, block):
     assert wrong.max() > Z
     with pytest.raises(ValueError, match="divide"):
         make_counter("anchored", horizon, block_size=5, **budget(unit))
+
+
+# --------------------------------------------------------------------------- entry shares
+
+SHARES = [1.0, 3.0, 1.0, 1.5, 1.0, 3.0, 2.0, 1.0]   # the tabular schedule's k/k_t, k = 3
+
+
+@pytest.mark.parametrize("unit", ["epsilon", "rho"])
+def test_simple_counter_entry_shares_have_the_stated_variance(unit):
+    """Entries fed with share m get a node of m times the budget: b/m (σ²/m).  Over
+    N_RUNS coordinates: the errors are unbiased with variance Σ_s v(m_s) at every t (6
+    standard errors), ``last_variance`` is the latest node's, and ``next_variance``
+    predicts the next count's before it is fed."""
+    counter = make_counter("simple", None, dim=N_RUNS, **budget(unit))
+    rng, sampler = np.random.default_rng(8), SeededSampler(8)
+    truth, errors, stated = np.zeros(N_RUNS), [], []
+    for share in SHARES:
+        predicted = counter.next_variance(share)
+        z = rng.integers(0, 3, size=N_RUNS)
+        truth += z
+        errors.append(counter.feed(z, sampler, share) - truth)
+        stated.append(counter.variance(counter.time))
+        assert stated[-1] == pytest.approx(predicted, rel=1e-12)
+        node = (accounting.laplace_scale(1.0, share * EPSILON) if unit == "epsilon"
+                else accounting.gaussian_sigma2(1.0, share * RHO))
+        assert counter.last_variance == pytest.approx(counter.node_variance(node))
+    mean_z, var_z = moment_checks(np.array(errors), np.array(stated))
+    assert mean_z.max() < Z and var_z.max() < Z, (mean_z.max(), var_z.max())
+    # the check has power: the variance of equal shares is rejected
+    _, var_z = moment_checks(np.array(errors), counter.node_variance(counter.param)
+                             * np.arange(1, len(SHARES) + 1))
+    assert var_z.max() > 3 * Z
+
+
+def test_entry_shares_round_trip_and_default_to_the_budget():
+    counter = make_counter("simple", 40, epsilon=EPSILON, dim=2)
+    for share in (1.0, 1.0):
+        counter.feed([1, 2], SeededSampler(1), share)
+    assert "shared_variance" not in counter.to_dict()["state"]   # states as before
+    assert counter.variance(1) == pytest.approx(counter.last_variance)
+    counter.feed([1, 2], SeededSampler(2), 3.0)
+    state = json.loads(json.dumps(counter.to_dict()))
+    restored = StreamCounter.from_dict(state)
+    assert restored.to_dict() == state
+    assert restored.variance(3) == counter.variance(3)
+    assert restored.last_variance == counter.last_variance
+    assert counter.variance(3) == pytest.approx(2 * counter.node_variance(counter.param)
+                                                + counter.node_variance(counter.param / 3))
+    with pytest.raises(ValueError, match="varying shares"):
+        counter.variance(2)       # not kept once the shares varied
+    assert counter.variance(5) == pytest.approx(counter.variance(3) + 2 * counter.node_variance(
+        counter.param))
+    assert counter.entry_cost() == pytest.approx(EPSILON)   # the budget of a share-1 entry
+
+
+@pytest.mark.parametrize("kind", sorted(set(counter_kinds()) - SHARE_KINDS))
+def test_only_the_simple_counter_takes_entry_shares(kind):
+    assert SHARE_KINDS == {"simple"}
+    unit = "rho" if "epsilon" not in counter_units(kind) else "epsilon"
+    counter = make_counter(kind, horizon_for(kind, 8), **budget(unit))
+    with pytest.raises(ValueError, match="same budget on every entry"):
+        counter.feed(1, SeededSampler(0), 2.0)
+    assert counter.time == 0
+    assert counter.next_variance() == pytest.approx(counter.variance(1))
+    with pytest.raises(ValueError):
+        counter.next_variance(2.0)
