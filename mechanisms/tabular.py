@@ -82,7 +82,10 @@ other periods use ∇f_{t'} and g_{t'−1}, a release — and (ii) the period-t 
 k counters selected at t, one entry each (later feeds and r use only releases).  So its
 loss is k·s·ε/k + k·(1 − s)·ε/k = ε, whatever the number of periods: the whole stream is
 ε-DP under event-level neighbours (adaptive composition inside a period, parallel
-composition across periods).  The counters' own noise is exact discrete Laplace
+composition across periods).  Under ``selection_schedule="drift"`` (the default where it
+applies, :func:`period_selections`) period t makes k_t ≤ k selections of s·ε/k_t and feeds
+k_t counters one entry each at (1 − s)·ε/k_t (the simple counter's entry share k/k_t):
+k_t·s·ε/k_t + k_t·(1 − s)·ε/k_t = ε again, with k_t a function of earlier releases only.  The counters' own noise is exact discrete Laplace
 (``counters``, ``epsilon=(1 − s)·ε/k``, ``entries_changed=1``; each workload's vector
 entry has L1 sensitivity 1).
 
@@ -138,6 +141,7 @@ import numpy as np
 
 from continual_synth.mechanisms import accounting, pooled_margins
 from continual_synth.mechanisms.counters import (
+    SHARE_KINDS,
     StreamCounter,
     UNBOUNDED_KINDS,
     counter_kinds,
@@ -177,6 +181,7 @@ MARGINS = ("pooled", "none")
 BASELINE_STARTS = ("previous", "uniform")
 SELECTION_DISCOUNTS = ("none", "count")
 MODEL_GROWTHS = ("fixed", "horizon")
+SELECTION_SCHEDULES = ("drift", "fixed")
 # Selections per period k (``selections=None`` in :meth:`TabularSynthesizer.create`, the
 # command line's default): the paper's k = 3, more once a measurement's noise is below one
 # record per cell (see :func:`auto_selections`).
@@ -204,7 +209,7 @@ RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remaind
 DEFAULT_SELECTION_SHARES = {"proposed": 0.1, "baseline": 0.5}
 # What a configuration saved before an option existed meant: no pool, the paper's split.
 SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5, "selection_discount": "none",
-                         "model_growth": "fixed"}
+                         "model_growth": "fixed", "selection_schedule": "fixed"}
 RELATION = "event-level add/remove of one record"
 MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
 INCREMENT_PULL = 0.2  # weight of g_t in the prior of the increment model δ_t
@@ -275,7 +280,9 @@ def auto_selections(epsilon: float, method: str, num_workloads: int,
     batch and are not counted across periods.  Fewer than 3 win on streams whose periods
     are exchangeable: Adult and CCES in random order, at ε ≤ 1, AvgWE 8-27 % lower at
     k = 1. But they lose on sorted streams (+72-136 % at k = 1 on Adult, batches of 200),
-    so 3 stays the floor; see bench/results/tabular_selections_k1.md."""
+    so 3 stays the floor of k, and the selection schedule (:func:`period_selections`)
+    lowers k_t period by period where the stream reads as exchangeable; see
+    bench/results/tabular_selections_k1.md and tabular_selection_schedule.md."""
     epsilon = positive_real("epsilon", epsilon)
     k = PAPER_SELECTIONS
     if method == "proposed":
@@ -312,6 +319,7 @@ class TabularConfig:
     selection_share: Optional[float] = None
     selection_discount: str = "none"
     model_growth: Optional[str] = None
+    selection_schedule: Optional[str] = None
 
     def __post_init__(self):
         if not isinstance(self.domain, Domain):
@@ -399,6 +407,19 @@ class TabularConfig:
             raise ParameterError("model_growth", "a model size growing over the horizon "
                                                  "needs the proposed method, the ipf fit "
                                                  "and a horizon (--horizon)")
+        schedules = (self.method == "proposed" and self.remainder == "adaptive"
+                     and self.margins == "pooled" and self.refresh == 0
+                     and self.counter in SHARE_KINDS)
+        if self.selection_schedule is None:
+            object.__setattr__(self, "selection_schedule", "drift" if schedules else "fixed")
+        if self.selection_schedule not in SELECTION_SCHEDULES:
+            raise ParameterError("selection_schedule", f"must be one of {SELECTION_SCHEDULES}, "
+                                                       f"got {self.selection_schedule!r}")
+        if self.selection_schedule == "drift" and not schedules:
+            raise ParameterError("selection_schedule", "fewer selections on exchangeable "
+                                                       "periods need the proposed method, the "
+                                                       "adaptive remainder with pooled margins, "
+                                                       "no refresh slots and the simple counter")
         if self.max_cells is not None and (
                 isinstance(self.max_cells, bool)
                 or not isinstance(self.max_cells, (int, np.integer)) or self.max_cells < 1):
@@ -532,7 +553,8 @@ class TabularConfig:
                 "baseline_start": self.baseline_start, "margins": self.margins,
                 "selection_share": self.selection_share,
                 "selection_discount": self.selection_discount,
-                "model_growth": self.model_growth}
+                "model_growth": self.model_growth,
+                "selection_schedule": self.selection_schedule}
 
     @classmethod
     def from_dict(cls, data: Dict) -> "TabularConfig":
@@ -901,6 +923,56 @@ def stationary_weight(drift: Tuple[float, float, float]) -> float:
                          0.0, 1.0))
 
 
+def balanced_selections(config: TabularConfig, batch: float) -> int:
+    """The most measurements a period whose noise variance per cell stays at or below the
+    batch's own sampling variance per cell: the largest k ≥ 1 with
+    2k²/((1 − s)·ε)² ≤ B̂/|W̄| (B̂ the public batch estimate, |W̄| the workloads' mean
+    number of cells; a cell of an average workload holds about B̂/|W̄| of the batch's
+    records, a Poisson count of that variance).
+
+    Why.  On an exchangeable stream a period's measurements estimate shares that every
+    period has.  One cell's share, measured by k workloads at (1 − s)·ε/k each, carries
+    information ∝ k·B²/(B·p + k²·σ₁²) (σ₁² the per-cell noise variance at k = 1): ∝ 1/k
+    while the noise dominates, ∝ k while the sampling does; the best k is where the two
+    are equal.  Measured (bench/results/tabular_selections_k1.md, the best fixed k of 1, 2
+    and 3): this rule picks it on CCES in all 6 cells (batches of 50 and 200, ε = 0.5-4)
+    and on Adult in 7 of 8 (ε = 2, batches of 200: it picks 3, the best is 2, 4 % apart)."""
+    if batch <= 0:
+        return 1
+    cells = float(np.mean(config.cells))
+    noise = 2.0 / ((1.0 - config.selection_share) * config.epsilon) ** 2  # σ₁², Laplace
+    return max(1, int(math.floor(math.sqrt(batch / cells / noise))))
+
+
+def period_selections(config: TabularConfig, drift: Tuple[float, float, float],
+                      batch: float) -> int:
+    """k_t, the selections of a period (``selection_schedule="drift"``): k
+    (``config.selections``) while the stream looks drifting, and down to
+    :func:`balanced_selections` while it looks exchangeable,
+    k_t = ⌈γ·min(k, k_bal) + (1 − γ)·k⌉ with γ the adaptive remainder's
+    :func:`stationary_weight` (0 until the drift estimate has periods to read).  Each of
+    the k_t selections gets s·ε/k_t and each measurement (1 − s)·ε/k_t: the period spends
+    ε on its records as before.  k_t is computed from the drift estimate and the noisy
+    size, both post-processing of earlier releases, before the period's records are read,
+    so the period is an ε-DP mechanism chosen from public information (adaptive
+    composition).
+
+    Why.  The k measurements of a period share (1 − s)·ε.  On a stream whose periods are
+    random samples of one population, each measurement is a sample of the same shares,
+    and at small ε fewer, quieter measurements carry more (:func:`balanced_selections`).
+    Adult and CCES in random order: AvgWE 8-27 % lower at ε ≤ 1 with k = 1 than with 3.
+    A sorted stream needs the coverage (k = 1 costs +72-136 % there), and its drift
+    estimate reads γ = 0, so it keeps k."""
+    k = config.selections
+    if config.selection_schedule != "drift":
+        return k
+    gamma = stationary_weight(drift)
+    if gamma <= 0:
+        return k
+    low = min(k, balanced_selections(config, batch))
+    return max(1, min(k, math.ceil(gamma * low + (1.0 - gamma) * k - 1e-9)))
+
+
 def _shrunk_share(counter: np.ndarray, imputed: np.ndarray, variance: float) -> np.ndarray:
     """The share of a workload's unseen periods on an exchangeable stream: w·Ĉ + (1 − w)·R̂,
     Ĉ = C_j⁺/|C_j⁺| the share of the periods j's counter saw (unbiased when the periods
@@ -908,7 +980,12 @@ def _shrunk_share(counter: np.ndarray, imputed: np.ndarray, variance: float) -> 
     it holds), R̂ = R_j/|R_j| the increment remainder's (less noisy, biased where the
     increment models miss j), with the positive-part James-Stein weight
     w = max(0, 1 − ν/‖Ĉ − R̂‖²), ν = |W_j|·σ²/|C_j|² + (1 − Σ R̂²)/|C_j| the expected
-    ‖Ĉ − R̂‖² were R̂ the truth (σ² the counter's per-cell variance)."""
+    ‖Ĉ − R̂‖² were R̂ the truth (σ² the counter's per-cell variance).
+
+    With ``selection_schedule="drift"`` a counter's feeds can differ in noise (σ² is then
+    their sum).  Weighing them by their precision instead was measured and not kept:
+    AvgWE +1.5 % at k = 1 and +4 % under the schedule (Adult in random order, batches of
+    50, ε = 0.5, seed 0)."""
     positive = np.maximum(counter, 0.0)
     mass = float(positive.sum())
     if mass <= 0:
@@ -925,7 +1002,8 @@ def _shrunk_share(counter: np.ndarray, imputed: np.ndarray, variance: float) -> 
 
 def _select_measure_fit(config, sampler, targets, start, bias, measure, measurement,
                         size_of, rescale: bool, counts: Sequence[int], batch: int = 0,
-                        margins=None, limit: Optional[int] = None):
+                        margins=None, limit: Optional[int] = None,
+                        selections: Optional[int] = None):
     """The k select-measure-fit iterations both algorithms share (Algorithm 3 lines 9-18;
     Algorithm 2 lines 6-20): select j among the eligible workloads not yet selected this
     period by the exponential mechanism on the utilities against ``targets``, measure it
@@ -942,26 +1020,29 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
     the empty uniform table).  ``margins(selected, size)``: further measurements (the
     pooled one-way margins) fitted after the selected workloads'.  ``limit``: the
     model's size limit this period (:meth:`TabularConfig.model_limit`; default the
-    fitter's ``max_cells``).  Returns (selected indices, iterates)."""
+    fitter's ``max_cells``).  ``selections``: k_t, this period's k (default
+    ``config.selections``; :func:`period_selections`), each selection at s·ε/k_t.
+    Returns (selected indices, iterates)."""
     fitter = config.fitter()
     workloads, cells = config.workloads, config.cells
     h = start
+    k = config.selections if selections is None else selections
     selected, sums, variances, iterates = [], [], [], []
-    for _ in range(config.selections):
+    for _ in range(k):
         structure = fitter.structure(h)
         candidates = [i for i in range(len(workloads)) if i not in selected
                       and fitter.fits(structure, workloads[i], limit)]
         if not candidates:
             break
-        if len(selected) >= config.selections - config.refresh:
+        if len(selected) >= k - config.refresh:
             # a refresh slot: a public choice (no data used)
             j = min(candidates, key=lambda i: _staleness(workloads, counts, selected, i))
         else:
             u = _utilities(config, targets, h, candidates, bias, batch)
             if config.selection_discount == "count":
                 u = _count_discounted(u, counts, candidates)
-            j = candidates[sampler.exponential_mechanism(u, config.selection_epsilon,
-                                                         config.utility_sensitivity)]
+            j = candidates[sampler.exponential_mechanism(
+                u, config.epsilon * config.selection_share / k, config.utility_sensitivity)]
         selected.append(j)
         increment, variance = measure(j)
         sums.append(float(increment.sum()))
@@ -985,15 +1066,28 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
     targets = [p * g_prev.total + hist
                for p, hist in zip(g_prev.probabilities_of(workloads), hists)]
 
+    batch = int(round(g_prev.total / (period - 1))) if period > 1 else 0
+    # k_t and the share of a counter's budget each of its measurements spends, k/k_t
+    selections = period_selections(config, new.drift, batch)
+    share = config.selections / selections
+
     def measurement_variance(i, time):
         counter = new.counters[i]
         if config.remainder in ("adaptive", "model", "increment"):
-            return max(counter.variance(time), counter.variance(1))
+            return max(counter.variance(time), counter.last_variance)
         anchor = new.anchor_times[i]
         var = counter.variance(time) - (counter.variance(anchor) if anchor >= 1 else 0.0)
         return max(var, counter.variance(1))
 
-    next_sds = [math.sqrt(measurement_variance(i, new.counters[i].time + 1))
+    def next_variance(i):
+        counter = new.counters[i]
+        if config.remainder not in ("adaptive", "model", "increment"):
+            return measurement_variance(i, counter.time + 1)
+        if share != 1.0:
+            return counter.next_variance(share)
+        return max(counter.next_variance(), counter.last_variance)
+
+    next_sds = [math.sqrt(next_variance(i))
                 if (config.horizon is None or new.counters[i].time < config.horizon) else 0.0
                 for i in range(q)]
     bias = _bias(config, next_sds)
@@ -1005,10 +1099,10 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
 
     def measure(j):
         previous = new.counter_values[j]
-        value = new.counters[j].feed(hists[j], sampler)          # line 15
+        value = new.counters[j].feed(hists[j], sampler, share)   # line 15
         new.counter_values[j] = value
         increments[j] = value - previous
-        return increments[j], new.counters[j].variance(1)
+        return increments[j], new.counters[j].last_variance
 
     def measurement(j, total):
         value = new.counter_values[j]
@@ -1028,7 +1122,7 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
     def measured_margins(selected):
         return pooled_margins.period_margins(
             config.domain, workloads, {j: increments[j] for j in selected},
-            {j: new.counters[j].variance(1) for j in selected})
+            {j: new.counters[j].last_variance for j in selected})
 
     def margins(selected, total):
         pooled = pooled_margins.targets(new.margin_sums, new.margin_levels,
@@ -1040,10 +1134,8 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
     selected, iterates = _select_measure_fit(
         config, sampler, targets, g_prev, bias, measure, measurement,
         lambda increment: max(g_prev.total + increment, 0.0), rescale=False,
-        counts=new.selection_counts,
-        batch=int(round(g_prev.total / (period - 1))) if period > 1 else 0,
-        margins=margins if pooling else None,
-        limit=config.model_limit(period))                        # lines 9-18
+        counts=new.selection_counts, batch=batch, margins=margins if pooling else None,
+        limit=config.model_limit(period), selections=selections)  # lines 9-18
     g = (average_models(config.domain, iterates) if config.combine == "average"
          else iterates[-1])                                      # line 19
     if pooling:
@@ -1106,7 +1198,7 @@ def _carry_increment(config, state, g, batch, selected, increments) -> None:
     for j in selected:
         w = config.workloads[j]
         counter = state.counters[j]
-        sd = math.sqrt(counter.variance(1))
+        sd = math.sqrt(counter.last_variance)
         expected = batch * prior.probabilities(w)
         lam = batch / (batch + math.sqrt(2 / math.pi) * sd * config.cells[j])
         measurements.append(Measurement(w, expected + lam * (increments[j] - expected), sd))
@@ -1154,6 +1246,15 @@ def _step_baseline(config, new, hists, sampler, period) -> TabularRelease:
                           selected=tuple(workloads[j] for j in selected), method="baseline")
 
 
+def _periods_by_selections(state: TabularState) -> Dict[str, int]:
+    """How many periods made each number of selections k_t (from the ledger)."""
+    counts: Dict[int, int] = {}
+    for entry in state.ledger.entries:
+        k = len(entry.get("selections", []))
+        counts[k] = counts.get(k, 0) + 1
+    return {str(k): counts[k] for k in sorted(counts)}
+
+
 def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
     """The privacy facts of a tabular release, for ``manifest.json``."""
     spent = state.ledger.spent
@@ -1177,10 +1278,18 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
             + (f"at most k = {config.selections} exponential mechanisms of "
                f"{config.selection_epsilon:.6g} and as many "
                + ("selected counters" if proposed else "Laplace measurements")
-               + f" of {config.measure_epsilon:.6g}; a period whose model has room for "
+               + f" of {config.measure_epsilon:.6g}; "
+               + (f"a period the drift estimate reads as exchangeable makes k_t < k of "
+                  f"{config.epsilon * config.selection_share:.6g}/k_t and "
+                  f"{config.epsilon * (1 - config.selection_share):.6g}/k_t each, chosen "
+                  f"from earlier releases only; "
+                  if config.selection_schedule == "drift" else "")
+               + "a period whose model has room for "
                f"fewer workloads makes fewer and leaves the rest unspent") + "), parallel "
             "composition across periods"),
         "selections": config.selections,
+        "selection_schedule": config.selection_schedule,
+        "periods_by_selections": _periods_by_selections(state),
         "selection_epsilon": config.selection_epsilon,
         "measurement_epsilon": config.measure_epsilon,
         "utility_sensitivity": config.utility_sensitivity,

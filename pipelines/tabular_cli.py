@@ -51,6 +51,13 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "model size (--model-growth) once 24 are that quiet: 5 at "
                              "epsilon 8, 12 from about 19, 24 from about 38; --rule paper: "
                              "3; docs/tabular.md, Selections)")
+    parser.add_argument("--selection-schedule", choices=["drift", "fixed"], default=None,
+                        help="drift: a period the drift estimate reads as exchangeable makes "
+                             "fewer selections, each with more budget: the most whose noise "
+                             "variance per cell stays within the batch's sampling variance "
+                             "(default for the proposed method with --rule aim and the "
+                             "simple counter); fixed: k every period (docs/tabular.md, "
+                             "Selections)")
     parser.add_argument("--marginals", default="2",
                         help="workloads: a number k for all k-way marginals (default 2), or "
                              "a list 'a,b;a,c'")
@@ -195,6 +202,8 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         options["model_growth"] = args.model_growth
     if args.selection_share is not None:
         options["selection_share"] = args.selection_share
+    if args.selection_schedule is not None:
+        options["selection_schedule"] = args.selection_schedule
     selections = args.selections
     if selections is None and args.rule == "paper":
         selections = min(PAPER_SELECTIONS, len(workloads))
@@ -250,7 +259,8 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     summary = {"status": "initialised", "state": args.state, "method": args.method,
                "epsilon": args.epsilon, "workloads": len(synthesizer.workloads)}
     if config.method == "proposed":
-        summary.update(selections=config.selections, model_growth=config.model_growth)
+        summary.update(selections=config.selections, model_growth=config.model_growth,
+                       selection_schedule=config.selection_schedule)
         if (config.wide and config.model_growth == "fixed" and config.fit == "ipf"
                 and config.horizon is None and args.max_cells is None
                 and args.model_growth is None):
