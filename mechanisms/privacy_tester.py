@@ -65,7 +65,8 @@ Families (``*_case`` builders, one per mechanism family; each states its relatio
   ``add-remove``, zCDP.
 * :func:`counter_case`: every kind of :func:`counters.counter_kinds` (the registry), one
   changed entry (add-remove) or two (replace: one bin down, another up at the same time),
-  at the worst entry found from the counter's own ``release_rows``; ρ or ε.
+  at the worst entry found from the counter's own ``release_rows``; ρ or ε; and the
+  simple counter with that entry fed at 3 times the budget (an entry share).
 * :func:`selection_case`: Kumar et al. 2024's selection, ``Sampler.exponential_mechanism``
   with a :class:`tabular.TabularConfig`'s ε' = ε/(2k) and Δ = 1/min|W_i|, on the
   worst-case neighbouring utilities (every u_i moved by Δ, candidate 0 up, the rest down).
@@ -380,14 +381,17 @@ def worst_entry(counter, length: int) -> int:
 
 
 def counter_case(kind: str, unit: str, neighbor: str, budget: float, horizon: int = 8,
-                 delta: float = 0.0, **options) -> AuditCase:
+                 delta: float = 0.0, share: float = 1.0, **options) -> AuditCase:
     """A stream counter of ``kind`` over a two-bin histogram stream (dim 2 per release; the
     counter's ``dim`` axis carries n independent releases at once).  Neighbours differ at
     the worst entry s (:func:`worst_entry`): ``add-remove`` — one person in bin 0 at time s
     or not (entries_changed 1); ``replace`` — the person is in bin 0 or in bin 1 at time s
     (entries_changed 2, one entry down and one up).  Unbounded kinds run without a horizon
     and are audited over their first ``horizon`` entries.  The claim is the requested
-    budget; the counter's own :func:`counters.privacy_cost` must not exceed it."""
+    budget; the counter's own :func:`counters.privacy_cost` must not exceed it.
+    ``share`` m ≠ 1 (kinds with entry shares: the tabular selection schedule's feeds)
+    feeds the audited entry with m times the budget, every other entry with the budget,
+    and claims m·budget for that entry."""
     from continual_synth.mechanisms import counters
 
     accounting.check_neighbor(neighbor)
@@ -413,12 +417,14 @@ def counter_case(kind: str, unit: str, neighbor: str, budget: float, horizon: in
                 z = np.full(2 * n, 3.0)
                 if t == entry and moved is not None:
                     z[moved::2] += 1
-                releases[t] = counter.feed(z, sampler)
+                releases[t] = counter.feed(z, sampler, share if t == entry else 1.0)
             out.append(releases.reshape(horizon, n, 2).transpose(1, 0, 2).reshape(n, -1))
         return out[0], out[1]
 
-    claim = {"rho": budget, "delta": delta} if unit == "rho" else {"epsilon": budget}
-    return AuditCase(f"counter {kind} ({unit})", neighbor, draw, **claim)
+    claimed = budget * share
+    claim = {"rho": claimed, "delta": delta} if unit == "rho" else {"epsilon": claimed}
+    family = f"counter {kind} ({unit})" + (f", entry share {share:g}" if share != 1.0 else "")
+    return AuditCase(family, neighbor, draw, **claim)
 
 
 def _one_way_config(epsilon: float, selections: int, attributes: int, values: int):
@@ -552,7 +558,7 @@ def audit_cases(size: str = "ci", rho: float = 0.5, delta: float = 1e-3,
     measurement, PrivHP.  ``ci``: small inputs for the test suite; ``bench``: larger
     windows, horizons, candidate sets and sketches for the benchmark.  zCDP cases claim
     ``rho`` (compared at ``delta``), pure-DP cases ``epsilon``."""
-    from continual_synth.mechanisms.counters import counter_kinds
+    from continual_synth.mechanisms.counters import SHARE_KINDS, counter_kinds
 
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, got {size!r}")
@@ -567,6 +573,9 @@ def audit_cases(size: str = "ci", rho: float = 0.5, delta: float = 1e-3,
             budget = rho if unit == "rho" else epsilon
             cases += [counter_case(kind, unit, r, budget, horizon=16 if big else 8, delta=delta)
                       for r in relations]
+    # an entry fed with 3 times the budget (the tabular schedule's k/k_t at k = 3, k_t = 1)
+    cases += [counter_case(kind, "epsilon", "add-remove", epsilon / 3, share=3.0,
+                           horizon=16 if big else 8) for kind in sorted(SHARE_KINDS)]
     # Kumar et al.: ε/(2k) per selection and per measurement; k = 1 and ε = 2·epsilon
     # make each claim ``epsilon``
     cases.append(selection_case(2 * epsilon, candidates=64 if big else 16))

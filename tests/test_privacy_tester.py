@@ -152,6 +152,7 @@ def test_catalogue_covers_every_family_and_every_counter_kind_and_unit():
                 assert (f"counter {kind} ({unit})", relation) in families
     assert {r for f, r in families if f.startswith("window")} == {"replace", "add-remove"}
     assert {r for f, r in families if f.startswith("PrivHP")} == {"replace", "add-remove"}
+    assert ("counter simple (epsilon), entry share 3", "add-remove") in families
     assert any(f.startswith("tabular selection") for f, _ in families)
     assert any(f.startswith("tabular measurement") for f, _ in families)
 
