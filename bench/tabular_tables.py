@@ -196,7 +196,7 @@ def one_run(job):
         "selections": selections, "counter": counter, "fit": "ipf", "horizon": horizon,
         "selection_share": share, **options})   # --option overrides the flags
     state = synthesizer.initial_state()
-    table, scores, floors, step_seconds = None, [], [], []
+    table, scores, floors, step_seconds, per_period = None, [], [], [], {}
     floor_rng = np.random.default_rng([seed, 7])
     run_start = time.perf_counter()
     for period in range(1, horizon + 1):
@@ -205,6 +205,8 @@ def one_run(job):
         start = time.perf_counter()
         state, release = synthesizer.step(state, flat, period_sampler(seed, period))
         step_seconds.append(time.perf_counter() - start)
+        k_t = len(state.last_selected)
+        per_period[k_t] = per_period.get(k_t, 0) + 1
         table, synthetic = released_records(synthesizer, table, release,
                                             sample=period > horizon - last)
         if period > horizon - last:
@@ -219,6 +221,9 @@ def one_run(job):
               "epsilon": epsilon, "method": method, "seed": seed, "periods": horizon,
               "counter": synthesizer.config.counter,
               "selection_share": synthesizer.config.selection_share,
+              "selections": synthesizer.config.selections,
+              "selection_schedule": synthesizer.config.selection_schedule,
+              "periods_by_selections": {str(k): n for k, n in sorted(per_period.items())},
               "options": options,
               "full_horizon": full_horizon,
               "run_seconds": time.perf_counter() - run_start,
