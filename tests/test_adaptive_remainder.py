@@ -217,5 +217,7 @@ def test_manifest_reports_the_drift_statistic_and_the_weight():
                                                       abs=1e-5)
     assert fields["remainder_stationary_weight"] == 1.0
     fields = tabular.manifest_fields(config.__class__(**{**config.__dict__,
-                                                         "remainder": "increment"}), state)
+                                                         "remainder": "increment",
+                                                         "selection_schedule": "fixed"}),
+                                     state)
     assert fields["remainder_drift"] is None and fields["remainder_stationary_weight"] is None
