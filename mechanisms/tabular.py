@@ -588,7 +588,8 @@ class TabularState:
     period's start under ``baseline_start="previous"``, else None).
     ``counters``, ``counter_values`` (C_i at its last feed), ``remainders`` (r(t, i)),
     ``anchor_times`` (counter time when r was last set): proposed only.
-    ``margin_sums`` (M_a(t)) and ``margin_levels`` (L_a): the pooled one-way margins
+    ``margin_sums`` (M_a(t)), ``margin_levels`` (L_a) and ``margin_shares`` (the
+    precision-weighted shares, :func:`pooled_margins.shares_update`): the pooled one-way margins
     (:mod:`~continual_synth.mechanisms.pooled_margins`), under ``margins="pooled"``.
     **Holds private information** (counter states contain true running sums); keep it on
     the private side.
@@ -606,6 +607,7 @@ class TabularState:
     anchor_times: List[int] = field(default_factory=list)
     margin_sums: Dict[str, np.ndarray] = field(default_factory=dict)
     margin_levels: Dict[str, np.ndarray] = field(default_factory=dict)
+    margin_shares: Dict[str, np.ndarray] = field(default_factory=dict)
     size: int = 0
     selection_counts: List[int] = field(default_factory=list)
     last_selected: List[int] = field(default_factory=list)
@@ -623,6 +625,7 @@ class TabularState:
                 "anchor_times": list(self.anchor_times),
                 "margin_sums": {a: v.tolist() for a, v in self.margin_sums.items()},
                 "margin_levels": {a: v.tolist() for a, v in self.margin_levels.items()},
+                "margin_shares": {a: v.tolist() for a, v in self.margin_shares.items()},
                 "size": int(self.size),
                 "selection_counts": list(self.selection_counts),
                 "last_selected": list(self.last_selected)}
@@ -651,6 +654,8 @@ class TabularState:
                                 for a, v in data.get("margin_sums", {}).items()},
                    margin_levels={a: np.asarray(v, dtype=np.float64)
                                   for a, v in data.get("margin_levels", {}).items()},
+                   margin_shares={a: np.asarray(v, dtype=np.float64)
+                                  for a, v in data.get("margin_shares", {}).items()},
                    size=int(data["size"]),
                    selection_counts=[int(x) for x in data["selection_counts"]],
                    last_selected=[int(x) for x in data["last_selected"]])
@@ -799,6 +804,7 @@ def _copy_state(state: TabularState) -> TabularState:
         anchor_times=list(state.anchor_times),
         margin_sums={a: v.copy() for a, v in state.margin_sums.items()},
         margin_levels={a: v.copy() for a, v in state.margin_levels.items()},
+        margin_shares={a: v.copy() for a, v in state.margin_shares.items()},
         size=state.size,
         selection_counts=list(state.selection_counts),
         last_selected=list(state.last_selected))
@@ -1125,9 +1131,13 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
             {j: new.counters[j].last_variance for j in selected})
 
     def margins(selected, total):
-        pooled = pooled_margins.targets(new.margin_sums, new.margin_levels,
-                                        measured_margins(selected),
+        measured = measured_margins(selected)
+        pooled = pooled_margins.targets(new.margin_sums, new.margin_levels, measured,
                                         total - g_prev.total, g_prev)
+        if gamma > 0:   # an exchangeable stream: its shares, weighted by precision
+            pooled = pooled_margins.exchangeable_targets(
+                pooled, pooled_margins.shares_update(new.margin_shares, measured, batch),
+                gamma)
         return [Measurement((a,), values) for a, values in pooled.items()]
 
     pooling = config.margins == "pooled"
@@ -1145,6 +1155,7 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
                                       g.total - g_prev.total)
         new.margin_sums, new.margin_levels = pooled_margins.commit(
             new.margin_sums, new.margin_levels, measured, g.total - g_prev.total, g_prev)
+        new.margin_shares = pooled_margins.shares_update(new.margin_shares, measured, batch)
     if config.remainder in ("adaptive", "increment"):
         _carry_increment(config, new, g, g.total - g_prev.total, selected, increments)
     for i in range(q):                                           # lines 20-21

@@ -144,3 +144,52 @@ def test_pooled_margins_validation_and_old_states():
     assert set(again.margin_sums) == {"a", "b", "c"} and again.margin_levels
     for a in again.margin_sums:
         np.testing.assert_array_equal(again.margin_sums[a], state.margin_sums[a])
+
+
+def test_weighted_shares_weigh_each_period_by_its_precision():
+    """w = B²/(v + B/|a|): equal periods give the plain share of their sum; a period with
+    9 times the noise variance counts for less; γ mixes the sum and |M|·p̂."""
+    m1, m2 = np.array([30.0, 15.0, 5.0]), np.array([20.0, 20.0, 10.0])
+    shares = pooled_margins.shares_update({}, {"a": (m1, 4.0)}, 50.0)
+    shares = pooled_margins.shares_update(shares, {"a": (m2, 4.0)}, 50.0)
+    assert pooled_margins.weighted_share(shares, "a") == pytest.approx((m1 + m2) / 100)
+    noisy = pooled_margins.shares_update({}, {"a": (m1, 4.0)}, 50.0)
+    noisy = pooled_margins.shares_update(noisy, {"a": (m2, 36.0)}, 50.0)
+    w1, w2 = 2500 / (4 + 50 / 3), 2500 / (36 + 50 / 3)
+    assert pooled_margins.weighted_share(noisy, "a") == pytest.approx(
+        (w1 * m1 / 50 + w2 * m2 / 50) / (w1 + w2))
+    assert pooled_margins.weighted_share(noisy, "b") is None
+    sums = {"a": np.array([500.0, 300.0, 200.0]), "b": np.array([1.0, 2.0, 3.0])}
+    mixed = pooled_margins.exchangeable_targets(sums, noisy, 0.25)
+    share = pooled_margins.weighted_share(noisy, "a")
+    assert mixed["a"] == pytest.approx(0.75 * sums["a"] + 0.25 * 1000 * share)
+    assert mixed["b"] is sums["b"]                     # never measured: the sum as it is
+    # period 1 (no batch estimate yet): the margin's own noisy total stands for B
+    first = pooled_margins.shares_update({}, {"a": (m1, 4.0)}, 0.0)
+    assert first["a"][-1] == pytest.approx(50 ** 2 / (4 + 50 / 3))
+
+
+def test_weighted_share_beats_the_plain_sum_when_the_noise_varies():
+    """An exchangeable stream, 200 periods of 50 records with shares p over 8 cells,
+    Laplace noise of variance 20 per cell (noise above sampling, as at ε = 0.5 in
+    batches of 50): the first 20 periods measured with 9 times that variance (k = 3 then
+    k = 1).  Over 400 streams the weighted share's mean squared error is below 0.8× the
+    plain sum's (0.68× in theory), and with equal noise the two agree to 1 %."""
+    rng = np.random.default_rng(9)
+    p = np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.08, 0.05, 0.02])
+    errors = {"plain": [], "weighted": [], "plain_equal": [], "weighted_equal": []}
+    for _ in range(400):
+        for label, early in (("", 9.0), ("_equal", 1.0)):
+            shares, total = {}, np.zeros(8)
+            for t in range(200):
+                v = 20.0 * (early if t < 20 else 1.0)
+                m = rng.multinomial(50, p) + rng.laplace(0, np.sqrt(v / 2), 8)
+                total += m
+                shares = pooled_margins.shares_update(shares, {"a": (m, v)}, 50.0)
+            plain = np.clip(total, 0, None) / np.clip(total, 0, None).sum()
+            errors["plain" + label].append(np.sum((plain - p) ** 2))
+            errors["weighted" + label].append(
+                np.sum((pooled_margins.weighted_share(shares, "a") - p) ** 2))
+    mse = {k: float(np.mean(v)) for k, v in errors.items()}
+    assert mse["weighted"] < 0.8 * mse["plain"], mse
+    assert mse["weighted_equal"] == pytest.approx(mse["plain_equal"], rel=0.01), mse

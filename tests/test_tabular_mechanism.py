@@ -254,7 +254,7 @@ def test_deterministic_and_state_round_trip(method):
     assert set(state.to_dict()) == {"format", "config", "ledger", "period", "model", "counters",
                                     "counter_values", "remainders", "drift", "increment_model",
                                     "anchor_times", "margin_sums", "margin_levels",
-                                    "size", "selection_counts",
+                                    "margin_shares", "size", "selection_counts",
                                     "last_selected"}
 
 
