@@ -421,8 +421,8 @@ class SimpleCounter(StreamCounter):
         self.param = self._calibrate(1)
         self._sum = np.zeros(self.dim)
         self._shared = False        # some entry was fed with a share ≠ 1
-        self._variance = 0.0        # Σ_s v_s over the entries fed (kept once shared)
-        self._last = 0.0            # v of the latest entry
+        self._variance = 0.0        # Σ_s v_s over the entries fed
+        self._last = self.node_variance(self.param)   # v of the latest (or the next) entry
 
     def _param(self, share: float) -> float:
         return self.param if share == 1.0 else self._calibrate(1, share)
@@ -433,11 +433,9 @@ class SimpleCounter(StreamCounter):
     def _feed_share(self, z, sampler, t, share):
         param = self._param(share)
         self._sum += z + self._draw(sampler, param, 1)[0]
-        v = self.node_variance(param)
+        self._last = self.node_variance(param)
+        self._variance += self._last
         self._shared = self._shared or share != 1.0
-        self._variance = self._variance + v if self._shared else t * self.node_variance(
-            self.param)
-        self._last = v
         return self._sum.copy()
 
     def _variances(self, ts):
@@ -451,7 +449,7 @@ class SimpleCounter(StreamCounter):
 
     @property
     def last_variance(self) -> float:
-        return self._last if self._time else self.node_variance(self.param)
+        return self._last
 
     def next_variance(self, share: float = 1.0) -> float:
         share = float(share)

@@ -85,8 +85,8 @@ loss is k·s·ε/k + k·(1 − s)·ε/k = ε, whatever the number of periods: th
 composition across periods).  Under ``selection_schedule="drift"`` (the default where it
 applies, :func:`period_selections`) period t makes k_t ≤ k selections of s·ε/k_t and feeds
 k_t counters one entry each at (1 − s)·ε/k_t (the simple counter's entry share k/k_t):
-k_t·s·ε/k_t + k_t·(1 − s)·ε/k_t = ε again, with k_t a function of earlier releases only.  The counters' own noise is exact discrete Laplace
-(``counters``, ``epsilon=(1 − s)·ε/k``, ``entries_changed=1``; each workload's vector
+k_t·s·ε/k_t + k_t·(1 − s)·ε/k_t = ε again, with k_t a function of earlier releases only.
+The counters' own noise is exact discrete Laplace (``counters``, ``epsilon=(1 − s)·ε/k``, ``entries_changed=1``; each workload's vector
 entry has L1 sensitivity 1).
 
 Exponential mechanism calibration.  Algorithm 3 writes ExponentialMechanism(e, ε/2k) and
@@ -455,17 +455,26 @@ class TabularConfig:
         return (wide_regime(self.epsilon, self.selection_share)
                 and self.selections >= min(WIDE_SELECTIONS, len(self.workloads)))
 
+    def selection_epsilon_at(self, selections: int) -> float:
+        """ε' = s·ε/k_t of each exponential mechanism of a period making ``selections``
+        = k_t of them (s = ``selection_share``)."""
+        return self.epsilon * self.selection_share / selections
+
+    def measure_epsilon_at(self, selections: int) -> float:
+        """(1 − s)·ε/k_t of each measurement of a period making ``selections`` = k_t."""
+        return self.epsilon * (1.0 - self.selection_share) / selections
+
     @property
     def selection_epsilon(self) -> float:
-        """ε' = s·ε/k of every exponential mechanism (s = ``selection_share``; the
+        """ε' = s·ε/k of every exponential mechanism at k (s = ``selection_share``; the
         paper's s = 1/2 gives ε/(2k))."""
-        return self.epsilon * self.selection_share / self.selections
+        return self.selection_epsilon_at(self.selections)
 
     @property
     def measure_epsilon(self) -> float:
         """(1 − s)·ε/k: every counter's budget (proposed) or every Laplace measurement's
-        (baseline); the paper's ε/(2k) at s = 1/2."""
-        return self.epsilon * (1.0 - self.selection_share) / self.selections
+        (baseline) at k; the paper's ε/(2k) at s = 1/2."""
+        return self.measure_epsilon_at(self.selections)
 
     @property
     def utility_sensitivity(self) -> float:
@@ -1048,7 +1057,7 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
             if config.selection_discount == "count":
                 u = _count_discounted(u, counts, candidates)
             j = candidates[sampler.exponential_mechanism(
-                u, config.epsilon * config.selection_share / k, config.utility_sensitivity)]
+                u, config.selection_epsilon_at(k), config.utility_sensitivity)]
         selected.append(j)
         increment, variance = measure(j)
         sums.append(float(increment.sum()))
@@ -1291,8 +1300,8 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
                + ("selected counters" if proposed else "Laplace measurements")
                + f" of {config.measure_epsilon:.6g}; "
                + (f"a period the drift estimate reads as exchangeable makes k_t < k of "
-                  f"{config.epsilon * config.selection_share:.6g}/k_t and "
-                  f"{config.epsilon * (1 - config.selection_share):.6g}/k_t each, chosen "
+                  f"{config.selection_epsilon_at(1):.6g}/k_t and "
+                  f"{config.measure_epsilon_at(1):.6g}/k_t each, chosen "
                   f"from earlier releases only; "
                   if config.selection_schedule == "drift" else "")
                + "a period whose model has room for "

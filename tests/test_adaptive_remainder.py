@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from continual_synth.mechanisms import tabular
-from continual_synth.mechanisms.marginals import Domain, all_workloads, workload_histograms
+from continual_synth.mechanisms.marginals import all_workloads, workload_histograms
 from continual_synth.mechanisms.samplers import SeededSampler
+from helpers_tabular import DOMAIN, records
 
 P = np.array([0.45, 0.25, 0.15, 0.1, 0.04, 0.01])
 
@@ -133,22 +134,6 @@ def test_shrunk_share_beats_both_the_counter_and_the_imputation_on_average():
             (tabular._shrunk_share(counter, model, 50.0) - truth) ** 2))
     mse = {k: float(np.mean(v)) for k, v in errors.items()}
     assert mse["combined"] < 0.9 * min(mse["counter"], mse["model"]), mse
-
-
-SIZES = (4, 5, 6, 2, 3, 4)
-DOMAIN = Domain({f"x{i}": list(range(size)) for i, size in enumerate(SIZES)})
-
-
-def records(seed=12, n=6000):
-    """n records of a chain: each attribute copies a function of the previous one with
-    probability 0.7 (strong two-way marginals along the chain, weaker ones off it)."""
-    rng = np.random.default_rng(seed)
-    columns = [rng.choice(SIZES[0], n)]
-    for size in SIZES[1:]:
-        image = rng.integers(0, size, size=max(SIZES))
-        columns.append(np.where(rng.random(n) < 0.7, image[columns[-1]] % size,
-                                rng.choice(size, n)))
-    return np.stack(columns, axis=1).astype(np.int32)
 
 
 def fold(codes, epsilon, remainder="adaptive", seed=0, batch=100):

@@ -2,31 +2,16 @@
 (mechanisms/tabular.py: :func:`period_selections`, :func:`balanced_selections`): fewer,
 quieter selections in periods the drift estimate reads as exchangeable, k on a drifting
 stream, and ε spent on each period's records either way."""
-import math
-
 import numpy as np
 import pytest
 
 from continual_synth.mechanisms import tabular
 from continual_synth.mechanisms.errors import ParameterError
-from continual_synth.mechanisms.marginals import Domain, all_workloads, workload_histograms
+from continual_synth.mechanisms.marginals import all_workloads, workload_histograms
 from continual_synth.mechanisms.samplers import SeededSampler
+from helpers_tabular import DOMAIN, records
 
-SIZES = (4, 5, 6, 2, 3, 4)
-DOMAIN = Domain({f"x{i}": list(range(size)) for i, size in enumerate(SIZES)})
 WORKLOADS = tuple(all_workloads(DOMAIN, 2))
-
-
-def records(seed=12, n=6000):
-    """n records of a chain: each attribute copies a function of the previous one with
-    probability 0.7."""
-    rng = np.random.default_rng(seed)
-    columns = [rng.choice(SIZES[0], n)]
-    for size in SIZES[1:]:
-        image = rng.integers(0, size, size=max(SIZES))
-        columns.append(np.where(rng.random(n) < 0.7, image[columns[-1]] % size,
-                                rng.choice(size, n)))
-    return np.stack(columns, axis=1).astype(np.int32)
 
 
 def config(epsilon=0.5, selections=3, periods=60, **options):
