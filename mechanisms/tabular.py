@@ -101,7 +101,11 @@ B) and do not change Δ.  The factor 2 stays: the utilities are not monotone.
 
 Bias correction (``bias_correction``): ``noise+sampling`` (default, above); ``noise`` —
 the noise term only (per cell √(2/π)·σ_i under ``paper``); ``paper`` — b_i = |W_i|;
-``none``.
+``none``.  The proposed method's σ_i (``bias_noise``): ``estimate`` (default) — the
+noise its running estimate would carry after the measurement, on the batch's scale,
+σ_i^{next}/(τ_i + 1) (:func:`estimate_noise`); ``counter`` (``--rule paper``, and states
+saved before 28 Nov 2026) — the counter sum's own σ_i^{next}.  The baseline's σ_i is its
+period's measurement noise.
 
 Baseline (Algorithm 2, StreamingMWEM, workload form): an independent offline MWEM-style
 synthesizer on each period's new records ∇f_t with budget ε per period: k selections by
@@ -174,6 +178,7 @@ ALGORITHMS = {
 }
 METHODS = tuple(ALGORITHMS)
 BIAS_CORRECTIONS = ("noise+sampling", "noise", "paper", "none")
+BIAS_NOISES = ("estimate", "counter")
 UTILITIES = ("aim", "paper")
 REMAINDERS = ("adaptive", "increment", "model", "paper")
 COMBINES = ("last", "average")
@@ -194,11 +199,11 @@ WIDE_SELECTIONS = 24
 RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remainder": "adaptive",
                  "combine": "last", "refresh": 0, "baseline_start": "previous", "margins": None,
                  "selection_share": None, "selection_discount": "none",
-                 "model_growth": None},
+                 "model_growth": None, "bias_noise": None},
          "paper": {"utility": "paper", "bias_correction": "paper", "remainder": "paper",
                    "combine": "average", "refresh": 0, "baseline_start": "uniform",
                    "margins": "none", "selection_share": 0.5, "selection_discount": "none",
-                   "model_growth": "fixed"}}
+                   "model_growth": "fixed", "bias_noise": "counter"}}
 # Share s of each period's ε spent on its k selections (the rest on its k measurements).
 # The paper's is 1/2; AIM (McKenna et al. 2022) gives selection a tenth.  Proposed: on Adult
 # (randomized, batches of 200, seed 0) s = 0.1 took AvgWE from 0.0070 to 0.0049 at ε = 1
@@ -209,7 +214,8 @@ RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remaind
 DEFAULT_SELECTION_SHARES = {"proposed": 0.1, "baseline": 0.5}
 # What a configuration saved before an option existed meant: no pool, the paper's split.
 SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5, "selection_discount": "none",
-                         "model_growth": "fixed", "selection_schedule": "fixed"}
+                         "model_growth": "fixed", "selection_schedule": "fixed",
+                         "bias_noise": "counter"}
 RELATION = "event-level add/remove of one record"
 MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
 INCREMENT_PULL = 0.2  # weight of g_t in the prior of the increment model δ_t
@@ -320,6 +326,7 @@ class TabularConfig:
     selection_discount: str = "none"
     model_growth: Optional[str] = None
     selection_schedule: Optional[str] = None
+    bias_noise: Optional[str] = None
 
     def __post_init__(self):
         if not isinstance(self.domain, Domain):
@@ -367,6 +374,16 @@ class TabularConfig:
             raise InputError("fit_iterations must be a positive integer")
         if self.bias_correction not in BIAS_CORRECTIONS:
             raise InputError(f"bias_correction must be one of {BIAS_CORRECTIONS}")
+        if self.bias_noise is None:
+            object.__setattr__(self, "bias_noise",
+                               "estimate" if self.method == "proposed" else "counter")
+        if self.bias_noise not in BIAS_NOISES:
+            raise ParameterError("bias_noise", f"must be one of {BIAS_NOISES}, got "
+                                               f"{self.bias_noise!r}")
+        if self.bias_noise == "estimate" and self.method != "proposed":
+            raise ParameterError("bias_noise", "the noise of a workload's running estimate "
+                                               "is the proposed method's (the baseline "
+                                               "measures each period afresh)")
         if self.utility not in UTILITIES:
             raise InputError(f"utility must be one of {UTILITIES}, got {self.utility!r}")
         if self.combine not in COMBINES:
@@ -563,7 +580,8 @@ class TabularConfig:
                 "selection_share": self.selection_share,
                 "selection_discount": self.selection_discount,
                 "model_growth": self.model_growth,
-                "selection_schedule": self.selection_schedule}
+                "selection_schedule": self.selection_schedule,
+                "bias_noise": self.bias_noise}
 
     @classmethod
     def from_dict(cls, data: Dict) -> "TabularConfig":
@@ -840,6 +858,31 @@ def step(config: TabularConfig, state: TabularState, period_histograms,
     return new, release
 
 
+def estimate_noise(sds: Sequence[float], entries: Sequence[int]) -> List[float]:
+    """σ_i of the proposed method's bias term (``bias_noise="estimate"``): the per-cell
+    noise the workload's running estimate would carry after this period's measurement,
+    on the scale of the utility, σ_i^{next}/(τ_i + 1).
+
+    ``sds``: σ_i^{next}, the std of workload i's counter sum after its next entry (in
+    counts); ``entries``: τ_i, the entries it holds (selective counting: the periods that
+    selected i).  Why the division.  At l = 1 the utility ‖T_i − |T|·P_i(h)‖_1 is the new
+    batch against the model, so it reads the model's error in shares times B̂.  The
+    counter after the next entry holds about (τ_i + 1)·B̂ records and its noise is
+    σ_i^{next} per cell, so the share estimate it feeds is off by σ_i^{next}/((τ_i + 1)·B̂)
+    per cell, which the utility sees as σ_i^{next}/(τ_i + 1).  AIM's bias (McKenna et al.
+    2022) is that expected noise of what the measurement leaves; AIM measures a workload
+    once, so there it is the measurement's own noise.  The counter's whole σ_i^{next}
+    (``"counter"``, the rule before 28 Nov 2026) reads it in counts, and it grows as
+    √(τ_i + 1) the more a workload is measured, until no batch can show more: on the
+    tests' chain table (batches of 50, ε ≤ 1) no workload's utility was positive in the
+    last third of 120 periods, so the exponential mechanism chose by the bias (cells ×
+    √measurements), not by what the batch showed (tests/test_bias_noise.py).  A workload
+    never measured has τ_i = 0 and the same bias under both rules.  Measured in
+    ``bench/results/tabular_bias_noise.md``.  Post-processing of public quantities (the
+    counters' variances, the selection counts): Δ is unchanged."""
+    return [float(sd) / (int(tau) + 1) for sd, tau in zip(sds, entries)]
+
+
 def _bias(config, sds) -> np.ndarray:
     """b_i: ``paper`` |W_i|; ``noise`` the expected L1 norm of the measurement's noise
     (√(2/π)·σ_i per cell; times |W_i| under the ``aim`` utility, which is not divided by
@@ -1105,6 +1148,8 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
     next_sds = [math.sqrt(next_variance(i))
                 if (config.horizon is None or new.counters[i].time < config.horizon) else 0.0
                 for i in range(q)]
+    if config.bias_noise == "estimate":
+        next_sds = estimate_noise(next_sds, [c.time for c in new.counters])
     bias = _bias(config, next_sds)
 
     increments = {}
@@ -1314,6 +1359,7 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "measurement_epsilon": config.measure_epsilon,
         "utility_sensitivity": config.utility_sensitivity,
         "bias_correction": config.bias_correction,
+        "bias_noise": config.bias_noise,
         "utility": config.utility,
         "remainder": config.remainder,
         "remainder_drift": (None if config.remainder != "adaptive" or drift is None
