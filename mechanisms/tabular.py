@@ -878,7 +878,7 @@ def estimate_noise(sds: Sequence[float], entries: Sequence[int]) -> List[float]:
     last third of 120 periods, so the exponential mechanism chose by the bias (cells ×
     √measurements), not by what the batch showed (tests/test_bias_noise.py).  A workload
     never measured has τ_i = 0 and the same bias under both rules.  Measured in
-    ``bench/results/tabular_bias_noise.md``.  Post-processing of public quantities (the
+    ``bench/results/tabular_bias_noise_notes.md``.  Post-processing of public quantities (the
     counters' variances, the selection counts): Δ is unchanged."""
     return [float(sd) / (int(tau) + 1) for sd, tau in zip(sds, entries)]
 
