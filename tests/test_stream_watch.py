@@ -258,9 +258,9 @@ def test_sigterm_stops_cleanly_between_periods(panel, tmp_path):
 
 def without_locks(state_dir: str):
     """The state's files but its lock files, whose content is the note of whoever holds
-    them at the moment (a running stream rewrites the step lock's whenever it takes it:
-    CI once saw it empty at the first snapshot and the first stream's note at the
-    second)."""
+    them at the moment.  CI once saw the first stream's note in the step lock at the
+    first snapshot and the lock empty at the second: the state already said period 1
+    was published while that step still held the lock, and it let go between the two."""
     return {name: data for name, data in snapshot(state_dir).items()
             if name not in ("lock", "stream-lock")}
 
@@ -278,8 +278,8 @@ def test_a_second_stream_on_a_state_is_refused_while_the_first_runs(panel, tmp_p
     err = capsys.readouterr().err
     assert "another stream is releasing into this state (pid " in err, err
     assert without_locks(str(state)) == before and snapshot(str(out)) == released
-    # the lock files hold the note of whoever holds them: the running first stream may
-    # hold the step lock at either snapshot; this process must never have taken either
+    # the lock files hold the note of whoever holds them: the first stream's step may
+    # still hold the step lock at the first snapshot; this process must never take either
     for lock in ("lock", "stream-lock"):
         assert f"pid {os.getpid()} ".encode() not in (state / lock).read_bytes()
     assert process.poll() is None                      # the first one runs on
