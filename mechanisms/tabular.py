@@ -374,16 +374,11 @@ class TabularConfig:
             raise InputError("fit_iterations must be a positive integer")
         if self.bias_correction not in BIAS_CORRECTIONS:
             raise InputError(f"bias_correction must be one of {BIAS_CORRECTIONS}")
-        if self.bias_noise is None:
-            object.__setattr__(self, "bias_noise",
-                               "estimate" if self.method == "proposed" else "counter")
-        if self.bias_noise not in BIAS_NOISES:
-            raise ParameterError("bias_noise", f"must be one of {BIAS_NOISES}, got "
-                                               f"{self.bias_noise!r}")
-        if self.bias_noise == "estimate" and self.method != "proposed":
-            raise ParameterError("bias_noise", "the noise of a workload's running estimate "
-                                               "is the proposed method's (the baseline "
-                                               "measures each period afresh)")
+        self._resolve_choice("bias_noise", BIAS_NOISES,
+                             "estimate" if self.method == "proposed" else "counter", "estimate",
+                             self.method == "proposed",
+                             "the noise of a workload's running estimate is the proposed "
+                             "method's (the baseline measures each period afresh)")
         if self.utility not in UTILITIES:
             raise InputError(f"utility must be one of {UTILITIES}, got {self.utility!r}")
         if self.combine not in COMBINES:
@@ -414,29 +409,19 @@ class TabularConfig:
         object.__setattr__(self, "selection_share",
                            resolved_selection_share(self.method, self.selection_share))
         grows = self.method == "proposed" and self.fit == "ipf" and self.horizon is not None
-        if self.model_growth is None:   # the wide regime of auto_selections
-            object.__setattr__(self, "model_growth",
-                               "horizon" if grows and self.wide else "fixed")
-        if self.model_growth not in MODEL_GROWTHS:
-            raise ParameterError("model_growth", f"must be one of {MODEL_GROWTHS}, got "
-                                                 f"{self.model_growth!r}")
-        if self.model_growth == "horizon" and not grows:
-            raise ParameterError("model_growth", "a model size growing over the horizon "
-                                                 "needs the proposed method, the ipf fit "
-                                                 "and a horizon (--horizon)")
+        # by default the model grows in the wide regime of auto_selections
+        self._resolve_choice("model_growth", MODEL_GROWTHS,
+                             "horizon" if grows and self.wide else "fixed", "horizon", grows,
+                             "a model size growing over the horizon needs the proposed "
+                             "method, the ipf fit and a horizon (--horizon)")
         schedules = (self.method == "proposed" and self.remainder == "adaptive"
                      and self.margins == "pooled" and self.refresh == 0
                      and self.counter in SHARE_KINDS)
-        if self.selection_schedule is None:
-            object.__setattr__(self, "selection_schedule", "drift" if schedules else "fixed")
-        if self.selection_schedule not in SELECTION_SCHEDULES:
-            raise ParameterError("selection_schedule", f"must be one of {SELECTION_SCHEDULES}, "
-                                                       f"got {self.selection_schedule!r}")
-        if self.selection_schedule == "drift" and not schedules:
-            raise ParameterError("selection_schedule", "fewer selections on exchangeable "
-                                                       "periods need the proposed method, the "
-                                                       "adaptive remainder with pooled margins, "
-                                                       "no refresh slots and the simple counter")
+        self._resolve_choice("selection_schedule", SELECTION_SCHEDULES,
+                             "drift" if schedules else "fixed", "drift", schedules,
+                             "fewer selections on exchangeable periods need the proposed "
+                             "method, the adaptive remainder with pooled margins, no refresh "
+                             "slots and the simple counter")
         if self.max_cells is not None and (
                 isinstance(self.max_cells, bool)
                 or not isinstance(self.max_cells, (int, np.integer)) or self.max_cells < 1):
@@ -455,6 +440,18 @@ class TabularConfig:
             raise InputError("mixture_components must be a positive integer")
 
     # -- derived ------------------------------------------------------------------------
+    def _resolve_choice(self, name: str, choices, default: str, restricted: str,
+                        allowed: bool, needs: str) -> None:
+        """An option of ``choices`` that None resolves to ``default``; its value
+        ``restricted`` only where ``allowed`` (else ``needs`` says what it needs)."""
+        if getattr(self, name) is None:
+            object.__setattr__(self, name, default)
+        value = getattr(self, name)
+        if value not in choices:
+            raise ParameterError(name, f"must be one of {choices}, got {value!r}")
+        if value == restricted and not allowed:
+            raise ParameterError(name, needs)
+
     @property
     def cells(self) -> List[int]:
         """|W_i|: cells (marginal queries) of every workload."""
