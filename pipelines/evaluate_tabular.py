@@ -13,6 +13,12 @@ metrics AvgWE, MaxWE, AvgRelWE and MaxRelWE of
 and, with ``report_dir``, writes ``summary.json`` and ``tabular_metrics.png`` (one panel
 per metric over time, as in Figures 1-6).
 
+Every figure of those last periods stands next to its **sampling floor**
+(:func:`continual_synth.mechanisms.workload_error.sampling_floor`): the same metric for a
+sample of |g_t| records drawn with replacement from f_t itself, the error of the real
+records resampled at the release's size (one seeded draw per period, averaged like the
+metric; a release drawn by randomised rounding can score below it).  ``floor_reading`` says how many times the floor the release's AvgWE is.
+
 Nothing is re-read per period: the truth's per-period workload histograms ∇f_t are
 counted in one pass and accumulated by a cumulative sum; the release is read one file at
 a time (a release of T periods of a growing table holds Σ_t |g_t| ≈ B·T²/2 rows, far more
@@ -31,7 +37,8 @@ import pyarrow.compute as pc
 
 from continual_synth.mechanisms.marginals import Domain, encode_records, parse_workloads
 from continual_synth.mechanisms.workload_error import (METRICS, average_last,
-                                                       period_histograms, stream_metrics)
+                                                       period_histograms, sampling_floor,
+                                                       stream_metrics)
 from continual_synth.pipelines.plots import _figure, _finish_axes, save_figure
 from continual_synth.pipelines.release_dir import write_summary
 from continual_synth.transforms import storage
@@ -47,6 +54,7 @@ PANEL_TITLES = {"AvgWE": "(a) Average of workload errors",
                 "AvgRelWE": "(c) Average of relative workload errors",
                 "MaxRelWE": "(d) Maximum of relative workload errors"}
 PLOT_NAME = "tabular_metrics.png"
+FLOOR_SEED = 0  # the sampling floor's draws: the same floor for every evaluation of a stream
 
 
 def _periods_of(table: pa.Table, period_col: str, where: str) -> np.ndarray:
@@ -182,10 +190,18 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     index = np.asarray(periods) - 1
     true_sizes = np.cumsum(increments[0].sum(axis=1))
     synthetic_sizes = synthetic[0].sum(axis=1)
+    floors = _floors(truth_codes, truth_periods, increments, periods[-int(last):],
+                     synthetic_sizes, domain.sizes, positions, scale, zero_truth)
     per_period = [{"period": int(t), "true_size": int(true_sizes[t - 1]),
                    "synthetic_size": int(synthetic_sizes[t - 1]),
-                   **{name: _finite(metrics[name][t - 1]) for name in METRICS}}
+                   **{name: _finite(metrics[name][t - 1]) for name in METRICS},
+                   **({"floor_" + name: _finite(floors[t][name]) for name in METRICS}
+                      if t in floors else {})}
                   for t in periods]
+    average = {name: _finite(average_last(metrics[name][index], int(last)))
+               for name in METRICS}
+    floor = {name: _finite(average_last([f[name] for f in floors.values()], len(floors)))
+             for name in METRICS}
     final = periods[-1] - 1
     order = np.argsort(-np.nan_to_num(metrics["WE"][final], nan=-1.0), kind="stable")
     summary = {
@@ -201,8 +217,9 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
         "periods_released": len(periods), "horizon": horizon,
         "empty_periods": [int(t) for t in periods if t not in released_counts],
         "last": int(last),
-        "average_last": {name: _finite(average_last(metrics[name][index], int(last)))
-                         for name in METRICS},
+        "average_last": average,
+        "sampling_floor": floor,
+        "floor_reading": floor_reading(average["AvgWE"], floor["AvgWE"], len(floors)),
         "periods": per_period,
         "final_period_worst_workloads": [
             {"workload": list(workloads[i]), "WE": _finite(metrics["WE"][final, i]),
@@ -211,6 +228,32 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     if report_dir is not None:
         write_report(summary, report_dir)
     return summary
+
+
+def _floors(truth_codes: np.ndarray, truth_periods: np.ndarray, increments,
+            periods: List[int], synthetic_sizes: np.ndarray, sizes, positions, scale: str,
+            zero_truth: str) -> Dict[int, Dict[str, float]]:
+    """The sampling floor at each of ``periods`` (the last ``--last`` released ones), of
+    a sample of the release's size |g_t| from f_t (whose histograms are the sums of
+    ``increments`` up to t)."""
+    rng = np.random.default_rng(FLOOR_SEED)
+    return {int(t): sampling_floor(truth_codes[truth_periods <= t],
+                                   int(synthetic_sizes[t - 1]), sizes, positions, rng,
+                                   truth=[h[:t].sum(axis=0, keepdims=True) for h in increments],
+                                   scale=scale, zero_truth=zero_truth)
+            for t in periods}
+
+
+def floor_reading(avg_we: Optional[float], floor: Optional[float], periods: int) -> str:
+    """One sentence: the release's AvgWE as a multiple of its sampling floor."""
+    where = (f"a sample of the release's size drawn with replacement from the true table "
+             f"f_t, mean over the last {periods} period(s)")
+    if avg_we is None or floor is None:
+        return f"AvgWE or its sampling floor is undefined ({where})"
+    if floor <= 0:
+        return f"AvgWE {avg_we:.4g} against a sampling floor of 0 ({where})"
+    return (f"AvgWE {avg_we:.4g} is {avg_we / floor:.2f}× the sampling floor {floor:.4g} "
+            f"({where}); 1× is the error of the real records resampled at that size")
 
 
 def _release_form(requested: str, manifest: Optional[dict]) -> str:
@@ -263,7 +306,8 @@ def _as_columns(metrics) -> Dict[str, List]:
         columns = {key: list(value) for key, value in metrics.items()}
     else:
         rows = list(metrics)
-        columns = {key: [row.get(key) for row in rows] for key in ("period", *METRICS)}
+        columns = {key: [row.get(key) for row in rows]
+                   for key in ("period", *METRICS, *("floor_" + name for name in METRICS))}
     if "period" not in columns:
         length = len(next(iter(columns.values()), []))
         columns["period"] = list(range(1, length + 1))
@@ -291,7 +335,14 @@ def plot_metrics_over_time(series: Mapping[str, object], path: str,
                 raise InputError(f"series {label!r}: {ys.size} values of {name} for "
                                  f"{len(periods)} periods")
             marker = "o" if len(periods) <= 40 else None
-            ax.plot(periods, ys, marker=marker, markersize=3, linewidth=1.2, label=label)
+            line, = ax.plot(periods, ys, marker=marker, markersize=3, linewidth=1.2,
+                            label=label)
+            floor = values.get("floor_" + name) or []
+            shown = [(t, v) for t, v in zip(periods, floor) if v is not None]
+            if shown:
+                ax.plot(*zip(*shown), linestyle="--", marker=marker, markersize=3,
+                        linewidth=1.5, color=line.get_color(),
+                        label=f"{label}: sampling floor (a sample of the truth)")
             if len(periods) > len(periods_all):
                 periods_all = list(periods)
         ax.set_ylim(bottom=0)

@@ -221,7 +221,8 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                                    domain_path=args.domain, marginals=args.marginals,
                                    period_col=args.period_col, last=args.last)
         return {key: value for key, value in summary.items()
-                if not isinstance(value, (list, dict)) or key == "average_last"}
+                if not isinstance(value, (list, dict))
+                or key in ("average_last", "sampling_floor")}
     if args.command != "tabular":
         return None
     from continual_synth.pipelines import tabular

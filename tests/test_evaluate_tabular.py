@@ -3,6 +3,7 @@ import json
 import os
 from collections import Counter
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -197,3 +198,52 @@ def test_bad_periods_released_is_refused(files):
         json.dump({"periods_released": "all"}, handle)
     with pytest.raises(InputError, match="periods_released"):
         evaluate_tabular(truth, release, domain_path=domain)
+
+
+def test_sampling_floor_beside_the_metrics(tmp_path):
+    """Each of the last periods' metrics stands next to the sampling floor of a sample of
+    the release's size drawn from f_t.  A release that *is* such a sample reads about 1×
+    its floor at full size and at a quarter of the size (the floor follows |g_t|, while
+    the quarter-size release's AvgWE is about twice the full-size one's); the truth
+    itself reads 0×.  6 attributes (15 workloads), 40 periods of 200 records, last 20."""
+    rng = np.random.default_rng(11)
+    sizes = [2, 3, 4, 2, 5, 3]
+    names = [f"v{j}" for j in range(6)]
+    domain = tmp_path / "domain.json"
+    domain.write_text(json.dumps({n: list(range(k)) for n, k in zip(names, sizes)}))
+    skew = [rng.dirichlet(np.ones(k) * 0.7) for k in sizes]
+    rows = np.stack([rng.choice(k, size=8000, p=p) for k, p in zip(sizes, skew)], axis=1)
+    rows[:, 1] = (rows[:, 0] + rows[:, 1]) % 3          # a dependence worth a 2-way
+    periods = np.repeat(np.arange(1, 41), 200)
+
+    def write(path, codes, period_of):
+        columns = {n: pa.array(codes[:, j], pa.int64()) for j, n in enumerate(names)}
+        columns["period"] = pa.array(period_of, pa.int32())
+        write_file(pa.table(columns), str(path), "parquet")
+
+    truth = tmp_path / "truth.parquet"
+    write(truth, rows, periods)
+    readings = {}
+    for name, fraction in (("full", 1.0), ("quarter", 0.25), ("exact", None)):
+        release = tmp_path / name
+        for t in range(1, 41):
+            so_far = rows[periods <= t]
+            g = (so_far if fraction is None else
+                 so_far[rng.integers(0, len(so_far), int(len(so_far) * fraction))])
+            write(release / f"g-{t:03d}.parquet", g, np.full(len(g), t))
+        summary = evaluate_tabular(str(truth), str(release), domain_path=str(domain), last=20)
+        readings[name] = summary
+        last = summary["periods"][-20:]
+        assert all("floor_AvgWE" in row for row in last)
+        assert not any("floor_AvgWE" in row for row in summary["periods"][:-20])
+        assert summary["sampling_floor"]["AvgWE"] == pytest.approx(
+            np.mean([row["floor_AvgWE"] for row in last]))
+    full, quarter, exact = (readings[n] for n in ("full", "quarter", "exact"))
+    for summary in (full, quarter):
+        ratio = summary["average_last"]["AvgWE"] / summary["sampling_floor"]["AvgWE"]
+        assert 0.8 < ratio < 1.25, ratio
+        assert f"is {ratio:.2f}× the sampling floor" in summary["floor_reading"]
+    assert 1.6 < quarter["sampling_floor"]["AvgWE"] / full["sampling_floor"]["AvgWE"] < 2.4
+    assert exact["average_last"]["AvgWE"] == 0
+    assert "is 0.00× the sampling floor" in exact["floor_reading"]
+    assert exact["sampling_floor"] == full["sampling_floor"]   # seeded: one floor per stream

@@ -7,8 +7,8 @@ import pytest
 
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.workload_error import (
-    aggregate, average_last, error_metrics, period_histograms, stream_metrics,
-    workload_errors)
+    aggregate, average_last, error_metrics, period_histograms, sampling_floor,
+    stream_metrics, workload_errors)
 
 
 def brute_force(true, synthetic, scale="proportion", zero_truth="skip"):
@@ -180,3 +180,42 @@ def test_many_random_streams_match_one_time_metrics():
         for t, name in itertools.product(range(4), ("AvgWE", "MaxWE", "AvgRelWE", "MaxRelWE")):
             want = brute_force([h[:t + 1].sum(axis=0) for h in inc], [h[t] for h in syn])
             assert out[name][t] == pytest.approx(want[name])
+
+
+def mean_absolute_deviation(n: int, p: float) -> float:
+    """E|X − np| for X ~ Binomial(n, p), exactly (de Moivre):
+    2·m·C(n, m)·p^m·(1 − p)^(n − m + 1) with m = ⌊np⌋ + 1."""
+    m = math.floor(n * p) + 1
+    log_term = (math.lgamma(n + 1) - math.lgamma(m + 1) - math.lgamma(n - m + 1)
+                + m * math.log(p) + (n - m + 1) * math.log(1 - p))
+    return 2 * m * math.exp(log_term)
+
+
+@pytest.mark.parametrize("size", [2000, 500])
+def test_sampling_floor_matches_the_binomial_mean_absolute_deviation(size):
+    """A binary attribute with share p = 0.3 in n = 2000 records: a with-replacement sample
+    of ``size`` records has X ~ Binomial(size, p) ones, and the one-way workload's WE is
+    |X/size − p| (both cells off by the same amount).  The mean over 400 draws must sit
+    within 4 standard errors of de Moivre's exact E|X − size·p|/size."""
+    codes = np.zeros((2000, 1), dtype=np.int64)
+    codes[:600, 0] = 1
+    rng = np.random.default_rng(5)
+    draws = [sampling_floor(codes, size, [2], [[0]], rng)["AvgWE"] for _ in range(400)]
+    mad = mean_absolute_deviation(size, 0.3) / size
+    sd = math.sqrt(0.3 * 0.7 / size - mad ** 2)       # of |X/size − p|
+    assert abs(np.mean(draws) - mad) < 4 * sd / math.sqrt(400)
+    # a different size is a different floor: it cannot pass for the other's
+    other = mean_absolute_deviation(2500 - size, 0.3) / (2500 - size)
+    assert abs(np.mean(draws) - other) > 4 * sd / math.sqrt(400)
+
+
+def test_sampling_floor_takes_the_truth_it_is_given_and_is_nan_without_records():
+    rng = np.random.default_rng(1)
+    codes = rng.integers(0, 3, size=(300, 2))
+    truth = period_histograms(codes, np.ones(300, dtype=np.int64), 1, [3, 3], [[0, 1]])
+    a = sampling_floor(codes, 300, [3, 3], [[0, 1]], np.random.default_rng(2))
+    b = sampling_floor(codes, 300, [3, 3], [[0, 1]], np.random.default_rng(2), truth=truth)
+    assert a == b and a["AvgWE"] > 0
+    for empty in (sampling_floor(codes[:0], 10, [3, 3], [[0, 1]], rng),
+                  sampling_floor(codes, 0, [3, 3], [[0, 1]], rng)):
+        assert all(math.isnan(v) for v in empty.values())
