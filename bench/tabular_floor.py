@@ -27,7 +27,7 @@ from continual_synth.mechanisms.marginals import (Domain, all_workloads, encode_
                                                   workload_histograms)
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-from continual_synth.mechanisms.workload_error import error_metrics
+from continual_synth.mechanisms.workload_error import error_metrics, sampling_floor
 
 OUT = os.path.join(os.path.dirname(__file__), "results")
 
@@ -76,11 +76,12 @@ def parse_options(pairs):
     return options
 
 
-def sampling_floor(codes, domain, workloads, truth, draws, rng):
-    scores = []
-    for _ in range(draws):
-        sample = codes[rng.integers(0, codes.shape[0], codes.shape[0])]
-        scores.append(error_metrics(truth, workload_histograms(sample, domain, workloads)))
+def mean_floor(codes, domain, workloads, truth, draws, rng):
+    """The sampling floor (``workload_error.sampling_floor``) of f_t at its own size,
+    averaged over ``draws`` draws."""
+    positions = [domain.index(w) for w in workloads]
+    scores = [sampling_floor(codes, codes.shape[0], domain.sizes, positions, rng, truth=truth)
+              for _ in range(draws)]
     return {k: float(np.mean([s[k] for s in scores])) for k in scores[0]}
 
 
@@ -122,7 +123,7 @@ def run(args, epsilon, stream, domain_dict, options):
         if not release.increment:
             exact = error_metrics(truth, release.model.answers(workloads))
             score["model_AvgWE"] = exact["AvgWE"]
-        floor = sampling_floor(real, domain, workloads, truth, args.floor_draws, floor_rng)
+        floor = mean_floor(real, domain, workloads, truth, args.floor_draws, floor_rng)
         row = {"epsilon": epsilon, "period": period, "records": int(real.shape[0]),
                "size": int(synthetic.shape[0]),
                **{k: round(v, 5) for k, v in score.items()},

@@ -56,7 +56,7 @@ from continual_synth.mechanisms.marginals import (Domain, all_workloads, encode_
                                                   workload_histograms)
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-from continual_synth.mechanisms.workload_error import error_metrics
+from continual_synth.mechanisms.workload_error import error_metrics, sampling_floor
 from continual_synth.pipelines.example_tables import load_table, make_stream, table_domain
 from tabular_floor import parse_options, released_records  # bench/tabular_floor.py
 
@@ -188,6 +188,7 @@ def one_run(job):
      share, options) = job
     stream, domain, full_horizon = load_stream(dataset, construction, batch, seed, periods)
     workloads = all_workloads(domain, 2)
+    positions = [domain.index(w) for w in workloads]
     codes = encode_records(stream, domain)
     period_of = stream["period"].to_numpy()
     horizon = int(period_of.max())
@@ -215,8 +216,8 @@ def one_run(job):
             fake = workload_histograms(synthetic, domain, workloads)
             scores.append(error_metrics(truth, fake))
             # sampling floor: a same-size sample drawn with replacement from f_t itself
-            draw = so_far[floor_rng.integers(0, so_far.shape[0], so_far.shape[0])]
-            floors.append(error_metrics(truth, workload_histograms(draw, domain, workloads)))
+            floors.append(sampling_floor(so_far, so_far.shape[0], domain.sizes, positions,
+                                         floor_rng, truth=truth))
     result = {"dataset": dataset, "construction": construction, "batch": batch,
               "epsilon": epsilon, "method": method, "seed": seed, "periods": horizon,
               "counter": synthesizer.config.counter,
