@@ -58,6 +58,13 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "(default for the proposed method with --rule aim and the "
                              "simple counter); fixed: k every period (docs/tabular.md, "
                              "Selections)")
+    parser.add_argument("--coverage", choices=["reachable", "none"], default=None,
+                        help="reachable: while some attribute's every workload is too large "
+                             "for one batch to show its error, measure one of them each "
+                             "period until it has an average workload's share of the "
+                             "measurements, where that many would carry information (a "
+                             "public choice; for many-valued attributes on small batches); "
+                             "none: the utility alone selects (docs/tabular.md, Coverage)")
     parser.add_argument("--marginals", default="2",
                         help="workloads: a number k for all k-way marginals (default 2), or "
                              "a list 'a,b;a,c'")
@@ -204,6 +211,8 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         options["selection_share"] = args.selection_share
     if args.selection_schedule is not None:
         options["selection_schedule"] = args.selection_schedule
+    if args.coverage is not None:
+        options["coverage"] = args.coverage
     selections = args.selections
     if selections is None and args.rule == "paper":
         selections = min(PAPER_SELECTIONS, len(workloads))
@@ -251,6 +260,14 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                                in_format=args.input_format, out_format=args.out_format,
                                period_col=args.period_col, beam_args=beam_args,
                                horizon_source=source)
+        if manifest.get("attributes_never_measured"):
+            from continual_synth.pipelines.logs import LOGGER
+            LOGGER.warning("no selected workload held %s in %d periods: the release's shares "
+                           "of their values are the model's completion (uniform), not the "
+                           "data's; a larger ε, larger batches or fewer values would let the "
+                           "selection measure them (docs/tabular.md, Coverage)",
+                           ", ".join(manifest["attributes_never_measured"]),
+                           manifest["periods_released"])
         return {key: value for key, value in manifest.items()
                 if not isinstance(value, (list, dict))}
     synthesizer = synthesizer_from_args(args)

@@ -458,3 +458,27 @@ def test_init_says_how_many_selections_and_whether_the_model_grows(stream_files,
     assert summary["selections"] == 3 and "give --horizon" not in err
     summary, _ = init("baseline", "--epsilon", "1", "--method", "baseline")
     assert "selections" not in summary
+
+
+def test_run_warns_of_an_attribute_no_selection_measured(tmp_path, capsys):
+    """A 60-valued attribute in batches of 20 at ε = 1: no batch can show its workloads'
+    error (120 cells), so no selection measures it; the run says so, and the manifest
+    names it, instead of releasing its uniform shares silently."""
+    rng = np.random.default_rng(4)
+    n, zipf = 120, 1 / np.arange(1, 61)
+    p = rng.integers(0, 2, n)
+    table = pa.table({"period": np.repeat(np.arange(1, 7), 20),
+                      "city": rng.choice(60, n, p=zipf / zipf.sum()), "p": p,
+                      "q": np.where(rng.random(n) < 0.9, p, 1 - p), "r": rng.integers(0, 2, n)})
+    write_file(table, str(tmp_path / "s.parquet"), "parquet")
+    (tmp_path / "d.json").write_text(json.dumps({"city": list(range(60)), "p": [0, 1],
+                                                 "q": [0, 1], "r": [0, 1]}))
+    code = main(["tabular", "run", "--input", str(tmp_path / "s.parquet"), "--output",
+                 str(tmp_path / "out"), "--domain", str(tmp_path / "d.json"),
+                 "--epsilon", "1", "--selections", "1", "--seed", "2"])
+    err = capsys.readouterr().err
+    assert code == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["attributes_never_measured"] == ["city"]
+    assert sum(manifest["selection_counts"].values()) == 6   # one a period, none with city
+    assert "no selected workload held city in 6 periods" in err

@@ -1,5 +1,6 @@
 """Kumar et al. 2024 Algorithms 2 (baseline) and 3 (proposed) as state machines."""
 import functools
+import math
 import json
 import re
 
@@ -621,3 +622,113 @@ def test_noise_free_baseline_measures_a_skewed_attribute_beside_a_many_valued_on
     rare_selections = sum(c for w, c in zip(workloads, state.selection_counts) if "rare" in w
                           and "city" not in w)
     assert rare_selections >= n // batch // 2, state.selection_counts
+
+
+def test_manifest_names_the_attributes_no_selected_workload_held():
+    """`attributes_never_measured`: the attributes in no workload selected so far (their
+    released shares are the model's completion).  Before any period: none named; after
+    periods whose selections never touched `d`: `d`, and nothing else; the workloads
+    holding it are the only ones never selected."""
+    cfg = config(selections=1, horizon=4)
+    state = tabular.initial_state(cfg)
+    assert tabular.manifest_fields(cfg, state)["attributes_never_measured"] == []
+    state.period = 4
+    names = DOMAIN.names
+    state.selection_counts = [0 if names[-1] in w else 1 for w in cfg.workloads]
+    assert tabular.manifest_fields(cfg, state)["attributes_never_measured"] == [names[-1]]
+    state.selection_counts = [1] * len(cfg.workloads)
+    assert tabular.manifest_fields(cfg, state)["attributes_never_measured"] == []
+
+
+def zipf_stream(values=100, periods=60, batch=50, seed=6):
+    """A Zipf-distributed many-valued attribute `city` (the 100 values' shares ∝ 1/r) next
+    to five binary ones, `p` depending on `city`."""
+    rng = np.random.default_rng(seed)
+    n = periods * batch
+    zipf = 1 / np.arange(1, values + 1)
+    city = rng.choice(values, n, p=zipf / zipf.sum())
+    p_ = (rng.random(n) < np.where(city < 3, 0.8, 0.3)).astype(int)
+    q_ = (rng.random(n) < 0.7).astype(int)
+    r_ = np.where(rng.random(n) < 0.85, q_, 1 - q_)
+    s_, u_ = (rng.random((2, n)) < [[0.2], [0.5]]).astype(int)
+    domain = Domain({"city": list(range(values)), "p": [0, 1], "q": [0, 1], "r": [0, 1],
+                     "s": [0, 1], "u": [0, 1]})
+    return domain, np.stack([city, p_, q_, r_, s_, u_], axis=1).astype(np.int32)
+
+
+def run_zipf(coverage, epsilon=4.0, periods=60, batch=50):
+    domain, codes = zipf_stream(periods=periods, batch=batch)
+    workloads = tuple(all_workloads(domain, 2))
+    cfg = tabular.TabularConfig(domain=domain, workloads=workloads, epsilon=epsilon,
+                                horizon=periods, coverage=coverage)
+    state, sampler = tabular.initial_state(cfg), SeededSampler(4)
+    for t in range(periods):
+        hists = workload_histograms(codes[batch * t:batch * (t + 1)], domain, workloads)
+        state, release = tabular.step(cfg, state, hists, sampler)
+    truth = np.bincount(codes[:, 0], minlength=domain.sizes[0]) / len(codes)
+    tv = 0.5 * np.abs(release.model.probabilities(("city",)) - truth).sum()
+    city = sum(c for w, c in zip(workloads, state.selection_counts) if "city" in w)
+    return cfg, state, tv, city
+
+
+def test_coverage_measures_a_many_valued_attribute_no_batch_can_show():
+    """`coverage="reachable"` (Kumar et al.'s selection with a public coverage slot,
+    :func:`tabular.starved_cover`): a 100-valued Zipf attribute in batches of 50 at ε = 4.
+    Its workloads (200 cells) are out of the utility's reach, so without the slot the
+    selection never measures it and its released shares stay the model's uniform ones
+    (total variation ≈ 0.5 from the truth).  With it the attribute's workloads get at
+    least the mean workload's share of the selections and its shares come within a
+    fraction of that distance; the stream, seeds and budget are the same."""
+    _, none_state, none_tv, none_city = run_zipf("none")
+    cfg, state, tv, city = run_zipf("reachable")
+    assert none_city == 0 and none_tv > 0.4
+    fair = sum(state.selection_counts) / len(cfg.workloads)
+    assert city >= fair - 1
+    assert tv < 0.6 * none_tv, (tv, none_tv)
+    assert tabular.manifest_fields(cfg, state)["coverage"] == "reachable"
+    assert tabular.manifest_fields(cfg, state)["attributes_never_measured"] == []
+
+
+def test_coverage_slot_is_a_public_choice_with_its_gate():
+    """starved_cover: nothing before the first period (no B̂) nor without a horizon;
+    the smallest workload of the starved attribute while it is measured less than the
+    mean workload; nothing once it has its share; nothing where even the mean share of
+    measurements would leave its shares noise (ε = 0.05)."""
+    domain, _ = zipf_stream()
+    workloads = tuple(all_workloads(domain, 2))
+    cfg = tabular.TabularConfig(domain=domain, workloads=workloads, epsilon=4.0,
+                                horizon=60)
+    model = tabular.initial_state(cfg).model
+    candidates = list(range(len(workloads)))
+    bias = [math.sqrt(2 / math.pi) * 1.2 * c for c in cfg.cells]   # σ = 1.2 per cell
+    counts = [0 if "city" in w else 4 for w in workloads]
+    assert tabular.starved_cover(cfg, model, candidates, bias, 0, counts) is None
+    j = tabular.starved_cover(cfg, model, candidates, bias, 50, counts)
+    assert workloads[j] == ("city", "p")          # the first of the 200-cell covers
+    assert tabular.starved_cover(cfg, model, candidates, bias, 50,
+                                 [2] * len(workloads)) is None
+    open_ended = tabular.TabularConfig(domain=domain, workloads=workloads, epsilon=4.0,
+                                       counter="unbounded-block")
+    assert tabular.starved_cover(open_ended, model, candidates, bias, 50, counts) is None
+    quiet = tabular.TabularConfig(domain=domain, workloads=workloads, epsilon=0.05,
+                                  horizon=60)
+    assert tabular.starved_cover(quiet, model, candidates, bias, 50, counts) is None
+    for rule in ("counter",):
+        with pytest.raises(ParameterError, match="coverage"):
+            tabular.TabularConfig(domain=domain, workloads=workloads, epsilon=4.0,
+                                  horizon=60, bias_noise=rule, coverage="reachable")
+
+
+def test_coverage_defaults_and_saved_states():
+    """The proposed method covers by default; the baseline, `--rule paper` and a state
+    saved before the option do not (a saved state steps as it was made)."""
+    cfg = config()
+    assert cfg.coverage == "reachable"
+    assert config(method="baseline").coverage == "none"
+    assert config(**tabular.RULES["paper"]).coverage == "none"
+    saved = cfg.to_dict()
+    del saved["coverage"]
+    assert tabular.TabularConfig.from_dict(saved).coverage == "none"
+    assert tabular.TabularConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ParameterError, match="coverage"):
+        config(coverage="all")
