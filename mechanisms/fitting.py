@@ -184,9 +184,8 @@ def rake_pair(table: np.ndarray, rows: np.ndarray, cols: np.ndarray,
         gradient = np.concatenate([qr - a, qc - b])
         if np.abs(gradient).max() < tolerance:
             break
-        hessian = np.block([[np.diag(qr), q], [q.T, np.diag(qc)]])[:-1, :-1]
         try:
-            direction = np.append(-np.linalg.solve(hessian, gradient[:-1]), 0.0)
+            direction = np.append(-_newton_solve(q, qr, qc, gradient), 0.0)
         except np.linalg.LinAlgError:
             direction = -gradient
         slope, t = float(gradient @ direction), 1.0
@@ -204,6 +203,30 @@ def rake_pair(table: np.ndarray, rows: np.ndarray, cols: np.ndarray,
     out = np.zeros_like(table)
     out[np.ix_(keep_r, keep_c)] = q
     return out
+
+
+def _newton_solve(q: np.ndarray, qr: np.ndarray, qc: np.ndarray,
+                  gradient: np.ndarray) -> np.ndarray:
+    """x with H·x = g[:-1] for :func:`rake_pair`'s Hessian H = [[diag q_r, Q'],
+    [Q'ᵀ, diag q_c']] (Q' = Q without its last column, q_c' = q_c without its last
+    entry: β's last entry is fixed), by the Schur complement of the diagonal block on
+    the longer side: an (n − 1) × (n − 1) or m × m solve instead of an (m + n − 1)-square
+    one (a 105 × 16 pair: 15 × 15 against 120 × 120).  Raises LinAlgError where H is
+    singular (a margin of Q at 0)."""
+    m, n = q.shape
+    g_a, g_b = gradient[:m], gradient[m:-1]
+    qp, dc = q[:, :-1], qc[:-1]
+    if np.any(qr <= 0) or np.any(dc <= 0):
+        raise np.linalg.LinAlgError("a margin of Q is 0")
+    if n - 1 <= m:   # eliminate α: (diag q_c' − Q'ᵀ diag(q_r)⁻¹ Q') β = g_b − Q'ᵀ g_a / q_r
+        scaled = qp / qr[:, None]
+        beta = np.linalg.solve(np.diag(dc) - qp.T @ scaled, g_b - scaled.T @ g_a)
+        alpha = (g_a - qp @ beta) / qr
+    else:            # eliminate β: (diag q_r − Q' diag(q_c')⁻¹ Q'ᵀ) α = g_a − Q' g_b / q_c'
+        scaled = qp / dc[None, :]
+        alpha = np.linalg.solve(np.diag(qr) - scaled @ qp.T, g_a - scaled @ g_b)
+        beta = (g_b - qp.T @ alpha) / dc
+    return np.concatenate([alpha, beta])
 
 
 @functools.lru_cache(maxsize=16)

@@ -422,3 +422,21 @@ def test_junction_tree_sample_rounds_within_separator_groups():
         sample = model.sample(1000, np.random.default_rng(seed))
         counts = workload_histograms(sample, DOMAIN, [root])[0]
         assert np.abs(counts - 1000 * model.probabilities(root)).max() < 1.0 + 1e-9
+
+
+@pytest.mark.parametrize("m,n", [(105, 16), (16, 105), (7, 7), (2, 2), (5, 1), (1, 5)])
+def test_rake_pair_newton_step_solves_the_dense_system(m, n):
+    """rake_pair's Newton step by the Schur complement (either side) is the solution of
+    the dense (m + n − 1)-square system it replaces, to rounding; a zero margin is
+    refused as the dense solve would be (singular)."""
+    rng = np.random.default_rng(m * 100 + n)
+    q = rng.random((m, n)) ** 3 + 1e-6
+    q /= q.sum()
+    qr, qc = q.sum(axis=1), q.sum(axis=0)
+    g = rng.normal(size=m + n)
+    dense = np.block([[np.diag(qr), q], [q.T, np.diag(qc)]])[:-1, :-1]
+    np.testing.assert_allclose(fitting._newton_solve(q, qr, qc, g),
+                               np.linalg.solve(dense, g[:-1]), rtol=1e-9, atol=1e-9)
+    q[0] = 0.0
+    with pytest.raises(np.linalg.LinAlgError):
+        fitting._newton_solve(q, q.sum(axis=1), q.sum(axis=0), g)
