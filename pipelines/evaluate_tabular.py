@@ -17,7 +17,8 @@ Every figure of those last periods stands next to its **sampling floor**
 (:func:`continual_synth.mechanisms.workload_error.sampling_floor`): the same metric for a
 sample of |g_t| records drawn with replacement from f_t itself, the error of the real
 records resampled at the release's size (one seeded draw per period, averaged like the
-metric; a release drawn by randomised rounding can score below it).  ``floor_reading`` says how many times the floor the release's AvgWE is.
+metric; a release drawn by randomised rounding can score below it).  ``floor_reading``
+says how many times the floor the release's AvgWE is.
 
 Nothing is re-read per period: the truth's per-period workload histograms ∇f_t are
 counted in one pass and accumulated by a cumulative sum; the release is read one file at
