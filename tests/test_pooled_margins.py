@@ -72,8 +72,9 @@ def test_pooled_margins_are_unbiased_with_the_predicted_variance():
 
 def test_pooled_margins_impute_unmeasured_periods_at_the_discounted_level_share():
     """A period that measured no workload holding ``a`` adds B̂·ŝ_a: the levels (measured
-    increments discounted by γ per period) normalised; before any measurement, the
-    model's margin.  Measured attributes add their pooled measurement."""
+    increments discounted by γ per later measurement of ``a``, not per period) normalised;
+    before any measurement, the model's margin.  Measured attributes add their pooled
+    measurement."""
     class Model:
         @staticmethod
         def probabilities(attrs):
@@ -89,14 +90,17 @@ def test_pooled_margins_impute_unmeasured_periods_at_the_discounted_level_share(
     sums, levels = pooled_margins.commit(sums, levels, measured, 10.0, Model)
     np.testing.assert_allclose(levels["a"], [6, 3, 1])
     assert "c" not in levels
-    # next period: a unmeasured -> 20 · (6, 3, 1)/10; then a measured again
+    # next periods: a unmeasured -> 20 · (6, 3, 1)/10, and its level kept as it was
+    # (however many periods pass without a measurement); then a measured again
     second = {"c": (np.arange(8.0), 1.0)}
-    sums, levels = pooled_margins.commit(sums, levels, second, 20.0, Model)
-    np.testing.assert_allclose(sums["a"], [16 + 12, 8 + 6, 6 + 2])
-    np.testing.assert_allclose(levels["a"], gamma * np.array([6, 3, 1]))
+    for _ in range(5):
+        sums, levels = pooled_margins.commit(sums, levels, second, 20.0, Model)
+    np.testing.assert_allclose(sums["a"], [16 + 5 * 12, 8 + 5 * 6, 6 + 5 * 2])
+    np.testing.assert_allclose(levels["a"], [6, 3, 1])
+    np.testing.assert_allclose(levels["c"], np.arange(8.0) * sum(gamma ** i for i in range(5)))
     third = {"a": (np.array([0.0, 0.0, 10.0]), 1.0)}
     _, levels = pooled_margins.commit(sums, levels, third, 10.0, Model)
-    np.testing.assert_allclose(levels["a"], gamma ** 2 * np.array([6, 3, 1]) + [0, 0, 10])
+    np.testing.assert_allclose(levels["a"], gamma * np.array([6, 3, 1]) + [0, 0, 10])
     share = pooled_margins.level_share(levels, "a", Model)
     np.testing.assert_allclose(share, levels["a"] / levels["a"].sum())
     assert share[2] > 0.5  # the recent measurement outweighs the discounted older one
