@@ -26,8 +26,9 @@ they are.  (Discounted per period, an attribute measured once in nine periods �
 105-valued one reached only by the coverage slot — was imputed from its last noisy
 measurement alone, clipped at 0: the level's shares stood 0.43-0.64 in total variation
 from the truth, worse than uniform, and held the released shares at 0.26 after 1 000
-periods; per measurement, 0.18.  bench/results/tabular_flights_check.md.)  The pooled margin M_a(t) = Σ_{τ ≤ t} m_a(τ) goes to the fit (A_Dataset)
-beside the selected workloads' measurements, after them.
+periods; per measurement, 0.18.  bench/results/tabular_flights_check.md.)  The pooled
+margin M_a(t) = Σ_{τ ≤ t} m_a(τ) goes to the fit (A_Dataset) beside the selected
+workloads' measurements, after them.
 
 On a stream that reads as exchangeable (the adaptive remainder's γ > 0,
 ``tabular.stationary_weight``), the target is mixed with the stream's size times a's
