@@ -47,15 +47,16 @@ from continual_synth.mechanisms.marginals import (all_workloads, encode_records,
                                                   workload_histograms)
 from continual_synth.mechanisms.synthesizer import period_sampler  # noqa: E402
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer  # noqa: E402
-from continual_synth.mechanisms.workload_error import sampling_floor  # noqa: E402
+from continual_synth.mechanisms.workload_error import (sampling_floor,  # noqa: E402
+                                                      workload_errors)
 from tabular_tables import load_stream  # noqa: E402  (bench/tabular_tables.py)
 
 
-def we(estimate, truth) -> float:
-    """WE on proportions: the mean absolute difference of the normalised cells."""
-    estimate = np.clip(np.asarray(estimate, dtype=float).ravel(), 0, None)
-    truth = np.asarray(truth, dtype=float).ravel()
-    return float(np.abs(estimate / estimate.sum() - truth / truth.sum()).mean())
+def avg_we(estimates, truths) -> float:
+    """The mean WE on proportions (``workload_error.workload_errors``) of ``estimates``
+    against ``truths``, workload by workload."""
+    return float(np.mean(workload_errors([np.ravel(t) for t in truths],
+                                         [np.ravel(e) for e in estimates])["WE"]))
 
 
 def raked(table, shape, rows, cols) -> np.ndarray:
@@ -87,7 +88,8 @@ def anatomy(dataset, construction, batch, epsilon, seed, periods=None):
     fitter = synthesizer.config.fitter()
 
     def avg(model, which=range(len(workloads))):
-        return float(np.mean([we(model.probabilities(workloads[i]), truth[i]) for i in which]))
+        return avg_we(model.probabilities_of([workloads[i] for i in which]),
+                      [truth[i] for i in which])
 
     structure = fitter.structure(g)
     exact = [Measurement(w, truth[workloads.index(w)].ravel().astype(float))
@@ -104,9 +106,8 @@ def anatomy(dataset, construction, batch, epsilon, seed, periods=None):
         periods_of = [t + 1 for t, chosen in enumerate(selected) if measured(chosen)]
         return codes[np.isin(period_of, periods_of)]
 
-    one_direct = [we(np.bincount(records_of(lambda c: any(a in workloads[j] for j in c))[:, k],
-                                 minlength=domain.sizes[k]), one_true[k])
-                  for k, a in enumerate(domain.names)]
+    one_direct = [np.bincount(records_of(lambda c: any(a in workloads[j] for j in c))[:, k],
+                              minlength=domain.sizes[k]) for k, a in enumerate(domain.names)]
     measured = [i for i in range(len(workloads)) if state.selection_counts[i] > 0]
     parts = {"direct": [], "direct_raked_true": [], "direct_raked_model": [],
              "counter_raked_model": []}
@@ -115,13 +116,11 @@ def anatomy(dataset, construction, batch, epsilon, seed, periods=None):
         shape = (domain.sizes[a], domain.sizes[b])
         direct = workload_histograms(records_of(lambda c: i in c), domain, [workloads[i]])[0]
         counter = np.asarray(state.counter_values[i], dtype=float)
-        parts["direct"].append(we(direct, truth[i]))
-        parts["direct_raked_true"].append(
-            we(raked(direct, shape, one_true[a], one_true[b]), truth[i]))
-        parts["direct_raked_model"].append(
-            we(raked(direct, shape, one_model[a], one_model[b]), truth[i]))
-        parts["counter_raked_model"].append(
-            we(raked(counter, shape, one_model[a], one_model[b]), truth[i]))
+        parts["direct"].append(direct)
+        parts["direct_raked_true"].append(raked(direct, shape, one_true[a], one_true[b]))
+        parts["direct_raked_model"].append(raked(direct, shape, one_model[a], one_model[b]))
+        parts["counter_raked_model"].append(raked(counter, shape, one_model[a], one_model[b]))
+    measured_truth = [truth[i] for i in measured]
     return {"dataset": dataset, "construction": construction, "batch": batch,
             "epsilon": epsilon, "seed": seed, "periods": horizon, "run_seconds": seconds,
             "model": avg(g), "floor": floor,
@@ -129,11 +128,11 @@ def anatomy(dataset, construction, batch, epsilon, seed, periods=None):
             "structure_oracle": avg(fitter.fit(exact, total, warm_start=fitter.start(total))),
             "independence_oracle": avg(fitter.fit(independent, total,
                                                   warm_start=fitter.start(total))),
-            "one_way": float(np.mean([we(m, t) for m, t in zip(one_model, one_true)])),
-            "one_way_direct": float(np.mean(one_direct)),
+            "one_way": avg_we(one_model, one_true),
+            "one_way_direct": avg_we(one_direct, one_true),
             "measured_workloads": len(measured),
             "measured_model": avg(g, measured),
-            **{k: float(np.mean(v)) for k, v in parts.items()}}
+            **{k: avg_we(v, measured_truth) for k, v in parts.items()}}
 
 
 FIELDS = ("model", "floor", "structure_oracle", "independence_oracle", "one_way",
