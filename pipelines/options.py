@@ -291,10 +291,11 @@ def check_separate_locations(args: argparse.Namespace) -> None:
     """Refuse an ``--output`` that is, holds or lies inside the ``--input``, ``--state`` or
     ``--watch`` directory, and a ``--state`` inside the watched directory (or holding it):
     private records or state would sit in the public release, a release would be read as
-    input, a stream would list its own files."""
-    from continual_synth.transforms.storage import absolute
+    input, a stream would list its own files.  Local paths are compared where their
+    symbolic links lead, so a link into the release is no way around the rule."""
+    from continual_synth.transforms.storage import resolved
     given = {name: getattr(args, name, None) for name in ("input", "watch", "state", "output")}
-    paths = {name: absolute(path) for name, path in given.items() if isinstance(path, str)}
+    paths = {name: resolved(path) for name, path in given.items() if isinstance(path, str)}
     for first, second in SEPARATE:
         if first in paths and second in paths:
             a, b = paths[first], paths[second]

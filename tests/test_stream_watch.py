@@ -384,6 +384,32 @@ def test_run_into_its_own_input_directory_exit_2(panel, tmp_path, capsys):
     assert not (root / "periods" / "release").exists()
 
 
+def test_a_symbolic_link_is_no_way_around_keeping_state_and_input_out_of_a_release(
+        panel, tmp_path, capsys):
+    """Before: the paths were compared as written, so ``--state link/state`` with ``link``
+    pointing at the release directory put people's histories in the release (exit 0), and
+    ``--output link/release`` with ``link`` pointing at the input wrote into the input."""
+    _, table, periods, _ = panel
+    release, inputs = tmp_path / "release", tmp_path / "inputs"
+    release.mkdir()
+    inputs.mkdir()
+    (tmp_path / "to-release").symlink_to(release)
+    (tmp_path / "to-inputs").symlink_to(inputs)
+    state = tmp_path / "to-release" / "state"
+    assert exit_code(["window", "init", "--state", str(state), *WINDOW]) == 0
+    before = snapshot(str(tmp_path))
+    assert exit_code(["window", "step", "--state", str(state), "--input", periods[1],
+                      "--output", str(release)]) == 2
+    assert "one is inside the other" in capsys.readouterr().err
+    assert snapshot(str(tmp_path)) == before
+    write_file(table, str(inputs / "panel.parquet"), "parquet")
+    before = snapshot(str(tmp_path))
+    assert exit_code(["window", "run", "--input", str(inputs), "--output",
+                      str(tmp_path / "to-inputs" / "release"), *WINDOW]) == 2
+    assert "one is inside the other" in capsys.readouterr().err
+    assert snapshot(str(tmp_path)) == before
+
+
 def test_a_new_stream_into_another_release_exit_2(panel, tmp_path, capsys):
     """Before: the state was created, then every file was rejected as "already holds a
     release" (into the other release's directory) and the stream waited forever."""

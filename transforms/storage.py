@@ -128,6 +128,14 @@ def absolute(path: str) -> str:
     return os.path.abspath(path) if is_local(path) else path.rstrip("/")
 
 
+def resolved(path: str) -> str:
+    """Where a path really leads: a local path absolute with its symbolic links followed
+    (as far as it exists); a URL without its trailing slash.  For deciding whether two
+    locations are the same or nested: ``release/`` and ``rl/state`` are nested when
+    ``rl`` links to ``release``."""
+    return os.path.realpath(path) if is_local(path) else path.rstrip("/")
+
+
 def join(directory: str, *names: str) -> str:
     return FileSystems.join(_available(directory), *names)
 
