@@ -252,6 +252,7 @@ def _continual(args, beam_args: List[str]) -> dict:
     if args.action == "init":
         bounded_continual.init(config, args.state, columns, bounds, args.samples, **common)
         return {"status": "initialised", "state": args.state, "horizon": config.horizon,
+                "epsilon": config.epsilon, "neighbor": config.structure.neighbor,
                 "counter": config.counter, "memory_counters": config.memory_words}
     manifest = bounded_continual.run(config, args.input, args.output, columns, bounds,
                                      args.samples, period_col=args.period_col,

@@ -250,7 +250,8 @@ def _dispatch(args, beam_args: List[str]) -> dict:
         jobs.init(model, args.state, **common)
         return {"status": "initialised", "state": args.state,
                 **{key: value for key, value in model.manifest(model.initial_state()).items()
-                   if key in ("n_pad", "error_bound", "counter_rhos")}}
+                   if key in ("window", "horizon", "neighbor", "rho", "n_pad", "error_bound",
+                              "counter_rhos")}}
     if args.command == "evaluate":
         if args.action == "window":
             from continual_synth.pipelines.evaluate_window import evaluate_window as evaluate

@@ -88,7 +88,9 @@ class ArgumentParser(argparse.ArgumentParser):
     be positive and finite, got 0.0`` (the words a config's check uses), exit status 2.
     Options are never abbreviated (``--hor`` is not ``--horizon``: it is refused with a
     suggestion), and a missing required option is reported with any misspelt one that
-    was given instead (``--epsilonn`` → ``--epsilon``)."""
+    was given instead (``--epsilonn`` → ``--epsilon``).  An option that takes one value is
+    given once: argparse would keep the last of ``--rho=0.05 --rho=5`` without a word
+    (a scheduler's options and a hand-added one can easily both set it)."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
@@ -97,7 +99,23 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         self._given = list(args) if args is not None else []
+        self._refuse_repeated()
         return super().parse_known_args(args, namespace)
+
+    def _refuse_repeated(self) -> None:
+        single = {name: action for action in self._actions
+                  if type(action) is argparse._StoreAction for name in action.option_strings}
+        seen: Dict[int, List[str]] = {}
+        for position, token in enumerate(self._given):
+            name, sep, value = token.partition("=")
+            if name in single:
+                if not sep and position + 1 < len(self._given):
+                    value = self._given[position + 1]
+                seen.setdefault(id(single[name]), []).append(f"{name} {value}".strip())
+        for given in seen.values():
+            if len(given) > 1:
+                self.error(f"{given[0].split()[0]} is given {len(given)} times "
+                           f"({', '.join(given)}): give each option once")
 
     def error(self, message):
         message = re.sub(r"^argument ([^:]+): ", lambda m: m.group(1).split("/")[0] + " ",

@@ -99,10 +99,17 @@ def test_options_read_the_beam_way_and_stay_out_of_other_pipelines():
     (["--rho=nan"], ["--rho must be positive and finite, got nan"]),
     (["--beta=1"], ["--beta must be in (0, 1), got 1.0"]),
     (["stray"], ["unrecognised argument 'stray'"]),
+    # before: argparse kept the last value, a privacy budget 100 times the first
+    (["--rho", "0.05"], ["--rho is given 2 times (--rho 5, --rho 0.05): give each option "
+                         "once"]),
+    (["--horizon=4"], ["--horizon is given 2 times (--horizon 3, --horizon 4)"]),
 ])
 def test_bad_options_exit_2_with_one_line_and_nothing_written(tmp_path, argv, words):
     base = {"input": "never-read.parquet", "output": str(tmp_path / "out"), **PRIVACY}
     base.pop("neighbor") if "--neighbour=add-remove" in argv else None
+    if not any("given 2 times" in word for word in words):  # argv's value replaces base's
+        for arg in argv:
+            base.pop(arg.split("=", 1)[0][2:], None)
     code, out, err = call_job("window_run", [f"--{k}={v}" for k, v in base.items()] + argv)
     assert code == 2 and out == ""
     [line] = err.strip().splitlines()
