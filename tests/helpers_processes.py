@@ -116,3 +116,25 @@ def _child(argv: List[str], env: Dict[str, str], cwd: str, stderr: str,
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code if isinstance(code, int) else 1)
+
+
+
+def overriding(*parts: Sequence[str]) -> List[str]:
+    """The options of ``parts`` in order, each option given again later replacing the
+    earlier one (``--rho 5 … --rho 0`` → ``… --rho 0``): the command line refuses an
+    option given twice, so a test that varies one option of a common set replaces it.
+    ``--name value`` and ``--name=value`` are options; a value never starts with ``--``."""
+    args = [arg for part in parts for arg in part]
+    groups, position = [], 0
+    while position < len(args):
+        arg = args[position]
+        size = 1
+        if arg.startswith("--") and "=" not in arg and position + 1 < len(args) \
+                and not args[position + 1].startswith("--"):
+            size = 2
+        name = arg.split("=", 1)[0] if arg.startswith("--") else None
+        groups.append((name, args[position:position + size]))
+        position += size
+    last = {name: index for index, (name, _) in enumerate(groups) if name}
+    return [arg for index, (name, group) in enumerate(groups)
+            if name is None or last[name] == index for arg in group]

@@ -23,6 +23,8 @@ from continual_synth.pipelines.bounded import run_bounded, synthesize_numpy
 from continual_synth.pipelines.cli import main
 from continual_synth.transforms.files import list_data_files, read_dataset, read_file, write_file
 
+from helpers_processes import overriding
+
 BOUNDS = Bounds.parse("-10:10,0:100", 2)
 COLUMNS = ["lon", "lat"]
 CONFIG = privhp.PrivHPConfig(epsilon=1.0, dims=2, prune_k=8, depth=12, sketch_width=256,
@@ -202,8 +204,7 @@ def test_cli_errors_exit_2_with_a_clear_message(data, tmp_path, extra, message):
     args = ["bounded", "run", "--input", single, "--output", str(tmp_path / "o"),
             "--columns", "lon,lat", "--bounds=-10:10,0:100", "--epsilon", "1",
             "--samples", "10", "--seed", "1"]
-    # later options override earlier ones (argparse keeps the last)
-    code, _, err = run_cli(args + extra)
+    code, _, err = run_cli(overriding(args, extra))  # extra's options replace args's
     assert code == 2
     assert message in err and err.splitlines()[-1].startswith("continual-synth: error:")
     assert no_release(str(tmp_path / "o"))

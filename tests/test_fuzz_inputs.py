@@ -36,6 +36,7 @@ from continual_synth.transforms.files import write_file
 
 from helpers_panels import (clone_incremental, long_table, markov_codes, snapshot,
                             write_period_files)
+from helpers_processes import overriding
 
 PEOPLE, HORIZON = 30, 3
 CONSOLE_SCRIPT = os.path.join(os.path.dirname(sys.executable), "continual-synth")
@@ -86,6 +87,7 @@ def _panel_files(data) -> None:
                str(data / "null_id.parquet"), "parquet")
     (data / "empty.parquet").write_bytes(b"")
     _write_text(data / "header.csv", "id,period,value\n")
+    (data / "latin1_header.csv").write_bytes(b"id,period,val\xe9\n1,1,0\n")
     write_file(table.slice(0, 0), str(data / "zero_rows.parquet"), "parquet")
     whole = (data / "panel.parquet").read_bytes()
     (data / "truncated.parquet").write_bytes(whole[: len(whole) // 2])
@@ -216,7 +218,8 @@ def world(tmp_path_factory):
         states[kind] = (state, out)
         if kind != "tabular":
             fresh = str(root / kind / "new")
-            code, err = run_cli([kind, "init", "--state", fresh, *init, "--shards", "4"])
+            code, err = run_cli([kind, "init", "--state", fresh,
+                                 *overriding(init, ["--shards", "4"])])
             assert code == 0, err
             states[f"{kind}-new"] = (fresh, str(root / kind / "new-release"))
     return data, states
@@ -241,7 +244,7 @@ def run_case(kind, source, *extra, subjects, **marks) -> Case:
     inputs = ("--input", f"{{data}}/{source}")
     common = {"window": WINDOW, "cumulative": CUMULATIVE, "bounded": ("--epsilon", "1", *BOUNDED),
               "tabular": ("--domain", "{data}/domain.json", *TABULAR)}[kind]
-    return Case(name, (kind, "run", *inputs, "--output", "{out}", *common, *extra),
+    return Case(name, (kind, "run", *inputs, "--output", "{out}", *overriding(common, extra)),
                 subjects, **marks)
 
 
@@ -252,7 +255,8 @@ def step_case(kind, source, *extra, subjects, state=None, **marks) -> Case:
 
 
 def init_case(kind, label, *argv, subjects) -> Case:
-    return Case(f"{kind}-init-{label}", (kind, "init", "--state", "{state}", *argv), subjects)
+    return Case(f"{kind}-init-{label}",
+                (kind, "init", "--state", "{state}", *overriding(argv)), subjects)
 
 
 def _panel_cases():
@@ -268,6 +272,8 @@ def _panel_cases():
         ("null_id.parquet", ("null_id.parquet", "column 'id'", "empty")),
         ("empty.parquet", ("empty.parquet", "empty (0 bytes)")),
         ("header.csv", ("header.csv", "no records")),
+        # before: "'utf-8' codec can't decode byte 0xe9", naming no file
+        ("latin1_header.csv", ("latin1_header.csv", "header is not UTF-8")),
         ("zero_rows.parquet", ("zero_rows.parquet", "no records")),
         ("truncated.parquet", ("truncated.parquet", "cannot read as parquet")),
         ("corrupt.parquet", ("corrupt.parquet", "cannot read row group 0")),
@@ -327,6 +333,7 @@ def _panel_cases():
         (c, "p2_strings.csv", (), ("p2_strings.csv", "column 'value'")),
         (w, "p2_period3.parquet", (), ("p2_period3.parquet", "period 3", "next period")),
         (w, "p2_header.csv", (), ("p2_header.csv", "no records")),
+        (c, "latin1_header.csv", (), ("latin1_header.csv", "header is not UTF-8")),
         (c, "empty.parquet", (), ("empty.parquet", "empty")),
         (w, "truncated.parquet", (), ("truncated.parquet", "cannot read as parquet")),
         (c, "corrupt.parquet", (), ("corrupt.parquet", "cannot read row group 0")),

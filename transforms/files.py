@@ -92,14 +92,24 @@ def read_file(path: str, fmt: Optional[str] = None,
             if fmt == "parquet":
                 return pq.read_table(handle)
             if fmt == "csv":
-                return pacsv.read_csv(handle, convert_options=pacsv.ConvertOptions(
+                table = pacsv.read_csv(handle, convert_options=pacsv.ConvertOptions(
                     strings_can_be_null=True, null_values=[""],
                     column_types={name: pa.string() for name in string_columns}))
+                table.schema.names  # noqa: B018 — a header that is not UTF-8 fails here
+                return table
             return avro_bytes_to_table(handle)
     except InputError:
         raise
     except Exception as exc:  # pyarrow / fastavro parse errors name no file
-        raise InputError(f"{path}: cannot read as {fmt}: {exc}") from exc
+        raise InputError(_unreadable(path, fmt, exc)) from exc
+
+
+def _unreadable(path: str, fmt: str, exc: Exception) -> str:
+    """The message for a data file pyarrow or fastavro cannot read (their errors name no
+    file)."""
+    if fmt == "csv" and isinstance(exc, UnicodeDecodeError):
+        return f"{path}: cannot read as csv: its header is not UTF-8 text ({exc})"
+    return f"{path}: cannot read as {fmt}: {exc}"
 
 
 def has_records(path: str, fmt: str) -> bool:
@@ -113,10 +123,12 @@ def has_records(path: str, fmt: str) -> bool:
             if fmt == "parquet":
                 return pq.ParquetFile(handle).metadata.num_rows > 0
             if fmt == "csv":
-                return any(batch.num_rows for batch in pacsv.open_csv(handle))
+                reader = pacsv.open_csv(handle)
+                reader.schema.names  # noqa: B018 — a header that is not UTF-8 fails here
+                return any(batch.num_rows for batch in reader)
             return next(iter(fastavro.reader(handle)), None) is not None
     except Exception as exc:  # pyarrow / fastavro errors name no file
-        raise InputError(f"{path}: cannot read as {fmt}: {exc}") from exc
+        raise InputError(_unreadable(path, fmt, exc)) from exc
 
 
 def parquet_row_groups(path: str) -> int:
