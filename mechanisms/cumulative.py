@@ -331,13 +331,15 @@ def manifest_fields(state: CumulativeState) -> Dict:
         "population": ("public (replace relation: neighbours have the same n)"
                        if config.neighbor == "replace" else
                        "declared public by the user" if config.public_population else
-                       f"released with discrete Gaussian noise (rho {config.population_rho:.4g})"),
+                       f"released with discrete Gaussian noise (rho {config.population_rho:.4g}, "
+                       f"standard deviation {math.sqrt(config.population_variance):.4g}; "
+                       f"not covered by error_bound)"),
         "beta": config.beta,
         "budget_split": config.budget_split,
         "budget_split_note": _split_note(config),
         "error_bound": config.variance_bound,
         "error_bound_note": (f"with probability >= 1 - beta every released count of people "
-                             f"with at least b ones by period t is within error_bound of the "
+                             f"with at least b >= 1 ones by period t is within error_bound of the "
                              f"truth, for neighbouring panels that {relation} (counters' "
                              f"exact variances, union bound; Lemma 4.2)"),
         "error_bound_by_split": config.error_bound_by_split,

@@ -85,11 +85,13 @@ def pivot(ids: np.ndarray, periods: np.ndarray, codes: np.ndarray, first_period:
 
 def pivot_people(people: np.ndarray, person: np.ndarray, periods: np.ndarray,
                  codes: np.ndarray, first_period: int, num_periods: int,
-                 missing_code: Optional[int] = None, where: str = "input") -> np.ndarray:
+                 missing_code: Optional[int] = None, where: str = "input",
+                 scope: str = "in all") -> np.ndarray:
     """:func:`pivot` of records already assigned to people: record r is person
     ``person[r]``, whose id is ``people[person[r]]`` (any order of people, e.g. the
     first-seen order of a hash-based dictionary encoding, which costs O(n) where sorting
-    the ids costs O(n log n)).  Returns the len(people) × num_periods matrix."""
+    the ids costs O(n log n)).  Returns the len(people) × num_periods matrix.
+    ``scope`` says what the counts in an error cover (:func:`count_scope`)."""
     periods = np.asarray(periods, dtype=np.int64)
     offset = periods - first_period
     outside = (offset < 0) | (offset >= num_periods)
@@ -105,18 +107,32 @@ def pivot_people(people: np.ndarray, person: np.ndarray, periods: np.ndarray,
         bad = int(np.flatnonzero(counts > 1)[0])
         raise InputError(f"{where}: id {shown(unique_ids[bad // num_periods])} reports "
                          f"{counts[bad]} times in period {first_period + bad % num_periods}; "
-                         f"{int((counts > 1).sum())} duplicate report(s) in all")
+                         f"{int((counts > 1).sum())} duplicate report(s) {scope}")
     matrix = np.empty(unique_ids.size * num_periods, dtype=np.int8)
     if (counts == 0).any():
         if missing_code is None:
+            silent = np.flatnonzero((counts.reshape(-1, num_periods) == 0).all(axis=0))
+            if silent.size:
+                raise InputError(f"{where}: no id reports in period {first_period + silent[0]} "
+                                 f"({unique_ids.size} people {scope}): is that period "
+                                 f"missing from the input?")
             bad = int(np.flatnonzero(counts == 0)[0])
             raise InputError(f"{where}: id {shown(unique_ids[bad // num_periods])} has no report in "
                              f"period {first_period + bad % num_periods}; "
-                             f"{int((counts == 0).sum())} missing report(s) in all "
+                             f"{int((counts == 0).sum())} missing report(s) {scope} "
                              f"(pass --missing-value to fill them)")
         matrix[:] = missing_code
     matrix[cell] = codes
     return matrix.reshape(unique_ids.size, num_periods)
+
+
+def count_scope(num_shards: int) -> str:
+    """What the counts in an input error cover: a sharded pipeline checks each shard of
+    the ids on its own and stops at the first shard that fails, so its counts are that
+    shard's."""
+    if num_shards <= 1:
+        return "in all"
+    return f"in this one of {num_shards} shards of the ids"
 
 
 def advance_suffix(suffix: np.ndarray, codes: np.ndarray, alphabet_size: int,

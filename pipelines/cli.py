@@ -224,16 +224,21 @@ def _extensions():
 
 
 def _dispatch(args, beam_args: List[str]) -> dict:
-    from continual_synth.pipelines import jobs
+    from continual_synth.pipelines import jobs, lifecycle, release_dir
+    from continual_synth.transforms import storage
     for extension in _extensions():
         result = extension.dispatch(args, beam_args)
         if result is not None:
             return result
     if args.command in ("window", "cumulative"):
         if args.action == "step":
-            return jobs.step(args.state, args.input, args.output, in_format=args.input_format,
-                             period=args.period, beam_args=beam_args, kind=args.command,
-                             wait=args.wait)
+            summary = jobs.step(args.state, args.input, args.output,
+                                in_format=args.input_format, period=args.period,
+                                beam_args=beam_args, kind=args.command, wait=args.wait)
+            if summary.get("status") == "released":
+                jobs.warn_if_mostly_noise(release_dir.read_json(
+                    storage.join(args.output, lifecycle.MANIFEST)))
+            return summary
         model = _model(args)
         if args.action == "stream":
             from continual_synth.pipelines.stream import run_stream
@@ -241,8 +246,10 @@ def _dispatch(args, beam_args: List[str]) -> dict:
                               jobs.initial_document(model, **_common(args, model.alphabet)),
                               args, beam_args, period_col=args.period_col, distinct_rows=True)
         if args.action == "run":
-            return jobs.run(model, args.input, args.output, in_format=args.input_format,
-                            beam_args=beam_args, **_common(args, model.alphabet))
+            manifest = jobs.run(model, args.input, args.output, in_format=args.input_format,
+                                beam_args=beam_args, **_common(args, model.alphabet))
+            jobs.warn_if_mostly_noise(manifest)
+            return manifest
         common = _common(args, model.alphabet)
         if args.exists_ok and _holds_same_state(args.state, model, common):
             return {"status": "kept", "state": args.state,
@@ -388,6 +395,11 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
     except (InputError, StateError, BudgetExceededError, ValueError) as exc:
         print(f"continual-synth: error: {one_line(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # 128 + SIGINT, as a shell reports an interrupted command
+        print("continual-synth: interrupted (Ctrl-C): a release is published all or nothing "
+              "and a step commits all or nothing, so run the same command again to finish",
+              file=sys.stderr)
+        return 130
     from continual_synth.pipelines.provenance import tidy_floats
     summary = logs.summary_line()
     if summary:

@@ -19,7 +19,7 @@ import apache_beam as beam
 import numpy as np
 
 from continual_synth.mechanisms import emission
-from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.panel_synthesizers import synthesizer_from_dict
 from continual_synth.pipelines import lifecycle, logs, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
@@ -27,7 +27,7 @@ from continual_synth.pipelines.options import (PanelColumns, missing_code, pipel
                                                record_schema)
 from continual_synth.transforms import storage
 from continual_synth.transforms.emit import EmitSyntheticPanel, emit_shard_period
-from continual_synth.transforms.files import check_format
+from continual_synth.transforms.files import check_format, table_origin
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords,
                                                    counting_rejections)
@@ -88,7 +88,8 @@ def run(model, input_path: str, output_dir: str, *,
                               columns.id_col, columns.period_col, columns.value_col,
                               model.alphabet, (1, model.horizon), where=input_path)
                           | "Shard" >> GroupByShard(num_shards)
-                          | "Statistics" >> PanelStatistics(model, fill, where=input_path))
+                          | "Statistics" >> PanelStatistics(model, fill, where=input_path,
+                                                            num_shards=num_shards))
             plan = (statistics
                     | "Synthesize" >> SynthesizePanel(model, num_shards, seed)
                     | "CountPeriods" >> CountPeriodsReleased(
@@ -249,7 +250,7 @@ def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[
         return step_shard_statistics(
             shard, parts["data"][0] if parts["data"] else None, model, period,
             None if history_before is None else shard_file(history_before, shard, "parquet"),
-            shard_file(history_after, shard, "parquet"), fill, input_path)
+            shard_file(history_after, shard, "parquet"), fill, input_path, num_shards)
 
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
         batches = (pipeline
@@ -270,6 +271,37 @@ def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[
     if total[0] == 0:
         raise InputError(f"{input_path}: no records for period {period}")
     return int(total[0]), total[1:]
+
+
+def warn_if_mostly_noise(manifest: Optional[Dict]) -> Optional[str]:
+    """Log (and return) a warning when a panel release is mostly noise at its ρ: over half
+    of Algorithm 1's synthetic people are padding (n_pad in each of the |A|^k window
+    histories), or Algorithm 2's error bound exceeds half its synthetic population.
+    Everything compared is in the manifest (public).  The bounds still hold; they only
+    say little (an audit released 342 synthetic people for a 3-person panel, 344 of
+    them padding, and nothing said so)."""
+    if not manifest or not manifest.get("num_synthetic"):
+        return None
+    people, bound = int(manifest["num_synthetic"]), float(manifest["error_bound"])
+    budget = f"at ρ = {manifest['rho']:g}"
+    if "n_pad" in manifest:
+        histories = len(manifest["alphabet"]) ** int(manifest["window"])
+        share = manifest["n_pad"] * histories / people
+        if share <= 0.5:
+            return None
+        message = (f"{min(share, 1):.0%} of the {people} synthetic people are padding "
+                   f"(n_pad = {manifest['n_pad']} in each of the {histories} window "
+                   f"histories): {budget} this panel is too small for its counts to say much "
+                   f"(each within ±{bound:.4g} of the truth, Theorem 3.2); a larger ρ or a "
+                   f"larger panel would say more")
+    else:
+        if bound <= 0.5 * people:
+            return None
+        message = (f"the error bound (±{bound:.4g} people per count) is {bound / people:.0%} "
+                   f"of the {people} synthetic people: {budget} this panel is too small for "
+                   f"its counts to say much; a larger ρ or a larger panel would say more")
+    logs.LOGGER.warning(message)
+    return message
 
 
 class _ValidatePeriod(beam.PTransform):
@@ -295,8 +327,13 @@ def _encode_step_batch(table, columns, alphabet, period, where, with_period):
         periods = table.column(columns.period_col).to_numpy(zero_copy_only=False)
         wrong = periods != period
         if wrong.any():
-            raise InputError(f"{where}: holds period {periods[np.flatnonzero(wrong)[0]]}, but "
-                             f"the next period of this state is {period}")
+            source, first_row = table_origin(table, where)
+            row = int(np.flatnonzero(wrong)[0])
+            others = "" if wrong.all() else (f" ({int(wrong.sum())} of its {wrong.size} rows "
+                                             f"here hold another period than {period})")
+            raise InputError(f"{source}: {row_label(row, first_row)} holds period "
+                             f"{periods[row]}, but the next period of this state is {period}"
+                             + others)
     return encode_panel_batch(table, columns.id_col, None, columns.value_col, alphabet,
                               (period, period), where=where)
 

@@ -343,3 +343,49 @@ def test_a_step_on_a_state_another_step_owns_exits_2_before_reading(tmp_path, ca
     code = main(["window", "step", "--state", state, "--input", str(garbage), "--output", out])
     err = capsys.readouterr().err
     assert code == 2 and "owns this state" not in err and "Parquet" in err, err
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
+    """Before: Ctrl-C on a step printed a 129-line traceback (README: never a traceback)."""
+    from continual_synth.pipelines import cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "dispatch", interrupted)
+    assert cli.main(["window", "init", "--state", str(tmp_path / "state"), "--window", "2",
+                     "--horizon", "3", "--rho", "1"]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("continual-synth: interrupted (Ctrl-C)")
+
+
+@pytest.mark.parametrize("kind", ["window", "cumulative"])
+def test_a_release_that_is_mostly_noise_says_so(tmp_path, capsys, kind):
+    """Before: a 3-person panel at ρ = 0.05 released 342 synthetic people, 344 of them
+    padding, with exit 0 and not a word.  A panel of 3 000 at ρ = 1 gets no warning."""
+    options = ["--horizon", "4", "--seed", "1"] + (["--window", "2"] if kind == "window" else [])
+    said = {}
+    for people, rho in ((3, "0.05"), (3000, "1")):
+        panel = tmp_path / f"panel{people}.parquet"
+        write_file(long_table(markov_codes(people, 4, seed=2)), str(panel), "parquet")
+        assert main([kind, "run", "--input", str(panel), "--output",
+                     str(tmp_path / f"out{people}"), "--rho", rho, *options]) == 0
+        said[people] = capsys.readouterr().err
+    warning = "padding" if kind == "window" else "the error bound"
+    assert warning in said[3] and "this panel is too small" in said[3]
+    assert "this panel is too small" not in said[3000]
+
+
+def test_a_step_release_that_is_mostly_noise_says_so(tmp_path, capsys):
+    from helpers_panels import period_table
+    table = long_table(markov_codes(3, 3, seed=2))
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    assert main(["window", "init", "--state", state, "--window", "2", "--horizon", "3",
+                 "--rho", "0.05"]) == 0
+    for period in (1, 2):
+        path = str(tmp_path / f"p{period}.parquet")
+        write_file(period_table(table, period), path, "parquet")
+        capsys.readouterr()
+        assert main(["window", "step", "--state", state, "--input", path, "--output", out]) == 0
+    assert "this panel is too small" in capsys.readouterr().err

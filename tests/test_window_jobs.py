@@ -583,6 +583,13 @@ def _unknown_id(table):
     return pa.concat_tables([table, extra])
 
 
+def _fifth_row_next_period(table):
+    periods = table["period"].to_numpy().copy()
+    periods[4] += 1
+    return table.set_column(table.schema.get_field_index("period"), "period",
+                            pa.array(periods, table["period"].type))
+
+
 def _dup_first(table):
     return pa.concat_tables([table, table.slice(5, 1)])
 
@@ -596,7 +603,13 @@ BAD_STEP_INPUTS = {
     "unknown-id": (K, _unknown_id, False, "parquet",
                    rf"period\.parquet \(period {K}\): id 1000000 did not report in period 1"),
     "wrong-period-column": (K + 1, None, True, "parquet",
-                            rf"holds period {K + 1}, but the next period of this state is {K}"),
+                            rf"period\.parquet: row 1 holds period {K + 1}, but the next period "
+                            rf"of this state is {K}( \[|$)"),
+    # before: "holds period 4, but the next period … is 3", read as the whole file's
+    "one-row-of-another-period": (K, _fifth_row_next_period, True, "parquet",
+                                  rf"period\.parquet: row 5 holds period {K + 1}, but the next "
+                                  rf"period of this state is {K} \(1 of its {N} rows here "
+                                  rf"hold another period than {K}\)"),
     "value-outside-alphabet": (K, lambda t: t.set_column(1, "value", pa.array(
         [7] + t["value"].to_pylist()[1:], pa.int64())), False, "avro",
         r"value 7 \(row 1\) is not in the alphabet"),

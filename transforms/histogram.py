@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms.errors import InputError
-from continual_synth.mechanisms.panel import pivot_people, shown
+from continual_synth.mechanisms.panel import count_scope, pivot_people, shown
 from continual_synth.transforms import storage
 
 
@@ -49,7 +49,7 @@ class SumArrays(beam.CombineFn):
 
 
 def shard_statistics(columns: Dict[str, np.ndarray], model, missing_code: Optional[int],
-                     where: str = "panel") -> np.ndarray:
+                     where: str = "panel", num_shards: int = 1) -> np.ndarray:
     """[number of people, statistics of periods 1..T flattened]: one shard's contribution.
 
     The ids are dictionary-encoded by hash (Arrow), O(n) in any row order: panels arrive
@@ -57,7 +57,8 @@ def shard_statistics(columns: Dict[str, np.ndarray], model, missing_code: Option
     cost O(n log n) and most of the stage."""
     people, person = dictionary_encode(columns["id"])
     matrix = pivot_people(people, person, columns["period"], columns["code"], 1,
-                          model.horizon, missing_code=missing_code, where=where)
+                          model.horizon, missing_code=missing_code, where=where,
+                          scope=count_scope(num_shards))
     return np.concatenate([[matrix.shape[0]], model.panel_statistics(matrix).reshape(-1)])
 
 
@@ -65,15 +66,19 @@ class PanelStatistics(beam.PTransform):
     """``PCollection[(shard, columns)] → PCollection[(num_people, T × width array)]`` with a
     single element: the synthesizer's statistic of every period, summed over shards."""
 
-    def __init__(self, synthesizer, missing_code: Optional[int] = None, where: str = "panel"):
+    def __init__(self, synthesizer, missing_code: Optional[int] = None, where: str = "panel",
+                 num_shards: int = 1):
         super().__init__()
         self.synthesizer, self.missing_code, self.where = synthesizer, missing_code, where
+        self.num_shards = num_shards
 
     def expand(self, shards):
-        model, fill, where = self.synthesizer, self.missing_code, self.where
+        model, fill, where, num_shards = (self.synthesizer, self.missing_code, self.where,
+                                          self.num_shards)
         return (shards
                 | "ShardStatistics" >> beam.MapTuple(
-                    lambda _, columns: shard_statistics(columns, model, fill, where))
+                    lambda _, columns: shard_statistics(columns, model, fill, where,
+                                                        num_shards))
                 | "SumShards" >> beam.CombineGlobally(SumArrays()).without_defaults()
                 | "Unpack" >> beam.Map(lambda flat: (int(flat[0]), flat[1:].reshape(
                     model.horizon, model.stat_width))))
@@ -81,8 +86,8 @@ class PanelStatistics(beam.PTransform):
 
 def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], model,
                           period: int, history_before: Optional[str], history_after: str,
-                          missing_code: Optional[int], source: Optional[str] = None
-                          ) -> Tuple[int, np.ndarray]:
+                          missing_code: Optional[int], source: Optional[str] = None,
+                          num_shards: int = 1) -> Tuple[int, np.ndarray]:
     """Join one period's reports of one shard with the shard's history (the Parquet
     file ``history_before``; None at period 1).
 
@@ -92,6 +97,7 @@ def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], 
     input, if given).
     """
     where = f"{source} (period {period})" if source else f"period {period}"
+    scope = count_scope(num_shards)
     if columns is None:
         columns = {"id": np.zeros(0, dtype=np.int64), "code": np.zeros(0, dtype=np.int8)}
     ids, codes = columns["id"], columns["code"]
@@ -99,7 +105,7 @@ def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], 
     if (counts > 1).any():
         bad = unique_ids[np.flatnonzero(counts > 1)[0]]
         raise InputError(f"{where}: id {shown(bad)} reports more than once "
-                         f"({int((counts > 1).sum())} duplicated id(s))")
+                         f"({int((counts > 1).sum())} duplicated id(s) {scope})")
     codes = codes[first_index]
     if period == 1:
         people, history = unique_ids, np.zeros(unique_ids.size, dtype=np.int64)
@@ -119,6 +125,7 @@ def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], 
         if unknown.any():
             raise InputError(f"{where}: id {shown(unique_ids[np.flatnonzero(unknown)[0]])} did not "
                              f"report in period 1; {int(unknown.sum())} unknown id(s) "
+                             f"{scope} "
                              f"(the panel's people are fixed by period 1)")
         full = np.full(people.size, -1, dtype=np.int16)
         full[position] = codes
@@ -126,7 +133,7 @@ def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], 
             if missing_code is None:
                 raise InputError(f"{where}: id {shown(people[np.flatnonzero(full < 0)[0]])} has no "
                                  f"report; {int((full < 0).sum())} missing report(s) "
-                                 f"(pass --missing-value to fill them)")
+                                 f"{scope} (pass --missing-value to fill them)")
             full[full < 0] = missing_code
         codes = full.astype(np.int8)
     new_history, statistics = model.advance(history, codes.astype(np.int64), period)
