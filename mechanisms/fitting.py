@@ -212,21 +212,27 @@ def _newton_solve(q: np.ndarray, qr: np.ndarray, qc: np.ndarray,
     entry: β's last entry is fixed), by the Schur complement of the diagonal block on
     the longer side: an (n − 1) × (n − 1) or m × m solve instead of an (m + n − 1)-square
     one (a 105 × 16 pair: 15 × 15 against 120 × 120).  Raises LinAlgError where H is
-    singular (a margin of Q at 0)."""
+    singular (a margin of Q at 0) or so near it that the step is not finite (the caller
+    then takes the gradient step; a NaN step used to end the raking early, and printed
+    numpy's "invalid value encountered in matmul")."""
     m, n = q.shape
     g_a, g_b = gradient[:m], gradient[m:-1]
     qp, dc = q[:, :-1], qc[:-1]
     if np.any(qr <= 0) or np.any(dc <= 0):
         raise np.linalg.LinAlgError("a margin of Q is 0")
-    if n - 1 <= m:   # eliminate α: (diag q_c' − Q'ᵀ diag(q_r)⁻¹ Q') β = g_b − Q'ᵀ g_a / q_r
-        scaled = qp / qr[:, None]
-        beta = np.linalg.solve(np.diag(dc) - qp.T @ scaled, g_b - scaled.T @ g_a)
-        alpha = (g_a - qp @ beta) / qr
-    else:            # eliminate β: (diag q_r − Q' diag(q_c')⁻¹ Q'ᵀ) α = g_a − Q' g_b / q_c'
-        scaled = qp / dc[None, :]
-        alpha = np.linalg.solve(np.diag(qr) - scaled @ qp.T, g_a - scaled @ g_b)
-        beta = (g_b - qp.T @ alpha) / dc
-    return np.concatenate([alpha, beta])
+    with np.errstate(all="ignore"):
+        if n - 1 <= m:   # eliminate α: (diag q_c' − Q'ᵀ diag(q_r)⁻¹ Q') β = g_b − Q'ᵀ g_a / q_r
+            scaled = qp / qr[:, None]
+            beta = np.linalg.solve(np.diag(dc) - qp.T @ scaled, g_b - scaled.T @ g_a)
+            alpha = (g_a - qp @ beta) / qr
+        else:            # eliminate β: (diag q_r − Q' diag(q_c')⁻¹ Q'ᵀ) α = g_a − Q' g_b / q_c'
+            scaled = qp / dc[None, :]
+            alpha = np.linalg.solve(np.diag(qr) - scaled @ qp.T, g_a - scaled @ g_b)
+            beta = (g_b - qp.T @ alpha) / dc
+    step = np.concatenate([alpha, beta])
+    if not np.isfinite(step).all():
+        raise np.linalg.LinAlgError("the Newton step is not finite (H nearly singular)")
+    return step
 
 
 @functools.lru_cache(maxsize=16)

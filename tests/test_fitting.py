@@ -440,3 +440,16 @@ def test_rake_pair_newton_step_solves_the_dense_system(m, n):
     q[0] = 0.0
     with pytest.raises(np.linalg.LinAlgError):
         fitting._newton_solve(q, q.sum(axis=1), q.sum(axis=0), g)
+
+
+def test_rake_pair_newton_step_that_is_not_finite_is_refused_quietly():
+    """Before: a nearly singular Hessian gave a NaN step, with numpy's "invalid value
+    encountered in matmul" on stderr (audit, birds at ε = 2), and the NaN step ended the
+    raking early.  Now it is a LinAlgError, which rake_pair answers with the gradient step."""
+    import warnings
+    q = np.array([[0.5, 1e-15], [0.5, 1e-15]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(np.linalg.LinAlgError, match="not finite"):
+            fitting._newton_solve(q, q.sum(axis=1), q.sum(axis=0),
+                                  np.array([1e300, -1e300, 1e300, 0.0]))
