@@ -1472,6 +1472,8 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
                              zip(config.workloads, state.selection_counts)},
         "last_selected": [list(config.workloads[i]) for i in state.last_selected],
         "attributes_never_measured": never_measured(config, state),
+        "workloads_never_measured": [list(w) for w, c in
+                                     zip(config.workloads, state.selection_counts) if c == 0],
         "release_form": "whole table g_t" if proposed else "increment (appended)",
     }
 

@@ -205,6 +205,10 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
              for name in METRICS}
     final = periods[-1] - 1
     order = np.argsort(-np.nan_to_num(metrics["WE"][final], nan=-1.0), kind="stable")
+    # WE averages |f − g| over a workload's cells, so a many-valued workload's error is
+    # diluted by its cell count; its total variation distance is not (proportions only)
+    cells = np.array([np.prod([domain.sizes[j] for j in p]) for p in positions], float)
+    tv = metrics["WE"][final] * cells / 2 if scale == "proportion" else None
     summary = {
         "label": label or _default_label(manifest, synthetic_dir),
         "truth": truth_path, "synthetic": synthetic_dir, "domain": domain_path,
@@ -222,13 +226,26 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
         "sampling_floor": floor,
         "floor_reading": floor_reading(average["AvgWE"], floor["AvgWE"], len(floors)),
         "periods": per_period,
-        "final_period_worst_workloads": [
-            {"workload": list(workloads[i]), "WE": _finite(metrics["WE"][final, i]),
-             "RelWE": _finite(metrics["RelWE"][final, i])} for i in order[:10]],
+        "final_period_worst_workloads": [_workload_entry(workloads, metrics, tv, final, i)
+                                         for i in order[:10]],
     }
+    if tv is not None:
+        summary["final_period_worst_workloads_by_total_variation"] = [
+            _workload_entry(workloads, metrics, tv, final, i)
+            for i in np.argsort(-np.nan_to_num(tv, nan=-1.0), kind="stable")[:10]]
     if report_dir is not None:
         write_report(summary, report_dir)
     return summary
+
+
+def _workload_entry(workloads, metrics, tv, final: int, i: int) -> Dict:
+    """One workload's errors at the last released period: WE, RelWE and (proportions)
+    the total variation distance ½‖f_t/|f_t| − g_t/|g_t|‖₁ of its histograms."""
+    entry = {"workload": list(workloads[i]), "WE": _finite(metrics["WE"][final, i]),
+             "RelWE": _finite(metrics["RelWE"][final, i])}
+    if tv is not None:
+        entry["total_variation"] = _finite(tv[i])
+    return entry
 
 
 def _floors(truth_codes: np.ndarray, truth_periods: np.ndarray, increments,

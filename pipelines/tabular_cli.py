@@ -268,6 +268,16 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                            "selection measure them (docs/tabular.md, Coverage)",
                            ", ".join(manifest["attributes_never_measured"]),
                            manifest["periods_released"])
+        unmeasured = manifest.get("workloads_never_measured") or []
+        if unmeasured:
+            from continual_synth.pipelines.logs import LOGGER
+            LOGGER.info("%d of %d workloads were never selected in %d periods (%s%s): the "
+                        "release's joint of each is the model's completion from the measured "
+                        "ones, not a measurement (manifest: workloads_never_measured)",
+                        len(unmeasured), len(manifest["workloads"]),
+                        manifest["periods_released"],
+                        "; ".join(",".join(w) for w in unmeasured[:3]),
+                        "; …" if len(unmeasured) > 3 else "")
         return {key: value for key, value in manifest.items()
                 if not isinstance(value, (list, dict))}
     synthesizer = synthesizer_from_args(args)
