@@ -378,7 +378,9 @@ def write_report(summary: dict, report_dir: str) -> None:
         plot_query_panels(query_periods, panels,
                           path=storage.join(report_dir, "quarterly_queries.png"),
                           title=f"Proportion with value {queries['positive_value']!r} in the"
-                                f" {QUERY_WINDOW} periods ending at t (quarter ends marked;"
+                                f" {QUERY_WINDOW} periods ending at t (every"
+                                f" {QUERY_WINDOW}rd period marked: quarter ends if periods"
+                                f" are months;"
                                 f" no error bound is claimed for these queries)",
                           subtitle=subtitle,
                           marked_periods=[t for t in query_periods if t % QUERY_WINDOW == 0])
