@@ -224,7 +224,8 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
         "last": int(last),
         "average_last": average,
         "sampling_floor": floor,
-        "floor_reading": floor_reading(average["AvgWE"], floor["AvgWE"], len(floors)),
+        "floor_reading": floor_reading(average["AvgWE"], floor["AvgWE"], len(floors),
+                                       average.get("AvgRelWE"), floor.get("AvgRelWE")),
         "periods": per_period,
         "final_period_worst_workloads": [_workload_entry(workloads, metrics, tv, final, i)
                                          for i in order[:10]],
@@ -262,16 +263,25 @@ def _floors(truth_codes: np.ndarray, truth_periods: np.ndarray, increments,
             for t in periods}
 
 
-def floor_reading(avg_we: Optional[float], floor: Optional[float], periods: int) -> str:
-    """One sentence: the release's AvgWE as a multiple of its sampling floor."""
+def floor_reading(avg_we: Optional[float], floor: Optional[float], periods: int,
+                  avg_rel: Optional[float] = None, rel_floor: Optional[float] = None) -> str:
+    """One sentence: the release's AvgWE as a multiple of its sampling floor, and its
+    AvgRelWE as a multiple of that metric's floor where both are defined (AvgWE weighs
+    every cell by its share, so rare cells' relative errors show only in AvgRelWE: an
+    audit read AvgWE at 6.3× its floor and AvgRelWE at 18×)."""
     where = (f"a sample of the release's size drawn with replacement from the true table "
              f"f_t, mean over the last {periods} period(s)")
     if avg_we is None or floor is None:
         return f"AvgWE or its sampling floor is undefined ({where})"
     if floor <= 0:
         return f"AvgWE {avg_we:.4g} against a sampling floor of 0 ({where})"
+    relative = ""
+    if avg_rel is not None and rel_floor is not None and rel_floor > 0:
+        relative = (f"; AvgRelWE {avg_rel:.4g} is {avg_rel / rel_floor:.2f}× its floor "
+                    f"{rel_floor:.4g}")
     return (f"AvgWE {avg_we:.4g} is {avg_we / floor:.2f}× the sampling floor {floor:.4g} "
-            f"({where}); 1× is the error of the real records resampled at that size")
+            f"({where}){relative}; 1× is the error of the real records resampled at that "
+            f"size")
 
 
 def _release_form(requested: str, manifest: Optional[dict]) -> str:

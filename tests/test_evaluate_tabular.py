@@ -243,6 +243,10 @@ def test_sampling_floor_beside_the_metrics(tmp_path):
         ratio = summary["average_last"]["AvgWE"] / summary["sampling_floor"]["AvgWE"]
         assert 0.8 < ratio < 1.25, ratio
         assert f"is {ratio:.2f}× the sampling floor" in summary["floor_reading"]
+        relative = (summary["average_last"]["AvgRelWE"]
+                    / summary["sampling_floor"]["AvgRelWE"])
+        assert f"AvgRelWE {summary['average_last']['AvgRelWE']:.4g} is {relative:.2f}× its " \
+               f"floor" in summary["floor_reading"]
     assert 1.6 < quarter["sampling_floor"]["AvgWE"] / full["sampling_floor"]["AvgWE"] < 2.4
     assert exact["average_last"]["AvgWE"] == 0
     assert "is 0.00× the sampling floor" in exact["floor_reading"]
