@@ -229,9 +229,13 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         summary = evaluate_tabular(args.truth, args.synthetic, args.report,
                                    domain_path=args.domain, marginals=args.marginals,
                                    period_col=args.period_col, last=args.last)
-        return {key: value for key, value in summary.items()
-                if not isinstance(value, (list, dict))
-                or key in ("average_last", "sampling_floor")}
+        printed = {key: value for key, value in summary.items()
+                   if not isinstance(value, (list, dict))
+                   or key in ("average_last", "sampling_floor")}
+        if "final_period_worst_workloads_by_total_variation" in summary:  # all: --report
+            printed["worst_workloads_by_total_variation"] = summary[
+                "final_period_worst_workloads_by_total_variation"][:3]
+        return printed
     if args.command != "tabular":
         return None
     from continual_synth.pipelines import tabular

@@ -274,3 +274,20 @@ def test_worst_workloads_by_total_variation(files):
     assert len(got) == len(tv) and got == sorted(got, reverse=True)
     for entry in ranked + summary["final_period_worst_workloads"]:
         assert entry["total_variation"] == pytest.approx(tv[tuple(entry["workload"])])
+
+
+def test_command_line_prints_the_averages_and_the_worst_workloads_by_total_variation(
+        files, capsys):
+    from continual_synth.pipelines.cli import main
+    _, domain, truth, release = files
+    assert main(["evaluate", "tabular", "--truth", truth, "--synthetic", release,
+                 "--domain", domain]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    summary = evaluate_tabular(truth, release, domain_path=domain)
+    assert printed["average_last"] == pytest.approx(summary["average_last"])
+    assert printed["floor_reading"] == summary["floor_reading"]
+    expected = summary["final_period_worst_workloads_by_total_variation"][:3]
+    got = printed["worst_workloads_by_total_variation"]
+    assert [e["workload"] for e in got] == [e["workload"] for e in expected]
+    assert [e["total_variation"] for e in got] == pytest.approx(
+        [e["total_variation"] for e in expected])
