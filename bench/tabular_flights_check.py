@@ -96,23 +96,31 @@ def one_way_tv(stream, release, period):
     return out
 
 
-def one_run(job):
-    folder, stream, domain, horizon, epsilon, seed, coverage = job
-    release = os.path.join(folder, f"release-e{epsilon:g}-s{seed}")
+def run_and_evaluate(stream, domain, release, horizon, epsilon, seed, options=()):
+    """``continual-synth tabular run`` into ``release`` (with ``options``), then
+    ``continual-synth evaluate tabular``, as a user runs them: (run seconds, the
+    evaluation's printed summary, the release's manifest)."""
     command = [sys.executable, "-m", "continual_synth"]
     start = time.perf_counter()
     subprocess.run(command + ["tabular", "run", "--input", stream, "--domain", domain,
                               "--output", release, "--epsilon", str(epsilon),
-                              "--horizon", str(horizon), "--seed", str(seed)]
-                   + (["--coverage", coverage] if coverage else []),
+                              "--horizon", str(horizon), "--seed", str(seed), *options],
                    check=True, capture_output=True)
     seconds = time.perf_counter() - start
     evaluated = subprocess.run(command + ["evaluate", "tabular", "--truth", stream,
                                           "--synthetic", release, "--domain", domain],
                                check=True, capture_output=True, text=True)
-    summary = json.loads(evaluated.stdout)
     with open(os.path.join(release, "manifest.json")) as handle:
         manifest = json.load(handle)
+    return seconds, json.loads(evaluated.stdout), manifest
+
+
+def one_run(job):
+    folder, stream, domain, horizon, epsilon, seed, coverage = job
+    release = os.path.join(folder, f"release-e{epsilon:g}-s{seed}")
+    seconds, summary, manifest = run_and_evaluate(
+        stream, domain, release, horizon, epsilon, seed,
+        ["--coverage", coverage] if coverage else [])
     result = {"epsilon": epsilon, "seed": seed, "run_seconds": round(seconds, 1),
               "selections": manifest["selections"], "coverage": manifest["coverage"],
               **{name: summary["average_last"][name] for name in ("AvgWE", "MaxWE")},

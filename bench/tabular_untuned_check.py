@@ -31,16 +31,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from multiprocessing import Pool
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tabular_flights_check import one_way_tv  # noqa: E402
+from tabular_flights_check import one_way_tv, run_and_evaluate  # noqa: E402
 
 TIED = {"mpls": ("precinct", "neighborhood"), "birds": ("phase", "height")}
 PLACE = {"mpls": "neighborhood", "birds": "state"}
@@ -120,19 +118,8 @@ def absent_pair_share(stream, release, period, pair):
 def one_run(job):
     folder, dataset, stream, domain, horizon, epsilon, seed = job
     release = os.path.join(folder, f"release-{os.path.basename(stream)}-e{epsilon:g}-s{seed}")
-    command = [sys.executable, "-m", "continual_synth"]
-    start = time.perf_counter()
-    subprocess.run(command + ["tabular", "run", "--input", stream, "--domain", domain,
-                              "--output", release, "--epsilon", str(epsilon),
-                              "--horizon", str(horizon), "--seed", str(seed)],
-                   check=True, capture_output=True)
-    seconds = time.perf_counter() - start
-    evaluated = subprocess.run(command + ["evaluate", "tabular", "--truth", stream,
-                                          "--synthetic", release, "--domain", domain],
-                               check=True, capture_output=True, text=True)
-    summary = json.loads(evaluated.stdout)
-    with open(os.path.join(release, "manifest.json")) as handle:
-        manifest = json.load(handle)
+    seconds, summary, manifest = run_and_evaluate(stream, domain, release, horizon, epsilon,
+                                                  seed)
     tied = TIED[dataset]
     result = {"dataset": dataset, "stream": os.path.basename(stream), "epsilon": epsilon,
               "seed": seed, "run_seconds": round(seconds, 1),

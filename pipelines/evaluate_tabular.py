@@ -207,7 +207,7 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     order = np.argsort(-np.nan_to_num(metrics["WE"][final], nan=-1.0), kind="stable")
     # WE averages |f − g| over a workload's cells, so a many-valued workload's error is
     # diluted by its cell count; its total variation distance is not (proportions only)
-    cells = np.array([np.prod([domain.sizes[j] for j in p]) for p in positions], float)
+    cells = np.array([domain.size(w) for w in workloads], dtype=np.float64)
     tv = metrics["WE"][final] * cells / 2 if scale == "proportion" else None
     summary = {
         "label": label or _default_label(manifest, synthetic_dir),
