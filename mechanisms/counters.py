@@ -223,6 +223,27 @@ class StreamCounter:
             return _dl_var(float(param))
         return float(param)
 
+    def node_params(self) -> List[float]:
+        """Every noise parameter the counter's nodes use (over its whole horizon)."""
+        return [param for _, param in self._entry_groups()]
+
+    def sub_gaussian_factor(self) -> float:
+        """How far a release's sub-Gaussian variance proxy can exceed its exact variance.
+
+        N_Z(0, σ²) is σ²-sub-Gaussian (its moment generating function is at most that of
+        N(0, σ²); Canonne, Kamath, Steinke 2020) while its variance is below σ², far below
+        for small σ² (σ² = 0.05: 1.1·10⁻⁴).  S̃^t − S^t = Σ_i w_i Z_i over independent
+        nodes, so its proxy Σ w_i² σ_i² is at most max_i σ_i²/Var(Z_i) × its variance.
+        1 for the continuous Gaussian.  Pure-DP (Laplace) noise is not sub-Gaussian.
+        A node whose variance underflows to 0 (σ² below about 10⁻³) draws anything but 0
+        with probability below 10⁻³⁰⁰ and is left out."""
+        if self.unit != "rho":
+            raise ValueError("discrete Laplace noise is not sub-Gaussian")
+        if self.noise != DISCRETE_GAUSSIAN:
+            return 1.0
+        ratios = [float(p) / v for p in self.node_params() if (v := self.node_variance(p)) > 0]
+        return max(ratios, default=1.0)
+
     def _draw(self, sampler: Sampler, param: float, nodes: int) -> np.ndarray:
         """Noise for ``nodes`` nodes × ``dim`` coordinates, as float64 (nodes, dim)."""
         size = nodes * self.dim
@@ -1309,6 +1330,10 @@ class HybridCounter(StreamCounter):
         v_tree = np.array([self.node_variance(self.tree_param(int(e))) if e > 0 else 0.0
                            for e in range(int(m.max()) + 1)])
         return (m + 1) * self.node_variance(self.log_param) + _popcount(r) * v_tree[m]
+
+    def node_params(self):
+        last = self.epoch_of(self.horizon) if self.horizon else 60
+        return [self.log_param] + [self.tree_param(m) for m in range(1, last + 1)]
 
     def _entry_groups(self):
         # an entry of epoch m touches 1 log node and m tree nodes; the loss is the same

@@ -34,8 +34,9 @@ Unset, the split is the one whose ``variance_bound`` is lower, computed for both
 Accuracy (Lemma 4.2).  Monotonisation does not increase the worst error, so
 max_{b,t} |Ŝ_b^t − S_b^t| ≤ max_{b,t} |S̃_b^t − S_b^t| + ½ when the counter's output is
 real-valued (it is rounded).  The manifest's headline ``error_bound`` is this, from the
-counters' exact variances calibrated to the relation in force (sub-Gaussian tails, union
-over the T(T+1)/2 pairs).  The paper's Corollary B.1 is printed beside it, labelled as
+counters' variances calibrated to the relation in force (sub-Gaussian tails with the
+discrete Gaussian's proxy σ², not its smaller exact variance; union over the T(T+1)/2
+pairs).  The paper's Corollary B.1 is printed beside it, labelled as
 the paper's, only where the paper states it: tree counters, App. B's split, add-remove
 (under replace one person moves two entries per counter, the calibrated noise doubles in
 variance and the corollary, which depends on ρ alone, no longer bounds the error: in the
@@ -173,15 +174,20 @@ class CumulativeConfig:
     @property
     def variance_bound(self) -> float:
         """With probability ≥ 1 − β every |Ŝ_b^t − S_b^t| ≤ this (counts): sub-Gaussian
-        tails of the counters' exact variances (calibrated to the relation in force),
-        union over the T(T+1)/2 (b, t) pairs, + ½ when the counter's output is rounded."""
+        tails (the counters' exact variances calibrated to the relation in force, times
+        ``StreamCounter.sub_gaussian_factor``: the discrete Gaussian's proxy is σ², above
+        its variance), union over the T(T+1)/2 (b, t) pairs, + ½ when the counter's output
+        is rounded."""
         return self._variance_bound(self.budget_split)
 
     def _variance_bound(self, split: str) -> float:
         pairs = self.horizon * (self.horizon + 1) / 2
-        worst = max(max_variance(self.counter, int(h), rho=float(r),
-                                 entries_changed=self.entries_changed)
-                    for h, r in zip(self.counter_horizons, self._counter_rhos(split)))
+        worst = 0.0
+        for h, r in zip(self.counter_horizons, self._counter_rhos(split)):
+            counter = make_counter(self.counter, int(h), rho=float(r),
+                                   entries_changed=self.entries_changed)
+            worst = max(worst, counter.sub_gaussian_factor()
+                        * float(counter.variances(np.arange(1, counter.horizon + 1)).max()))
         rounding = 0.0 if self.counter in INTEGER_KINDS else 0.5
         return math.sqrt(2 * worst * math.log(2 * pairs / self.beta)) + rounding
 
