@@ -404,7 +404,7 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
     summary = logs.summary_line()
     if summary:
         logs.LOGGER.info(summary)
-    print(json.dumps(tidy_floats(result), indent=2, default=str))
+    print(json.dumps(tidy_floats(result), indent=2, default=str, ensure_ascii=False))
     return 0
 
 

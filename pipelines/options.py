@@ -302,21 +302,30 @@ def check_directory_options(args: argparse.Namespace,
 
 
 #: pairs of locations that must not be the same nor one inside the other
-SEPARATE = (("output", "input"), ("output", "state"), ("output", "watch"), ("state", "watch"))
+SEPARATE = (("output", "input"), ("output", "state"), ("output", "watch"), ("state", "watch"),
+            ("report", "synthetic"), ("report", "truth"))
 
 
 def check_separate_locations(args: argparse.Namespace) -> None:
     """Refuse an ``--output`` that is, holds or lies inside the ``--input``, ``--state`` or
     ``--watch`` directory, and a ``--state`` inside the watched directory (or holding it):
     private records or state would sit in the public release, a release would be read as
-    input, a stream would list its own files.  Local paths are compared where their
+    input, a stream would list its own files.  An evaluation's ``--report`` (it holds the
+    true counts, and plots of the real records) is kept out of the release it evaluates
+    (``--synthetic``) and out of the ``--truth``.  Local paths are compared where their
     symbolic links lead, so a link into the release is no way around the rule."""
     from continual_synth.transforms.storage import resolved
-    given = {name: getattr(args, name, None) for name in ("input", "watch", "state", "output")}
+    given = {name: getattr(args, name, None)
+             for name in ("input", "watch", "state", "output", "report", "synthetic", "truth")}
     paths = {name: resolved(path) for name, path in given.items() if isinstance(path, str)}
     for first, second in SEPARATE:
         if first in paths and second in paths:
             a, b = paths[first], paths[second]
+            if (a == b or a.startswith(b + "/") or b.startswith(a + "/")) and first == "report":
+                raise InputError(
+                    f"--report {given[first]} and --{second} {given[second]} are the same "
+                    f"place or one is inside the other: a report holds the true counts, so "
+                    f"keep it apart from the release and the truth")
             if a == b or a.startswith(b + "/") or b.startswith(a + "/"):
                 raise InputError(
                     f"--{first} {given[first]} and --{second} {given[second]} are the same "

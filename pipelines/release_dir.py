@@ -34,7 +34,8 @@ def _default(value):
 
 def json_bytes(document: Dict) -> bytes:
     """A JSON document as the bytes every writer of this module saves."""
-    return (json.dumps(document, indent=2, default=_default) + "\n").encode("utf-8")
+    text = json.dumps(document, indent=2, default=_default, ensure_ascii=False)
+    return (text + "\n").encode("utf-8")
 
 
 def write_json_atomic(path: str, document: Dict) -> None:
@@ -56,8 +57,8 @@ def write_json_atomic(path: str, document: Dict) -> None:
 def write_summary(report_dir: str, summary: Dict) -> str:
     """An evaluation's ``summary.json`` in ``report_dir`` (any filesystem); its path."""
     path = storage.join(report_dir, "summary.json")
-    storage.write_bytes(path, (json.dumps(summary, indent=2, allow_nan=False) + "\n")
-                        .encode("utf-8"))
+    text = json.dumps(summary, indent=2, allow_nan=False, ensure_ascii=False)
+    storage.write_bytes(path, (text + "\n").encode("utf-8"))
     return path
 
 

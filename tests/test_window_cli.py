@@ -199,6 +199,31 @@ def test_evaluate_window_writes_the_report(string_panel, cli_release, tmp_path, 
         [manifest["num_synthetic"]] * (HORIZON - WINDOW + 1)
 
 
+@pytest.mark.parametrize("where", ["release", "inside-release", "truth-folder"])
+def test_evaluate_refuses_a_report_in_the_release_or_the_truth(string_panel, cli_release,
+                                                               tmp_path, capsys, where):
+    """Before: ``--report`` the release itself (or a folder in it) exited 0 and left
+    summary.json with the panel's exact counts in the public release."""
+    import shutil
+    _, _, _, panel = string_panel
+    _, _, out = cli_release
+    release = tmp_path / "release"
+    shutil.copytree(out, release)
+    truth = tmp_path / "truth"
+    truth.mkdir()
+    shutil.copy(panel, truth / os.path.basename(panel))
+    report = {"release": release, "inside-release": release / "report",
+              "truth-folder": truth / "report"}[where]
+    before = snapshot(str(tmp_path))
+    code = main(["evaluate", "window", "--truth", str(truth), "--synthetic", str(release),
+                 "--report", str(report), "--id-col", "pid", "--period-col", "month",
+                 "--value-col", "status"])
+    assert code == 2
+    [line] = error_lines(capsys.readouterr().err)
+    assert "a report holds the true counts" in line
+    assert snapshot(str(tmp_path)) == before
+
+
 def test_evaluate_window_missing_release_exits_2(tmp_path, capsys):
     code = main(["evaluate", "window", "--truth", str(tmp_path / "t.parquet"),
                  "--synthetic", str(tmp_path / "nothing")])
