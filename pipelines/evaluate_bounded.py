@@ -45,6 +45,7 @@ from scipy import stats
 from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.pipelines import release_dir
 from continual_synth.pipelines.plots import privacy_subtitle, save_figure
+from continual_synth.pipelines.provenance import truth_check
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_dataset, read_files, release_files
 from continual_synth.transforms.points import table_points
@@ -235,6 +236,7 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
         synthetic = finite_points(read_files(files), columns, synthetic_dir)
         summary["period"] = chosen
     manifest = release_dir.read_json(storage.join(synthetic_dir, "manifest.json")) or {}
+    summary.update(truth_check(truth_path, manifest))
     summary.update(wasserstein_summary(truth, synthetic, ot_points=ot_points,
                                        projections=projections, seed=seed))
     if manifest.get("bounds"):

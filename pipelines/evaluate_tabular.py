@@ -41,6 +41,7 @@ from continual_synth.mechanisms.workload_error import (METRICS, average_last,
                                                        period_histograms, sampling_floor,
                                                        stream_metrics)
 from continual_synth.pipelines.plots import _figure, _finish_axes, save_figure
+from continual_synth.pipelines.provenance import truth_check
 from continual_synth.pipelines.release_dir import write_summary
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset, read_file, release_files
@@ -212,6 +213,7 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     summary = {
         "label": label or _default_label(manifest, synthetic_dir),
         "truth": truth_path, "synthetic": synthetic_dir, "domain": domain_path,
+        **truth_check(truth_path, manifest),
         "marginals": str(marginals), "num_workloads": len(workloads),
         "scale": scale, "zero_truth": zero_truth, "period_col": period_col,
         "synthetic_form": synthetic_form,

@@ -51,6 +51,26 @@ def input_sha256(path: str) -> str:
     return digest_data_files(hashlib.sha256(), path).hexdigest()
 
 
+def truth_check(truth_path: str, manifest: Optional[Dict]) -> Dict:
+    """``{"truth_is_release_input": bool}`` for a release made in one run from one input
+    (its manifest has ``provenance.input_sha256`` and no ``input_period``): whether the
+    truth's bytes are that input's.  When they are not, an evaluation may compare the
+    release with another panel, so a warning is logged.  ``{}`` for step releases (each
+    manifest fingerprints one period's file) and releases without a fingerprint."""
+    held = (manifest or {}).get("provenance") or {}
+    if "input_sha256" not in held or "input_period" in held:
+        return {}
+    same = input_sha256(truth_path) == held["input_sha256"]
+    if not same:
+        from continual_synth.pipelines import logs
+        logs.LOGGER.warning(
+            "the truth %s is not the input this release was made from (the SHA-256 of its "
+            "data files differs from the manifest's input_sha256): unless it is the same "
+            "data in another form, this evaluation compares the release with other data",
+            truth_path)
+    return {"truth_is_release_input": same}
+
+
 def tidy_floats(document: Any) -> Any:
     """``document`` with every float rounded to :data:`SIGNIFICANT_DIGITS` significant
     digits (dicts, lists and tuples are walked; other values are kept)."""
