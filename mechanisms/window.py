@@ -277,8 +277,14 @@ def manifest_fields(state: WindowState) -> Dict:
         "beta": config.beta,
         "n_pad": config.n_pad,
         "error_bound": config.error_bound,
-        "error_bound_note": ("Theorem 3.2: with probability >= 1 - beta, every released "
-                             "window count is within error_bound of the true count + n_pad"),
+        "error_bound_note": (
+            "Theorem 3.2's bound (sigma + 1/2) * sqrt(2 log(|A|^k R / beta)) with the noise "
+            "in force (sigma^2 = noise_variance"
+            + (", twice the paper's: its sensitivity 1 holds for add-remove, this release's "
+               "relation moves one person between two bins" if config.neighbor == "replace"
+               else ", the paper's calibration") +
+            "): with probability >= 1 - beta, every released window count is within "
+            "error_bound of the true count + n_pad"),
         "num_synthetic": state.num_synthetic,
         "periods_released": list(state.periods_released),
         "last_period_seen": state.period,
