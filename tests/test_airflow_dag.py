@@ -93,3 +93,33 @@ def test_three_monthly_dag_runs_release_what_window_run_releases(airflow_env, tm
     assert ran.returncode != 0 and "unknown conf key(s) ['rhoo']" in log, log[-4000:]
     assert "up_for_retry" not in log
     assert (snapshot(out), snapshot(state)) == released
+
+
+def test_each_monthly_run_fires_after_its_month_and_releases_that_month(airflow_env):
+    """Airflow 3 gives ``schedule="@monthly"`` a CronTriggerTimetable: the run dated
+    1 February fired on 1 February and was told period 2, a month before February's data
+    existed.  The DAG's timetable, as the scheduler sees it: the first two runs cover
+    January and February, fire when each has ended, and release periods 1 and 2."""
+    script = f"""
+import importlib.util
+from airflow.serialization.encoders import coerce_to_core_timetable
+from airflow.timetables.base import TimeRestriction
+spec = importlib.util.spec_from_file_location(
+    "dag_file", {os.path.join(REPO, "examples", "airflow", "continual_synth_monthly.py")!r})
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+dag = module.dag
+timetable = coerce_to_core_timetable(dag.timetable)
+restriction = TimeRestriction(earliest=dag.start_date, latest=None, catchup=True)
+info = None
+for _ in range(2):
+    info = timetable.next_dagrun_info_v2(last_dagrun_info=info, restriction=restriction)
+    start, end = info.data_interval
+    print(start.date(), end.date(), info.run_after.date(),
+          module.period_of(info.logical_date, dag.start_date))
+"""
+    ran = subprocess.run([sys.executable, "-c", script], env=airflow_env, capture_output=True,
+                         text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout.split("\n")[:2] == ["2026-01-01 2026-02-01 2026-02-01 1",
+                                          "2026-02-01 2026-03-01 2026-03-01 2"]

@@ -18,8 +18,13 @@ the state at a time (``max_active_runs=1`` keeps the periods in order).
 Params (all overridable with ``-c``): ``input`` (this period's file), ``state``,
 ``output``, ``window``, ``horizon``, ``rho``, ``seed`` (null: the OpenDP sampler, for
 publication) and ``period``: the period t this run releases, passed to the step as
-``--period=t`` (null: the months from the DAG's ``start_date`` to the run's logical date,
-plus one, so set ``start_date`` to the month of period 1).  With the period known, a file
+``--period=t`` (null: :func:`period_of` the run's month).  The schedule is a
+``CronDataIntervalTimetable``: each run covers one calendar month (its data interval, from
+the 1st of the month) and starts once that month has ended, so the run dated January
+fires on 1 February and releases January.  Airflow 3 gives a plain ``"@monthly"`` a
+``CronTriggerTimetable`` instead, whose run dated 1 February fires on 1 February with an
+empty interval: a run would be told the period of a month whose data does not exist yet.
+Set ``start_date`` to the first day of period 1's month.  With the period known, a file
 re-exported with other bytes after its period was released, or a month's run triggered
 out of order, is refused (``already-released`` / "out of order") instead of being taken
 as the state's next period.  ``conf`` keys that are not params fail the run (a misspelt
@@ -39,15 +44,22 @@ import sys
 
 import pendulum
 from airflow.providers.apache.beam.operators.beam import BeamRunPythonPipelineOperator
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, CronDataIntervalTimetable, Param, task
 from airflow.sdk.exceptions import AirflowFailException
 
 PYTHON = os.environ.get("CONTINUAL_SYNTH_PYTHON", sys.executable)
 
+
+def period_of(month_start, start_date) -> int:
+    """The period a run releases: months from ``start_date`` (period 1's month) to the
+    start of the run's data interval (its logical date), plus one."""
+    return (month_start.year - start_date.year) * 12 + month_start.month - start_date.month + 1
+
+
 with DAG(
     dag_id="continual_synth_monthly",
     description="continual DP synthetic panel: one period per run (window synthesizer)",
-    schedule="@monthly",
+    schedule=CronDataIntervalTimetable("@monthly", timezone="UTC"),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
@@ -68,7 +80,8 @@ with DAG(
                                   "simulation (NOT for publication)"),
         "period": Param(None, type=["null", "integer"], minimum=1,
                         description="the period t this run releases; null: months from "
-                                    "start_date to the logical date, plus one"),
+                                    "start_date to the run's month (its data interval), "
+                                    "plus one"),
     },
     tags=["continual-synth"],
 ) as dag:
@@ -88,8 +101,7 @@ with DAG(
             if when is None:
                 raise AirflowFailException("this run has no logical date: give the period, "
                                            "-c '{\"period\": t, ...}'")
-            start = dag.start_date
-            period = (when.year - start.year) * 12 + when.month - start.month + 1
+            period = period_of(when, dag.start_date)
         argv = [PYTHON, "-m", "continual_synth.jobs.window_init", f"--state={params['state']}",
                 f"--window={params['window']}", f"--horizon={params['horizon']}",
                 f"--rho={params['rho']}", "--exists-ok"]
