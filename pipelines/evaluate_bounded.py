@@ -44,7 +44,7 @@ from scipy import stats
 
 from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.pipelines import release_dir
-from continual_synth.pipelines.plots import privacy_subtitle, save_figure
+from continual_synth.pipelines.plots import privacy_subtitle, save_figure, suptitle
 from continual_synth.pipelines.provenance import truth_check
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_dataset, read_files, release_files
@@ -257,6 +257,8 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
     if report_dir:
         storage.makedirs(report_dir)
         subtitle = privacy_subtitle(manifest, unit="point")
+        if "period" in summary:
+            subtitle = f"the release of period {summary['period']} · {subtitle}"
         if "w1_verdict" in summary:
             subtitle += "\n" + summary["w1_verdict"]
         summary["plots"] = plot_points(truth, synthetic, columns, report_dir, subtitle)
@@ -273,8 +275,7 @@ def plot_points(truth: np.ndarray, synthetic: np.ndarray, columns: Sequence[str]
     dims = truth.shape[1]
     fig = Figure(figsize=(max(4.5 * dims, 8.0), 4.2))
     FigureCanvasAgg(fig)
-    fig.suptitle(f"Real and synthetic points, per column\n{subtitle}".strip(),
-                 fontsize="medium")
+    suptitle(fig, "Real and synthetic points, per column", subtitle, fontsize="medium")
     for j in range(dims):
         ax = fig.add_subplot(1, dims, j + 1)
         lo = min(truth[:, j].min(), synthetic[:, j].min())
@@ -290,8 +291,8 @@ def plot_points(truth: np.ndarray, synthetic: np.ndarray, columns: Sequence[str]
     if dims >= 2:
         fig = Figure(figsize=(10, 5.2))
         FigureCanvasAgg(fig)
-        fig.suptitle(f"Real and synthetic points, {columns[0]} × {columns[1]}\n"
-                     f"{subtitle}".strip(), fontsize="medium")
+        suptitle(fig, f"Real and synthetic points, {columns[0]} × {columns[1]}", subtitle,
+                 fontsize="medium")
         ranges = [[min(truth[:, j].min(), synthetic[:, j].min()),
                    max(truth[:, j].max(), synthetic[:, j].max())] for j in (0, 1)]
         for i, (name, pts) in enumerate((("real", truth), ("synthetic", synthetic))):

@@ -40,7 +40,8 @@ from continual_synth.mechanisms.marginals import Domain, encode_records, parse_w
 from continual_synth.mechanisms.workload_error import (METRICS, average_last,
                                                        period_histograms, sampling_floor,
                                                        stream_metrics)
-from continual_synth.pipelines.plots import _figure, _finish_axes, save_figure
+from continual_synth.pipelines.plots import (_figure, _finish_axes, privacy_subtitle,
+                                             save_figure, suptitle)
 from continual_synth.pipelines.provenance import truth_check
 from continual_synth.pipelines.release_dir import write_summary
 from continual_synth.transforms import storage
@@ -324,7 +325,20 @@ def _finite(value) -> Optional[float]:
 def write_report(summary: dict, report_dir: str) -> None:
     """``summary.json`` and ``tabular_metrics.png`` (one release) into ``report_dir``."""
     write_summary(report_dir, summary)
-    plot_metrics_over_time({summary["label"]: summary}, storage.join(report_dir, PLOT_NAME))
+    plot_metrics_over_time({summary["label"]: summary}, storage.join(report_dir, PLOT_NAME),
+                           subtitle=_plot_subtitle(summary))
+
+
+def _plot_subtitle(summary: Dict) -> str:
+    """The release's privacy and relation, and where the floor is drawn."""
+    manifest = summary.get("manifest")
+    parts = [privacy_subtitle(manifest, unit="record")] if manifest else []
+    floors = [row["period"] for row in summary.get("periods", [])
+              if row.get("floor_AvgWE") is not None]
+    if floors:
+        parts.append(f"sampling floor drawn for periods {floors[0]}-{floors[-1]} "
+                     f"(the --last periods)")
+    return " · ".join(parts)
 
 
 def _as_columns(metrics) -> Dict[str, List]:
@@ -345,7 +359,7 @@ def _as_columns(metrics) -> Dict[str, List]:
 
 
 def plot_metrics_over_time(series: Mapping[str, object], path: str,
-                           title: Optional[str] = None) -> str:
+                           title: Optional[str] = None, subtitle: str = "") -> str:
     """The four metrics over time, one panel each (2 × 2, as in Figures 1-6), with one line
     per release: ``series`` maps a label (e.g. "baseline", "proposed") to its per-period
     metrics (a summary from :func:`evaluate_tabular`, a list of per-period dicts, or a
@@ -379,5 +393,5 @@ def plot_metrics_over_time(series: Mapping[str, object], path: str,
         _finish_axes(ax, periods_all, xlabel="time t", ylabel=name)
         ax.set_title(PANEL_TITLES[name], fontsize="medium")
         ax.legend(frameon=False, fontsize="small")
-    fig.suptitle(title or "Workload errors over time (Kumar et al. 2024, §7.3)")
+    suptitle(fig, title or "Workload errors over time (Kumar et al. 2024, §7.3)", subtitle)
     return save_figure(fig, path)

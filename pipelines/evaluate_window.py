@@ -382,7 +382,8 @@ def write_report(summary: dict, report_dir: str) -> None:
                                 f" {QUERY_WINDOW} periods ending at t (every"
                                 f" {QUERY_WINDOW}rd period marked: quarter ends if periods"
                                 f" are months;"
-                                f" no error bound is claimed for these queries)",
+                                f" no error bound is claimed for these queries)"
+                                + (f". NOTE: {queries['note']}" if queries["note"] else ""),
                           subtitle=subtitle,
                           marked_periods=[t for t in query_periods if t % QUERY_WINDOW == 0])
 

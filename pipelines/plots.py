@@ -29,7 +29,7 @@ Series = Union[Values, Tuple[Values, Optional[Values], Optional[Values]]]
 
 
 NEIGHBOURS = {"replace": "replace one {unit}'s data", "add-remove": "add or remove one {unit}",
-              "event-level": "change one record (event level)"}
+              "event-level": "add or remove one {unit} at one time (event level)"}
 
 
 def privacy_subtitle(manifest: Mapping, unit: str = "person") -> str:
@@ -92,7 +92,7 @@ def plot_error_over_time(periods: Sequence[int], series: Mapping[str, Series],
         axes[-1].axis("off")
         axes[-1].text(0, 1, notes, fontsize="small", va="top", ha="left",
                       transform=axes[-1].transAxes)
-    fig.suptitle(f"{title}\n{subtitle}" if subtitle else title)
+    suptitle(fig, title, subtitle)
     return save_figure(fig, path)
 
 
@@ -128,7 +128,7 @@ def plot_query_panels(periods: Sequence[int], panels: Mapping[str, Mapping[str, 
         ax.set_visible(False)
     for ax in axes.ravel():
         ax.yaxis.set_tick_params(labelleft=True)
-    fig.suptitle(f"{title}\n{subtitle}" if subtitle else title)
+    suptitle(fig, title, subtitle)
     return save_figure(fig, path)
 
 
@@ -159,6 +159,15 @@ def _finish_axes(ax, periods: Sequence[int], xlabel: str, ylabel: str) -> None:
     ax.spines[["top", "right"]].set_visible(False)
 
 
+def suptitle(fig: Figure, title: str, subtitle: str = "", **options) -> None:
+    """``title`` and ``subtitle`` above the whole figure, each line wrapped to the figure's
+    width (a long title is never cut at the edges)."""
+    width = max(40, int(fig.get_figwidth() * 9))  # about 10 characters an inch at 12 pt
+    text = f"{title}\n{subtitle}" if subtitle else title
+    fig.suptitle("\n".join(textwrap.fill(line, width) for line in text.strip().splitlines()),
+                 **options)
+
+
 def _figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
@@ -168,6 +177,6 @@ def _figure(width: float, height: float) -> Figure:
 def save_figure(fig: Figure, path: str, dpi: int = 120) -> str:
     """Write ``fig`` as a PNG to ``path`` (any filesystem Beam knows) and return the path."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")  # nothing cut at the edges
     storage.write_bytes(path, buffer.getvalue())
     return path

@@ -18,6 +18,23 @@ def test_privacy_subtitle_names_the_budget_and_the_relation():
     assert plots.privacy_subtitle({"epsilon": 1.0, "neighbor": "add-remove"}, unit="point") == \
         "ε = 1 (pure ε-DP) · neighbours: add or remove one point"
     assert "unknown" in plots.privacy_subtitle({})
+    assert plots.privacy_subtitle({"epsilon": 2.0, "neighbor": "event-level"}, unit="record") \
+        == "ε = 2 (pure ε-DP) · neighbours: add or remove one record at one time (event level)"
+
+
+def test_a_long_title_stays_inside_the_figure(figures):
+    """Before: the quarterly-query and bounded plots' titles ran past both edges."""
+    title = ("Proportion with value 'yes' in the 3 periods ending at t (every 3rd period "
+             "marked: quarter ends if periods are months; no error bound is claimed for "
+             "these queries). NOTE: queries span 3 periods but the release preserves "
+             "windows of 2")
+    plots.plot_query_panels([3, 4], {"a": {"truth": [0.1, 0.2]}}, "unused.png", title,
+                            subtitle=plots.privacy_subtitle(WINDOW_MANIFEST))
+    [fig] = figures
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    extent = fig._suptitle.get_window_extent(renderer)
+    assert 0 <= extent.x0 and extent.x1 <= fig.bbox.x1
 
 
 @pytest.fixture
