@@ -17,8 +17,8 @@ Every W1 is read against its **noise floor** (:func:`_floor`): the same W1 betwe
 disjoint samples of the real points of the same size m (d = 1: m = min(n/2, synthetic
 points); d > 1: the OT subsample size), each averaged over a few draws.  ``w1_verdict``
 says whether the release's W1 at that size is within the floor (the mean paired
-difference not significantly above 0, one-sided 2.5 %: "indistinguishable from a fresh
-real sample at this size") or how many times the floor it is.
+difference not significantly above 0, one-sided 2.5 %, with the ratio and the few draws
+the test rests on) or how many times the floor it is.
 
 A continual release (``bounded step`` / ``run --horizon``: files ``synthetic-tNNNN-*``,
 one set per period) is evaluated at one period t (``period``; default the last released):
@@ -174,9 +174,10 @@ def _floor(same: Sequence[float], floor: Sequence[float], m: int, method: str) -
     within = bool(differences.mean()
                   <= stats.t.ppf(0.975, max(len(differences) - 1, 1)) * error)
     if within:
-        verdict = (f"W1 {w1:.5g} is within the sampling floor {base:.5g} (mean of "
-                   f"{len(same)} draws; difference {differences.mean():.3g} ± {error:.2g}): "
-                   f"indistinguishable from a fresh real sample at this size")
+        ratio = f"{w1 / base:.3g}× " if base > 0 else ""
+        verdict = (f"W1 {w1:.5g} is within the sampling floor {base:.5g} ({ratio}the floor; "
+                   f"difference {differences.mean():.3g} ± {error:.2g}, not significantly "
+                   f"above 0 at 2.5 % with {len(same)} draws of the floor)")
     else:
         verdict = (f"W1 {w1:.5g} is {w1 / base:.3g}× the sampling floor {base:.5g} "
                    f"(real against real at the same size; mean of {len(same)} draws)"
