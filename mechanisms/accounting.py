@@ -89,6 +89,31 @@ def zcdp_to_approx_dp(rho: float, delta: float) -> float:
     return float(max(values.min(), 0.0))
 
 
+def gaussian_mechanism_epsilon(rho: float, delta: float) -> float:
+    """ε such that a *continuous* Gaussian mechanism that is ρ-zCDP is (ε, δ)-DP, exactly.
+
+    Its privacy loss at the worst neighbouring pair is N(μ²/2, μ²) with μ = Δ₂/σ = √(2ρ)
+    (linear post-processing keeps it), so δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)
+    (Balle, Wang 2018, the analytic Gaussian mechanism); ε solves δ(ε) = δ.  Tighter than
+    :func:`zcdp_to_approx_dp`, which holds for any ρ-zCDP mechanism (the discrete
+    Gaussian's loss is not exactly Gaussian, so its families keep that conversion)."""
+    from scipy import optimize, stats
+    if rho < 0 or not 0 < delta < 1:
+        raise ValueError("need rho >= 0 and 0 < delta < 1")
+    if rho == 0:
+        return 0.0
+    mu = math.sqrt(2.0 * rho)
+
+    def excess(epsilon):
+        return (stats.norm.cdf(mu / 2 - epsilon / mu)
+                - math.exp(epsilon) * stats.norm.cdf(-mu / 2 - epsilon / mu) - delta)
+
+    if excess(0.0) <= 0:
+        return 0.0
+    return float(optimize.brentq(excess, 0.0, zcdp_to_approx_dp(rho, delta) + 1.0,
+                                 xtol=1e-12))
+
+
 def zcdp_to_approx_dp_bun_steinke(rho: float, delta: float) -> float:
     """The simpler conversion ε = ρ + 2√(ρ log(1/δ)) (Bun and Steinke 2016, Prop. 1.3)."""
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))

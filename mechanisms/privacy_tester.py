@@ -56,7 +56,15 @@ event with the best bound on the second, so trying several costs no validity)
 
 Claimed ε.  Pure-DP families claim their ε (δ = 0).  zCDP families claim ρ; the tester
 compares with ε(ρ, δ) from :func:`accounting.zcdp_to_approx_dp` (CKS 2020 Prop. 12) at the
-δ of the case.
+δ of the case.  That conversion holds for every ρ-zCDP mechanism and is loose for a
+Gaussian one (ρ = 0.5, δ = 10⁻³: 3.54 against the exact 3.14), so loose that a
+calibration bug which doubles ρ (4.85: the replace relation's √2 ignored) can hide in
+the gap.  Families whose release is a linear map of *continuous* Gaussian noise
+(``sqrt-factorisation``, ``blt``) are compared with the exact Gaussian curve
+(:func:`accounting.gaussian_mechanism_epsilon`); discrete-Gaussian families keep the
+conversion, and their calibration is checked exactly by unit tests
+(``test_counters.py::test_node_noise_matches_sensitivity``,
+``test_window_mechanism.py::test_noise_calibration_and_per_update_budget``).
 
 Families (``*_case`` builders, one per mechanism family; each states its relation)
 -------------------------------------------------------------------------------------
@@ -278,7 +286,8 @@ Draw = Callable[[Sampler, int], Tuple[np.ndarray, np.ndarray]]
 class AuditCase:
     """One mechanism on one pair of neighbouring inputs.  ``draw(sampler, n)`` returns n
     releases (rows) on D and n on D'.  The claim is ``epsilon`` (pure DP) or ``rho``
-    (zCDP, compared at ``delta``)."""
+    (zCDP, compared at ``delta``); ``gaussian_mechanism``: the release is a linear map of
+    continuous Gaussian noise, so ρ-zCDP is compared through the exact Gaussian curve."""
 
     family: str
     relation: str
@@ -287,11 +296,14 @@ class AuditCase:
     rho: Optional[float] = None
     delta: float = 0.0
     statistics: Tuple[str, ...] = ("linear", "sign", "innovation-sign")
+    gaussian_mechanism: bool = False
 
     @property
     def claimed_epsilon(self) -> float:
         if self.rho is None:
             return float(self.epsilon)
+        if self.gaussian_mechanism:
+            return accounting.gaussian_mechanism_epsilon(self.rho, self.delta)
         return accounting.zcdp_to_approx_dp(self.rho, self.delta)
 
 
@@ -424,7 +436,8 @@ def counter_case(kind: str, unit: str, neighbor: str, budget: float, horizon: in
     claimed = budget * share
     claim = {"rho": claimed, "delta": delta} if unit == "rho" else {"epsilon": claimed}
     family = f"counter {kind} ({unit})" + (f", entry share {share:g}" if share != 1.0 else "")
-    return AuditCase(family, neighbor, draw, **claim)
+    return AuditCase(family, neighbor, draw, **claim,
+                     gaussian_mechanism=probe.noise == counters.GAUSSIAN)
 
 
 def _one_way_config(epsilon: float, selections: int, attributes: int, values: int):

@@ -186,9 +186,30 @@ def test_planted_bug_noise_scale_halved_is_caught(index):
     assert result.epsilon_lower_bound > result.claimed_epsilon
 
 
+GAUSSIAN = [i for i, case in enumerate(CASES) if case.gaussian_mechanism]
+
+
+@pytest.mark.parametrize("index", GAUSSIAN, ids=[IDS[i] for i in GAUSSIAN])
+def test_planted_bug_doubled_rho_is_caught_for_continuous_gaussian_counters(index):
+    """σ² halved (noise scale × √½) is what ignoring the replace relation's √2 does: 2ρ.
+    Against the zCDP conversion (2.75 at ρ = 0.5, δ = 10⁻²) it hid in the conversion's
+    slack (an audit: not caught for sqrt-factorisation at 100 000 releases); against
+    the exact Gaussian curve (2.32; 2ρ gives 3.71) it is caught.  60 000 releases (≈ 1 s
+    each): over two seeds the bugged ε_lb was 2.60-2.97, the correct one 1.77-2.02."""
+    case = CASES[index]
+    buggy = pt.ScaledNoiseSampler(SeededSampler([903, index]), 2 ** -0.5)
+    result = pt.run_case(case, buggy, 60_000, AUDIT_ALPHA)
+    assert result.refuted, result.to_dict()
+
+
 def test_zcdp_claim_is_the_accounting_conversion():
-    case = next(c for c in CASES if c.rho is not None)
+    case = next(c for c in CASES if c.rho is not None and not c.gaussian_mechanism)
     assert case.claimed_epsilon == accounting.zcdp_to_approx_dp(case.rho, case.delta)
+    kinds = {c.family.split()[1] for c in CASES if c.gaussian_mechanism}
+    assert kinds == {"sqrt-factorisation", "blt"}
+    case = CASES[GAUSSIAN[0]]
+    assert case.claimed_epsilon == accounting.gaussian_mechanism_epsilon(case.rho, case.delta)
+    assert case.claimed_epsilon < accounting.zcdp_to_approx_dp(case.rho, case.delta)
 
 
 def test_scaled_noise_sampler_scales_every_law():
