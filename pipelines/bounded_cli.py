@@ -10,6 +10,7 @@
     continual-synth bounded run  ... --horizon T [--period-col period] [--counter auto]
                                 [--level-stride 2]
     continual-synth bounded init --state STATE --horizon T [run's options, no --input/--output]
+                                [--exists-ok]
     continual-synth bounded step --state STATE --input PERIOD_FILE --output DIR [--period P]
     continual-synth bounded stream --watch DIR --state STATE --output DIR --horizon T
                                 [init's options] [--until-period P] [--poll-interval S]
@@ -27,7 +28,7 @@ from typing import List, Optional
 from continual_synth.mechanisms.errors import (InputError, ParameterError, format_bytes,
                                                positive_real)
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
-                                               POSITIVE_REAL, InputOptions, StateOptions,
+                                               POSITIVE_REAL, InitOptions, InputOptions,
                                                JobOptions, OutputOptions, StepOptions,
                                                add_job_commands, add_job_options)
 
@@ -124,7 +125,7 @@ class BoundedRunOptions(OutputOptions, InputOptions, BoundedReleaseOptions):
                             help="rows per Arrow batch when reading")
 
 
-class BoundedInitOptions(StateOptions, BoundedReleaseOptions):
+class BoundedInitOptions(InitOptions, BoundedReleaseOptions):
     description = "continual PrivHP: create the state of an incremental release"
 
     @classmethod
@@ -250,6 +251,13 @@ def _continual(args, beam_args: List[str]) -> dict:
     common = dict(seed=args.seed, out_format=args.out_format, clip=args.clip,
                   num_shards=args.shards, depth_from=depth_from)
     if args.action == "init":
+        if args.exists_ok:
+            from continual_synth.pipelines.cli import _holds_same_state, kept_state
+            document = bounded_continual.initial_document(config, columns, bounds,
+                                                          args.samples, **common)
+            if _holds_same_state(args.state, document,
+                                 bounded_continual.ContinualPrivHPJob().canonical):
+                return kept_state(args.state)
         bounded_continual.init(config, args.state, columns, bounds, args.samples, **common)
         return {"status": "initialised", "state": args.state, "horizon": config.horizon,
                 "epsilon": config.epsilon, "neighbor": config.structure.neighbor,

@@ -251,9 +251,9 @@ def _dispatch(args, beam_args: List[str]) -> dict:
             jobs.warn_if_mostly_noise(manifest)
             return manifest
         common = _common(args, model.alphabet)
-        if args.exists_ok and _holds_same_state(args.state, model, common):
-            return {"status": "kept", "state": args.state,
-                    "message": "the state exists with these options; kept as it is"}
+        if args.exists_ok and _holds_same_state(args.state,
+                                                jobs.initial_document(model, **common)):
+            return kept_state(args.state)
         jobs.init(model, args.state, **common)
         return {"status": "initialised", "state": args.state,
                 **{key: value for key, value in model.manifest(model.initial_state()).items()
@@ -272,26 +272,59 @@ def _dispatch(args, beam_args: List[str]) -> dict:
     return demo(args.output, seed=args.seed, beam_args=beam_args)
 
 
-def _holds_same_state(state_dir: str, model, common: dict) -> bool:
-    """Whether ``state_dir`` holds a state (False: none yet) made by ``init`` with these
-    options; a state made with other options is a :class:`StateError` naming them."""
+# Fields of a state document that are not ``init``'s settings: identity, bookkeeping,
+# what the steps change, and what follows from the seed.
+_STATE_FIELDS_NOT_SETTINGS = ("state_id", "fingerprints", "pending", "output_dir", "files",
+                              "synthesizer_state", "shard_sizes", "shard_code_counts",
+                              "sampler", "for_publication")
+
+
+def _settings(document: dict) -> dict:
+    """``init``'s settings in a state document: its top-level fields but the bookkeeping
+    and the synthesizer's state, and the configuration's fields, as JSON reads them."""
+    top = {key: value for key, value in document.items()
+           if key not in _STATE_FIELDS_NOT_SETTINGS and key != "config"}
+    return json.loads(json.dumps({**top, **document.get("config", {})}, default=str))
+
+
+def _holds_same_state(state_dir: str, document: dict, canonical=None) -> bool:
+    """Whether ``state_dir`` holds a state (False: none yet) made by ``init`` with the
+    settings of ``document`` (the state document this ``init`` would create), however many
+    steps it has taken since; a state made with other settings is a :class:`StateError`
+    naming them (``init --exists-ok`` of every family).  ``canonical``: the job's reading
+    of a saved state document (a state saved by an earlier version, as its steps read it)."""
     from continual_synth.mechanisms.errors import StateError
     from continual_synth.pipelines.lifecycle import StateDir
     store = StateDir(state_dir)
     if not store.exists():
         return False
     _, state = store.read()
-    wanted = json.loads(json.dumps({
-        "kind": model.kind, "seed": common["seed"], "format": common["out_format"],
-        "columns": vars(common["columns"]), "missing_value": common["missing_value"],
-        "num_shards": common["num_shards"], **model.config.to_dict()}, default=str))
-    held = {**{k: state.get(k) for k in wanted}, **state.get("config", {})}
-    differ = [f"{key} {held.get(key)!r} (state) != {value!r}" for key, value in wanted.items()
-              if held.get(key) != value]
+    if canonical is not None and state.get("kind") == document.get("kind"):
+        state = canonical(state)
+    differ = _differences(_settings(state), _settings(document))
     if differ:
         raise StateError(f"{state_dir} holds a state made with other options: "
                          f"{'; '.join(differ)}; give the same options or another --state")
     return True
+
+
+def _differences(held: dict, wanted: dict, prefix: str = "") -> list:
+    """``key held (state) != wanted`` for each setting that differs; a nested block's
+    settings are named by their path (``structure.epsilon``)."""
+    differ = []
+    for key, value in wanted.items():
+        have = held.get(key)
+        if isinstance(value, dict) and isinstance(have, dict):
+            differ += _differences(have, value, f"{prefix}{key}.")
+        elif have != value:
+            differ.append(f"{prefix}{key} {have!r} (state) != {value!r}")
+    return differ
+
+
+def kept_state(state_dir: str) -> dict:
+    """The summary of ``init --exists-ok`` on a state it keeps."""
+    return {"status": "kept", "state": state_dir,
+            "message": "the state exists with these options; kept as it is"}
 
 
 def _headline(summary: dict) -> dict:

@@ -4,6 +4,7 @@
                                  [--method proposed|baseline] [--selections K] [--marginals 2]
                                  [--counter simple] [--fit ipf|pgm|mw] [--horizon T] [--seed S] …
     continual-synth tabular init --state STATE --domain DOMAIN.json --epsilon E [same options]
+                                 [--exists-ok]
     continual-synth tabular step --state STATE --input PERIOD_FILE --output DIR [--period P]
     continual-synth tabular stream --watch DIR --state STATE --output DIR [--until-period P]
                                  --domain DOMAIN.json --epsilon E [same options as init]
@@ -21,8 +22,8 @@ import argparse
 from typing import List, Optional
 
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
-                                               POSITIVE_REAL, PROBABILITY, InputOptions,
-                                               OutputOptions, StateOptions, StepOptions,
+                                               POSITIVE_REAL, PROBABILITY, InitOptions,
+                                               InputOptions, OutputOptions, StepOptions,
                                                add_job_commands)
 
 
@@ -129,7 +130,7 @@ class TabularRunOptions(OutputOptions, InputOptions):
         _add_synthesizer_options(parser, with_infer=True)
 
 
-class TabularInitOptions(StateOptions):
+class TabularInitOptions(InitOptions):
     description = "tabular synthesizer: create the state of an incremental release"
 
     @classmethod
@@ -285,8 +286,12 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         return {key: value for key, value in manifest.items()
                 if not isinstance(value, (list, dict))}
     synthesizer = synthesizer_from_args(args)
-    tabular.init(synthesizer, args.state, seed=args.seed, out_format=args.out_format,
-                 period_col=args.period_col)
+    common = dict(seed=args.seed, out_format=args.out_format, period_col=args.period_col)
+    if args.exists_ok:
+        from continual_synth.pipelines.cli import _holds_same_state, kept_state
+        if _holds_same_state(args.state, tabular.initial_document(synthesizer, **common)):
+            return kept_state(args.state)
+    tabular.init(synthesizer, args.state, **common)
     config = synthesizer.config
     summary = {"status": "initialised", "state": args.state, "method": args.method,
                "epsilon": args.epsilon, "workloads": len(synthesizer.workloads)}

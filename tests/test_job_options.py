@@ -215,6 +215,48 @@ def test_init_exists_ok_keeps_the_same_state_and_refuses_other_options(tmp_path,
     assert snapshot(state) == before
 
 
+def _tabular_init(tmp_path):
+    domain = tmp_path / "domain.json"
+    domain.write_text(json.dumps({"a": [0, 1], "b": ["x", "y"]}))
+    period = tmp_path / "p01.csv"
+    period.write_text("a,b,period\n0,x,1\n1,y,1\n1,x,1\n")
+    return (["tabular", "init", "--domain", str(domain), "--epsilon", "2", "--horizon", "3"],
+            str(period))
+
+
+def _bounded_init(tmp_path):
+    period = tmp_path / "p01.csv"
+    period.write_text("x,y\n0.1,0.2\n0.7,0.4\n0.5,0.9\n")
+    return (["bounded", "init", "--horizon", "3", "--columns", "x,y", "--bounds", "0:1",
+             "--epsilon", "2", "--samples", "20", "--depth", "3"], str(period))
+
+
+@pytest.mark.parametrize("family", ["tabular", "bounded"])
+def test_tabular_and_bounded_init_exists_ok_as_window_init(family, tmp_path, capsys):
+    """``tabular init`` and ``bounded init`` take ``--exists-ok`` (the scheduler modules
+    ``tabular_init`` and ``bounded_init`` as an idempotent first task), with window
+    init's meaning: a state of the same settings is kept, byte for byte, even after a
+    step; one of other settings is refused (exit 2) naming the setting."""
+    command, period = {"tabular": _tabular_init, "bounded": _bounded_init}[family](tmp_path)
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    argv = command + ["--state", state, "--seed", "1"]
+    assert main(argv + ["--exists-ok"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "initialised"
+    assert main([family, "step", "--state", state, "--input", period, "--output", out]) == 0
+    capsys.readouterr()
+    before = snapshot(state)
+    assert main(argv + ["--exists-ok"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "kept"
+    assert main(argv[:-1] + ["2", "--exists-ok"]) == 2
+    assert "holds a state made with other options: seed 1 (state) != 2" in \
+        capsys.readouterr().err
+    other = [arg if arg != "2" else "3" for arg in argv]  # --epsilon 3
+    assert main(other + ["--exists-ok"]) == 2
+    assert "epsilon 2.0 (state) != 3.0" in capsys.readouterr().err
+    assert main(argv) == 2 and "already holds a state" in capsys.readouterr().err
+    assert snapshot(state) == before
+
+
 def test_the_source_tree_imports_as_the_installed_package():
     """Run from the repository root (``python -m continual_synth``, a Flex Template
     image's workdir, ``--setup_file ./setup.py``), ``./continual_synth`` shadows an
