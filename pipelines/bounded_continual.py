@@ -343,4 +343,4 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
               "for_publication": seed is None, "mode": "run"}
     logs.LOGGER.info("reading %s (periods 1..%d)", input_path, config.horizon)
     return lifecycle.release_whole_run(output_dir, write, extras,
-                                       f"{input_path}: the stream holds no points")
+                                       f"{input_path}: the stream holds no points", input_path)

@@ -77,6 +77,23 @@ def test_run_manifest_carries_provenance_and_a_clean_budget(panel, capsys):
     assert manifest["provenance"]["created_utc"].endswith("Z")
 
 
+@pytest.mark.parametrize("continual", [False, True])
+def test_bounded_run_manifest_carries_the_input_fingerprint(tmp_path, capsys, continual):
+    """``bounded run`` and ``bounded run --horizon T`` (continual PrivHP's whole-run
+    release) fingerprint their input as every other manifest does."""
+    path = str(tmp_path / "points.csv")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("x,y,period\n0.1,0.2,1\n0.7,0.4,2\n0.5,0.9,2\n0.3,0.3,1\n")
+    out = str(tmp_path / "release")
+    argv = ["bounded", "run", "--input", path, "--output", out, "--columns", "x,y",
+            "--bounds", "0:1", "--epsilon", "2", "--samples", "10", "--depth", "3",
+            "--seed", "1", "--shards", "2"] + (["--horizon", "2"] if continual else [])
+    assert main(argv) == 0
+    capsys.readouterr()
+    manifest = json.load(open(os.path.join(out, "manifest.json"), encoding="utf-8"))
+    assert manifest["provenance"]["input_sha256"] == provenance.input_sha256(path)
+
+
 def test_step_manifest_names_the_period_file_it_ingested(panel, capsys):
     root, _, paths = panel
     state, out = str(root / "state"), str(root / "steps")
