@@ -75,18 +75,23 @@ def record_metrics(pipeline) -> None:
 
 def add_totals(counts: Dict[str, int]) -> None:
     """Add counts made outside a Beam pipeline (a driver-side pass over the input) to
-    the command's totals."""
+    the command's totals.  They never stand in for a runner's missing metrics: if any
+    pipeline of the command reported none, :func:`summary_line` says so instead of
+    printing these beside zeros for what the pipelines counted."""
     for name, value in counts.items():
         _totals[name] = _totals.get(name, 0) + int(value)
 
 
 def summary_line() -> Optional[str]:
     """``done in 12.3 s: records read 2000, rejected 0, periods released 6, synthetic
-    records written 12000`` (None if no pipeline ran)."""
+    records written 12000`` (None if no pipeline ran); ``done in 5.3 s (this runner
+    reports no Beam metrics)`` if a pipeline's runner reported none (Beam's Dask runner),
+    whatever was counted on the driver: partial counts would read as zeros."""
     elapsed = f"done in {time.monotonic() - _started:.1f} s"
+    if _metrics_missing:
+        return f"{elapsed} (this runner reports no Beam metrics)"
     if not _totals:
-        return (f"{elapsed} (this runner reports no Beam metrics)" if _metrics_missing
-                else None)
+        return None
     counts = {name: _totals.get(name, 0) for name in monitoring.COUNTERS}
     return (f"{elapsed}: records read {counts[monitoring.RECORDS_READ]}, rejected "
             f"{counts[monitoring.RECORDS_REJECTED]}, periods released "

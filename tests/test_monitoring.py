@@ -176,3 +176,43 @@ def test_continual_bounded_run_and_step_report_their_work(tmp_path, capsys):
                  "--output", str(tmp_path / "steps")]) == 0
     lines = _lines(capsys.readouterr().err, "bounded step")
     assert tuple(map(int, SUMMARY.match(lines[-1]).groups())) == (30, 0, 1, 50)
+
+
+def test_continual_bounded_run_on_dask_prints_no_partial_counters(tmp_path, capsys):
+    """Beam's Dask runner reports no metrics; continual PrivHP's run counts the points it
+    reads on the driver, which must not turn the missing counters into zeros ("records
+    read 400, rejected 0, periods released 0, synthetic records written 0"): the summary
+    is the same honest line as every other Dask run's."""
+    pytest.importorskip("distributed")
+    rng = np.random.default_rng(5)
+    points = str(tmp_path / "points.parquet")
+    write_file(pa.table({"x": rng.random(400), "y": rng.random(400),
+                         "period": np.repeat(np.arange(1, 5), 100)}), points, "parquet")
+    assert main(["bounded", "run", "--input", points, "--output", str(tmp_path / "out"),
+                 "--columns", "x,y", "--bounds", "0:1,0:1", "--epsilon", "1", "--seed", "1",
+                 "--samples", "50", "--depth", "6", "--horizon", "4",
+                 "--runner", "dask-local"]) == 0
+    lines = _lines(capsys.readouterr().err, "bounded run")
+    assert re.fullmatch(r"done in [\d.]+ s \(this runner reports no Beam metrics\)",
+                        lines[-1]), lines[-1]
+    assert not any(SUMMARY.match(line) for line in lines)
+
+
+def test_missing_metrics_are_not_hidden_by_driver_counts():
+    """:func:`logs.summary_line` after a pipeline without metrics and a driver-side
+    count: the missing-metrics line, not the driver's count beside zeros."""
+
+    class NoMetrics:
+        def metrics(self):
+            raise NotImplementedError
+
+    class Ran:
+        result = NoMetrics()
+
+    logs.configure("test", False)
+    try:
+        logs.add_totals({monitoring.RECORDS_READ: 18000})
+        logs.record_metrics(Ran())
+        assert logs.summary_line().endswith("(this runner reports no Beam metrics)")
+    finally:
+        logs.configure("test", False)
