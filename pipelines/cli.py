@@ -212,7 +212,7 @@ def _common(args, alphabet):
 
 def dispatch(args, beam_args: List[str]) -> dict:
     from continual_synth.runners.presets import resolved_beam_args
-    with resolved_beam_args(beam_args) as resolved:
+    with resolved_beam_args(beam_args, getattr(args, "verbose", False)) as resolved:
         return _dispatch(args, resolved)
 
 

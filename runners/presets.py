@@ -13,7 +13,11 @@
   (``--dask_partition_size=1``).  For an existing cluster use ``--runner DaskRunner
   --dask_client_address HOST:PORT``.
 * ``DaskRunner``: :class:`continual_synth.runners.dask_runner.DaskRunner`, Beam's Dask
-  runner with a cheaper ``GroupByKey``.
+  runner with a cheaper ``GroupByKey``.  Without ``--dask_client_address`` Beam's runner
+  starts ``dask.distributed``'s default local cluster for the job (worker processes and
+  threads sized from this machine's cores, closed after the job); its ``distributed.*``
+  INFO and WARNING lines, the driver's and the workers', are shown only with
+  ``--verbose`` (:func:`quiet_own_cluster`), as ``dask-local``'s are not.
 * ``FlinkRunner``, ``DataflowRunner``, …: passed to Beam unchanged, with their own
   options (``--flink_master``, ``--project`` …); ship the code with
   ``--setup_file ./setup.py``.
@@ -66,14 +70,22 @@ def _partitions(beam_args: Sequence[str]) -> List[str]:
 
 
 @contextlib.contextmanager
-def resolved_beam_args(beam_args: Sequence[str]) -> Iterator[List[str]]:
+def resolved_beam_args(beam_args: Sequence[str], verbose: bool = False
+                       ) -> Iterator[List[str]]:
     """Beam arguments with presets resolved; a ``dask-local`` cluster lives as long as
-    the ``with`` block."""
+    the ``with`` block, and so does the cluster ``DaskRunner`` starts without
+    ``--dask_client_address`` (quiet unless ``verbose``)."""
     index, runner = _runner_value(beam_args)
     if runner == "DaskRunner":
         require_dask()
         check_scheduler(beam_args)
-        yield _without(beam_args, index) + [f"--runner={DASK_RUNNER}"] + _partitions(beam_args)
+        resolved = _without(beam_args, index) + [f"--runner={DASK_RUNNER}"] \
+            + _partitions(beam_args)
+        if verbose or _scheduler_address(beam_args):
+            yield resolved
+        else:
+            with quiet_own_cluster():
+                yield resolved
     elif runner == "dask-local":
         with local_dask_cluster(num_workers(beam_args)) as address:
             yield (_without(beam_args, index) + [f"--runner={DASK_RUNNER}",
@@ -138,12 +150,54 @@ def worker_environ() -> dict:
     return environ
 
 
+# Dask's configuration of its loggers, read by ``import distributed`` in each new worker
+# process (the old-style ``logging: {distributed: error}``)
+QUIET_WORKERS_ENV = "DASK_LOGGING__DISTRIBUTED"
+
+
+@contextlib.contextmanager
+def quiet_own_cluster() -> Iterator[None]:
+    """While the ``with`` block runs, the ``distributed`` logger of this process (the
+    scheduler and nannies of a local cluster) and of the worker processes started in it
+    log errors only; on exit the clients opened in it are closed (with the local cluster
+    a client started, before it can log its shutdown), then the levels are restored.
+
+    For ``--runner DaskRunner`` without ``--dask_client_address``: Beam's runner then
+    opens ``distributed.Client()``, which starts a cluster of its own and whose
+    ``distributed.*`` INFO lines (about 60 for a short job) would otherwise reach stderr."""
+    import logging
+    import os
+
+    import distributed
+
+    logger = logging.getLogger("distributed")
+    level, environ = logger.level, os.environ.get(QUIET_WORKERS_ENV)
+    logger.setLevel(logging.ERROR)
+    os.environ[QUIET_WORKERS_ENV] = "error"
+    try:
+        yield
+    finally:
+        try:
+            _close_clients(distributed)
+        finally:
+            logger.setLevel(level)
+            if environ is None:
+                os.environ.pop(QUIET_WORKERS_ENV, None)
+            else:
+                os.environ[QUIET_WORKERS_ENV] = environ
+
+
+def _scheduler_address(beam_args: Sequence[str]):
+    """``--dask_client_address`` of ``beam_args`` (None if not given)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    return PipelineOptions(list(beam_args)).get_all_options().get("address")  # its dest
+
+
 def check_scheduler(beam_args: Sequence[str]) -> None:
     """``--dask_client_address``, if given, must answer (Beam's Dask client would wait
     30 s and end in a traceback)."""
-    from apache_beam.options.pipeline_options import PipelineOptions
     from continual_synth.transforms.storage import check_answers
-    address = PipelineOptions(list(beam_args)).get_all_options().get("address")  # its dest
+    address = _scheduler_address(beam_args)
     if address:
         check_answers("--dask_client_address", address, "Dask scheduler", scheme="tcp")
 

@@ -189,3 +189,27 @@ def test_group_by_key_puts_each_integer_key_in_its_own_partition_with_n_by_m_tas
     # split + pick + group tasks: n + n*m + m, on top of the input's n
     assert len(grouped.__dask_graph__()) - len(bag.__dask_graph__()) == (
         inputs + inputs * shards + shards)
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_dask_runner_without_an_address_is_quiet_unless_verbose(panel, tmp_path, verbose):
+    """``--runner DaskRunner`` without ``--dask_client_address``: Beam's runner starts a
+    local cluster of its own, whose ``distributed.*`` INFO/WARNING lines (64 on a short
+    run) reached stderr without ``--verbose``.  Now stderr holds only the command's
+    lines, as with ``dask-local``; ``--verbose`` (anywhere on the line) shows them."""
+    import os
+    import subprocess
+    _, _, path = panel
+    script = os.path.join(os.path.dirname(sys.executable), "continual-synth")
+    argv = [script, *(["-v"] if verbose else []), "window", "run", "--input", path,
+            "--output", str(tmp_path / "out"), "--window", "2", "--horizon", "5",
+            "--rho", "5", "--seed", "1", "--shards", "2", "--runner", "DaskRunner"]
+    ran = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    distributed_lines = [line for line in lines if "distributed." in line]
+    if verbose:
+        assert distributed_lines
+    else:
+        assert lines and all(line.startswith("continual-synth window run: ")
+                             for line in lines), lines
