@@ -11,7 +11,8 @@ Two forms, both all-or-nothing:
   1. **own** the state (:class:`Ownership`: refused at once, or ``--wait``), before
      reading any data;
   2. **check** order, horizon and budget, and the input's fingerprint (a re-run of an
-     ingested file reads nothing and spends nothing);
+     ingested file reads nothing and spends nothing; without ``--period``, an input whose
+     location was ingested before with other contents is refused: ``inputs``);
   3. **compute** the period from the data, writing private intermediates only into
      this run's own folder ``runs/<token>/`` (removed on every failure path);
   4. **commit** the next state version with the ledger charged and the period's
@@ -523,7 +524,9 @@ class IncrementalJob:
 
     ``state`` is the saved JSON document; its common fields are ``kind``, ``seed``,
     ``sampler``, ``format``, ``fingerprints``, ``pending``, ``output_dir`` and
-    ``files`` (name → path relative to the state root of the private files in use).
+    ``files`` (name → path relative to the state root of the private files in use);
+    ``contents`` (content digest → period) and ``inputs`` (resolved input location →
+    the last period ingested from it) are added by the steps (absent from older states).
     """
 
     kind: str = ""
@@ -657,6 +660,8 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         target = _check_order(job, state, period, seen)  # seen: this same file's period
         if isinstance(target, dict):
             return target
+        if period is None:
+            _check_not_rerun(state, input_path, target)
         job.check_step(state, target)  # horizon and budget, before reading any data
         digests = digests or input_digests(input_path)  # a missing input: named here
         copied = state.get("contents", {}).get(digests[1])
@@ -676,6 +681,8 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
                                     beam_args)
             new_state["fingerprints"] = {**state["fingerprints"], digests[0]: target}
             new_state["contents"] = {**state.get("contents", {}), digests[1]: target}
+            new_state["inputs"] = {**state.get("inputs", {}),
+                                   storage.resolved(input_path): target}
             new_state["output_dir"] = storage.absolute(output_dir)
             crash_point("computed")
             version = store.commit(version, new_state)  # commit point: ledger charged
@@ -687,6 +694,20 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         crash_point("committed")
         return _publish(job, store, version, new_state, output_dir, beam_args, resumed=False,
                         input_path=input_path)
+
+
+def _check_not_rerun(state: Dict, input_path: str, target: int) -> None:
+    """Refuse, when no ``--period`` is given, an input whose location (resolved: absolute,
+    links followed) was ingested as an earlier period with other contents: most likely the
+    same step run again after its file or folder changed (a part landed in the folder
+    while the first run read it), not the next period; its records would be counted
+    twice.  ``--period`` says it is the next one (one landing path overwritten every
+    period).  A state written before ``inputs`` were recorded has none to compare."""
+    ingested = state.get("inputs", {}).get(storage.resolved(input_path))
+    if ingested is not None:
+        raise StateError(f"{input_path} was ingested as period {ingested} with other "
+                         f"contents (it changed since: a re-run of that step?); not taken as "
+                         f"period {target}; if it is period {target}, pass --period {target}")
 
 
 def _check_order(job: IncrementalJob, state: Dict, period: Optional[int],

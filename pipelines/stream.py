@@ -112,8 +112,8 @@ SPOOL = "spool"  # STATE/spool/<token>/: an event-time period's records while it
 #: the period in a file's name: the number after the last "period" or "wave"
 PERIOD_IN_NAME = re.compile(r"(?:period|wave)[_\-. ]?0*(\d+)(?!.*(?:period|wave))", re.I)
 #: state fields that change as the release goes on (not the options a stream is given)
-_PROGRESS_FIELDS = {"state_id", "synthesizer_state", "fingerprints", "contents", "pending",
-                    "output_dir", "files", "shard_sizes", "shard_code_counts"}
+_PROGRESS_FIELDS = {"state_id", "synthesizer_state", "fingerprints", "contents", "inputs",
+                    "pending", "output_dir", "files", "shard_sizes", "shard_code_counts"}
 _STOP_MESSAGE = "continual-synth stream stopped"
 LOGGER = logging.getLogger("continual_synth")
 

@@ -479,3 +479,53 @@ def test_a_release_directory_that_lost_its_files_is_not_stepped_on(history, tmp_
     with pytest.raises(StateError, match="restore"):
         synth.step(state, synth.files[CRASH_PERIOD - 1], out)
     assert (snapshot(state), snapshot(out)) == before
+
+
+def test_a_rerun_on_a_folder_that_gained_a_file_is_not_the_next_period(history, tmp_path,
+                                                                         capsys):
+    """A step read a folder while another part was landing in it, so it ingested the
+    folder as period 3 without that part; the same command run again found the folder's
+    contents changed (another fingerprint) and took it as period 4, counting the first
+    part's records in periods 3 and 4.  Without --period it is refused now (exit 2, one
+    line, nothing changes); --period says it is the next one (one landing path
+    overwritten every period), as before."""
+    synth = history.synth
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    extension = os.path.splitext(synth.files[0])[1]
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    shutil.copyfile(synth.files[CRASH_PERIOD - 1], folder / f"part-0{extension}")
+    assert synth.step(state, str(folder), out)["status"] in ("released", "ingested")
+    shutil.copyfile(synth.files[CRASH_PERIOD], folder / f"part-1{extension}")  # landed late
+    argv = [synth.cli, "step", "--state", state, "--input", str(folder), "--output", out]
+    before = snapshot(state), snapshot(out)
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0, error
+    assert f"{folder} was ingested as period {CRASH_PERIOD} with other contents" in error
+    assert error.endswith(f"pass --period {CRASH_PERIOD + 1}"), error
+    assert (snapshot(state), snapshot(out)) == before
+    # the landing folder overwritten with the next period's file: --period takes it
+    os.remove(folder / f"part-0{extension}")
+    assert cli.main(argv) == 2
+    assert (snapshot(state), snapshot(out)) == before
+    result = synth.step(state, str(folder), out, period=CRASH_PERIOD + 1)
+    assert result["status"] in ("released", "ingested")
+    assert load_state(state)["synthesizer_state"]["ledger"] == history.reference[1]
+    assert load_state(state)["inputs"][os.path.realpath(folder)] == CRASH_PERIOD + 1
+
+
+def test_a_state_saved_before_inputs_were_recorded_steps_on(history, tmp_path):
+    """A state version without ``inputs`` (written by an earlier version) is read and
+    stepped as before; the step records its input from then on."""
+    synth = history.synth
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    store = StateDir(state)
+    version, document = store.read()
+    document.pop("inputs", None)
+    store.commit(version, document)
+    assert synth.step(state, synth.files[CRASH_PERIOD - 1], out)["status"] in (
+        "released", "ingested")
+    assert load_state(state)["inputs"] == {
+        os.path.realpath(synth.files[CRASH_PERIOD - 1]): CRASH_PERIOD}
