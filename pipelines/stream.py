@@ -8,13 +8,15 @@ complete periods are released in order, each by exactly the write-ahead step
 
     PeriodicImpulse(--poll-interval)                    the watcher's clock (Beam, streaming)
       ─ key every tick to one key ("stream")
-      ─ ReleaseCompletePeriods (stateful DoFn)          lists DIR/*: a file new or changed
-                                                        arrives when it is unchanged one
-                                                        listing later (hidden ".x", "_x":
-                                                        still being written); a bag holds
-                                                        the files of periods not yet
-                                                        released; releases next = seen + 1
-                                                        while a file of it is waiting
+      ─ ReleaseCompletePeriods (stateful DoFn)          lists DIR/* and the folders'
+                                                        files: a file or folder new or
+                                                        changed arrives when it is
+                                                        unchanged one listing later
+                                                        (hidden ".x", "_x": still being
+                                                        written); a bag holds the files of
+                                                        periods not yet released; releases
+                                                        next = seen + 1 while a file of it
+                                                        is waiting
 
 Every tick first publishes a period the state holds computed but unpublished (a step or
 stream killed after its commit: the saved plan, no data read, no noise drawn, nothing
@@ -39,7 +41,11 @@ one before).  Arrivals, for a state that has released periods 1..s:
   landed): never silently dropped, never counted in a later period.
 
 A file's period is in its name (``period_07.parquet``, ``wave-7.csv``: the last
-``period``/``wave`` number) or else in its period column (one value per file).
+``period``/``wave`` number) or else in its period column (one value per file).  A folder
+in DIR (``period_07/part-*.parquet``) is one period's input, as ``step --input`` takes a
+folder: its data files together (hidden and ``_`` names inside are skipped, as ``step``
+skips them), its period in the folder's name or else in their period column; a folder
+that holds no data file is rejected like an unreadable file.
 
 **Why the synthesizer's state is in the state directory, not in Beam state.** The issue
 asks for per-person history and counters in stateful DoFns keyed by shard.  Here they
@@ -100,7 +106,7 @@ from continual_synth.pipelines import lifecycle, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms import storage
-from continual_synth.transforms.files import read_file, write_file
+from continual_synth.transforms.files import read_dataset, read_file, write_file
 from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods, PeriodClock,
                                                        UnreadableBatch, check_event_source,
                                                        read_event_records)
@@ -144,8 +150,8 @@ def add_stream_arguments(parser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--watch",
                         help="directory or object-store prefix where period files land "
-                             "(one file per period; land them atomically: write a hidden "
-                             "'.name' and rename)")
+                             "(one file, or one folder of files, per period; land them "
+                             "atomically: write a hidden '.name' and rename)")
     source.add_argument("--pubsub-subscription", default=None,
                         help="read JSON records from this Pub/Sub subscription "
                              "(projects/P/subscriptions/S; event time from --timestamp-col)")
@@ -216,11 +222,12 @@ def _differences(saved: Dict, given: Dict, prefix: str = "") -> List[Tuple[str, 
 
 
 def file_period(path: str, period_col: str, in_format: Optional[str]) -> int:
-    """The period a landed file holds: from its name, else its period column."""
-    match = PERIOD_IN_NAME.search(os.path.basename(path))
+    """The period a landed file (or folder of files) holds: from its name, else its
+    period column."""
+    match = PERIOD_IN_NAME.search(os.path.basename(path.rstrip("/")))
     if match:
         return int(match.group(1))
-    table = read_file(path, in_format)
+    table = read_dataset(path, in_format) if storage.is_dir(path) else read_file(path, in_format)
     if period_col not in table.column_names:
         raise InputError(f"{path}: no period in the file name (as in period_07.parquet) and "
                          f"no {period_col!r} column")
@@ -282,7 +289,7 @@ class ReleaseCompletePeriods(beam.DoFn):
     released is taken."""
 
     WAITING = BagStateSpec("waiting", PickleCoder())
-    LISTED = BagStateSpec("listed", PickleCoder())  # {path: (size, modified, settled)}
+    LISTED = BagStateSpec("listed", PickleCoder())  # {path: (mark, settled)}
 
     def __init__(self, job: IncrementalJob, watch_dir: str, state_dir: str, output_dir: str,
                  *, in_format: Optional[str], period_col: str, until_period: Optional[int],
@@ -325,25 +332,46 @@ class ReleaseCompletePeriods(beam.DoFn):
         return ()
 
     def _landed(self, known: Dict) -> List[str]:
-        """The watched files (not hidden: ``.name`` or ``_name``) that have settled since
-        the last listing, in path order; ``known`` ({path: (size, modified, settled)})
-        updated.  A file new or changed at this listing waits for the next one and is
-        taken when its size and time are the same there: a file copied in place
-        (not landed atomically, as the README asks) is not read half-written unless its
-        writer pauses for a whole poll interval."""
-        matched = FileSystems.match([FileSystems.join(self.watch_dir, "*")])[0].metadata_list
+        """The watched files and folders (not hidden: ``.name`` or ``_name``) that have
+        settled since the last listing, in path order; ``known`` ({path: (mark,
+        settled)}) updated.  A file's mark is its size and time, a folder's the names,
+        sizes and times of every file under it (hidden ones included: a part still being
+        written).  An entry new or changed at this listing waits for the next one and is
+        taken when its mark is the same there: a file copied in place (not landed
+        atomically, as the README asks) is not read half-written unless its writer pauses
+        for a whole poll interval."""
         landed = []
-        for metadata in sorted(matched, key=lambda metadata: metadata.path):
-            if os.path.basename(metadata.path.rstrip("/")).startswith((".", "_")):
-                continue
-            mark = (metadata.size_in_bytes, metadata.last_updated_in_seconds)
-            size, modified, settled = known.get(metadata.path, (None, None, False))
-            if (size, modified) != mark:
-                known[metadata.path] = (*mark, False)
+        for path, (mark, _) in sorted(self._entries().items()):
+            old_mark, settled = known.get(path, (None, False))
+            if old_mark != mark:
+                known[path] = (mark, False)
             elif not settled:
-                known[metadata.path] = (*mark, True)
-                landed.append(metadata.path)
+                known[path] = (mark, True)
+                landed.append(path)
         return landed
+
+    def _entries(self) -> Dict[str, Tuple[tuple, float]]:
+        """{path: (mark, modification time)} of the watched directory's files and folders
+        that are not hidden (a folder on an object store: a prefix holding objects)."""
+        pattern = FileSystems.join(self.watch_dir, "**")
+        folders: Dict[str, list] = {}
+        entries = {}
+        for metadata in FileSystems.match([pattern])[0].metadata_list:
+            parts = storage.relative_parts(self.watch_dir, metadata.path)
+            if not parts[0] or parts[0].startswith((".", "_")):
+                continue
+            if len(parts) == 1:
+                entries[metadata.path] = ((metadata.size_in_bytes,
+                                           metadata.last_updated_in_seconds),
+                                          metadata.last_updated_in_seconds)
+            else:
+                folders.setdefault(parts[0], []).append(
+                    ("/".join(parts[1:]), metadata.size_in_bytes,
+                     metadata.last_updated_in_seconds))
+        for name, files in folders.items():
+            entries[storage.join(self.watch_dir, name)] = (tuple(sorted(files)),
+                                                           max(f[2] for f in files))
+        return entries
 
     def _state(self) -> Dict:
         return lifecycle.load_state(self.state_dir, self.job.kind or None)

@@ -626,3 +626,58 @@ def test_a_file_is_taken_once_it_is_unchanged_one_listing_later(tmp_path):
     assert releaser._landed(known) == []            # changed: wait again
     assert releaser._landed(known) == [str(path)]   # unchanged: taken, once
     assert releaser._landed(known) == []
+
+
+def test_a_folder_is_a_period_once_its_listing_is_unchanged(tmp_path):
+    """A period delivered as a folder of parts (``period_02/part-*.parquet``) was never
+    listed: no event, no dead letter, the stream stalled.  It is taken once a listing
+    finds the same files (names, sizes, times) as the listing before; a part added
+    meanwhile makes it wait one more listing."""
+    releaser = _releaser(tmp_path, accepts=lambda path: True)
+    watch = tmp_path / "w"
+    (watch / "period_02").mkdir(parents=True)
+    releaser.watch_dir = str(watch)
+    (watch / "period_02" / "part-0.parquet").write_bytes(b"zero")
+    known = {}
+    assert releaser._landed(known) == []
+    (watch / "period_02" / ".part-1.parquet").write_bytes(b"on")  # being written
+    assert releaser._landed(known) == []
+    os.replace(watch / "period_02" / ".part-1.parquet", watch / "period_02" / "part-1.parquet")
+    assert releaser._landed(known) == []
+    assert releaser._landed(known) == [str(watch / "period_02")]
+    assert releaser._landed(known) == []
+    (watch / "_tmp").mkdir()  # hidden folders stay hidden
+    (watch / "_tmp" / "period_03.parquet").write_bytes(b"x")
+    assert releaser._landed(known) == [] and releaser._landed(known) == []
+
+
+def test_a_period_landed_as_a_folder_is_released(panel, tmp_path):
+    """End to end: period 2 lands as a folder of two parts (renamed in); the stream
+    releases it as period 2 and the release equals ``run``'s.  A folder that holds no
+    data file goes to the dead letter, visibly."""
+    _, table, periods, runs = panel
+    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
+    watch.mkdir()
+    land(periods[1], watch)
+    process = start("window", WINDOW, watch, state, out, "--until-period", str(T))
+    wait_until(lambda: seen(state) >= 1, process)
+    second = period_table(table, 2)
+    hidden = watch / ".period_02"
+    hidden.mkdir()
+    half = second.num_rows // 2
+    write_file(second.slice(0, half), str(hidden / "part-0.parquet"), "parquet")
+    write_file(second.slice(half), str(hidden / "part-1.parquet"), "parquet")
+    os.rename(hidden, watch / "period_02")
+    (watch / "notes").mkdir()
+    (watch / "notes" / "readme.txt").write_text("not data\n")
+    for period in (3, 4):
+        land(periods[period], watch)
+    summary = finish(process)
+    assert summary["periods_released"] == T and summary["rejected_files"] == 1
+    assert_equals_run(out, state, runs["window"])
+    log = events(state, "window")
+    released = {e["period"]: e["file"] for e in log if e["event"] in ("released", "ingested")}
+    assert released[2] == str(watch / "period_02")
+    (dead,) = rejected(state)
+    assert dead["file"] == str(watch / "notes") and "no .parquet" in dead["reason"]
+    assert not [n for n in os.listdir(out) if n.startswith(("notes", "period_"))]
