@@ -29,9 +29,11 @@ one before).  Arrivals, for a state that has released periods 1..s:
   bytes) of a waiting file;
 * a file for period p > s + 1 **waits** in the bag until p − 1 is released; a second,
   different file for a waiting period waits behind it: when the period's turn comes its
-  files are tried in the order they landed, the first the step accepts is released and
-  the others are rejected; a file landed again under the same name replaces the
-  waiting one (a corrected file);
+  files are tried in the order they landed — the listing that first saw each file as it
+  is now, then its modification time, then its path (files that settle at one listing
+  were first seen at the same one, so time and then path order them) — the first the
+  step accepts is released and the others are rejected; a file landed again under the
+  same name replaces the waiting one, in its place (a corrected file);
 * a file for a released period p ≤ s, with the same bytes as another period's file (a
   copy is never a second period), beyond the horizon, without a readable period, or
   refused by the step's validation (the lifecycle leaves state and output
@@ -289,7 +291,7 @@ class ReleaseCompletePeriods(beam.DoFn):
     released is taken."""
 
     WAITING = BagStateSpec("waiting", PickleCoder())
-    LISTED = BagStateSpec("listed", PickleCoder())  # {path: (mark, settled)}
+    LISTED = BagStateSpec("listed", PickleCoder())  # {path: (mark, settled, first seen)}
 
     def __init__(self, job: IncrementalJob, watch_dir: str, state_dir: str, output_dir: str,
                  *, in_format: Optional[str], period_col: str, until_period: Optional[int],
@@ -333,22 +335,26 @@ class ReleaseCompletePeriods(beam.DoFn):
 
     def _landed(self, known: Dict) -> List[str]:
         """The watched files and folders (not hidden: ``.name`` or ``_name``) that have
-        settled since the last listing, in path order; ``known`` ({path: (mark,
-        settled)}) updated.  A file's mark is its size and time, a folder's the names,
-        sizes and times of every file under it (hidden ones included: a part still being
-        written).  An entry new or changed at this listing waits for the next one and is
-        taken when its mark is the same there: a file copied in place (not landed
-        atomically, as the README asks) is not read half-written unless its writer pauses
-        for a whole poll interval."""
+        settled since the last listing, in landing order; ``known`` ({path: (mark,
+        settled, first seen)}) updated.  A file's mark is its size and time, a folder's
+        the names, sizes and times of every file under it (hidden ones included: a part
+        still being written).  An entry new or changed at this listing waits for the next
+        one and is taken when its mark is the same there: a file copied in place (not
+        landed atomically, as the README asks) is not read half-written unless its
+        writer pauses for a whole poll interval.  Landing order: the listing that first
+        saw the entry as it is now, then its modification time (a folder's: its newest
+        file's), then its path; as every entry is taken one listing after it was first
+        seen unchanged, the entries of one listing differ by time and path only."""
+        now = time.time()
         landed = []
-        for path, (mark, _) in sorted(self._entries().items()):
-            old_mark, settled = known.get(path, (None, False))
+        for path, (mark, modified) in sorted(self._entries().items()):
+            old_mark, settled, first_seen = known.get(path, (None, False, now))
             if old_mark != mark:
-                known[path] = (mark, False)
+                known[path] = (mark, False, now)
             elif not settled:
-                known[path] = (mark, True)
-                landed.append(path)
-        return landed
+                known[path] = (mark, True, first_seen)
+                landed.append((first_seen, modified, path))
+        return [path for _, _, path in sorted(landed)]
 
     def _entries(self) -> Dict[str, Tuple[tuple, float]]:
         """{path: (mark, modification time)} of the watched directory's files and folders
@@ -448,7 +454,7 @@ class ReleaseCompletePeriods(beam.DoFn):
 
     def _release_ready(self, arrived: Dict) -> None:
         """Release the next period while its file is waiting: its files in the order they
-        landed, the first the step accepts (the others are rejected)."""
+        landed (:meth:`_landed`), the first the step accepts (the others are rejected)."""
         while not _Stop.requested.is_set():
             state = self._state()
             seen = self.job.periods_seen(state)

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from continual_synth.mechanisms.errors import StateError
@@ -681,3 +682,54 @@ def test_a_period_landed_as_a_folder_is_released(panel, tmp_path):
     (dead,) = rejected(state)
     assert dead["file"] == str(watch / "notes") and "no .parquet" in dead["reason"]
     assert not [n for n in os.listdir(out) if n.startswith(("notes", "period_"))]
+
+
+def test_files_of_one_listing_are_taken_in_landing_order(tmp_path):
+    """Two files for period 5 settled at the same listing: ``wave_05_v2`` landed (was
+    written) a second before ``period_05_fix``; before, the listing took them in name
+    order, so ``period_05_fix`` was tried first and released as period 5."""
+    releaser = _releaser(tmp_path, accepts=lambda path: True)
+    (tmp_path / "w").mkdir()
+    releaser.watch_dir = str(tmp_path / "w")
+    first, second = tmp_path / "w" / "wave_05_v2.parquet", tmp_path / "w" / "period_05_fix.parquet"
+    first.write_bytes(b"first")
+    second.write_bytes(b"second")
+    os.utime(first, (1_700_000_000, 1_700_000_000))
+    os.utime(second, (1_700_000_001, 1_700_000_001))
+    known = {}
+    assert releaser._landed(known) == []
+    assert releaser._landed(known) == [str(first), str(second)]
+    # the same modification time: the path decides
+    (tmp_path / "w" / "b_period_06.parquet").write_bytes(b"b")
+    (tmp_path / "w" / "a_period_06.parquet").write_bytes(b"a")
+    for name in ("a_period_06.parquet", "b_period_06.parquet"):
+        os.utime(tmp_path / "w" / name, (1_700_000_002, 1_700_000_002))
+    assert releaser._landed(known) == []
+    assert [os.path.basename(p) for p in releaser._landed(known)] == [
+        "a_period_06.parquet", "b_period_06.parquet"]
+
+
+def test_waiting_files_of_one_period_are_released_in_landing_order(panel, tmp_path):
+    """End to end (the audit's case): two files for period 3 listed together while period
+    2 is missing, ``wave_03_v2`` landed before ``period_03_fix``; when period 2 lands,
+    period 3 is released from ``wave_03_v2`` and ``period_03_fix`` is rejected (before:
+    the other way round, by name)."""
+    _, table, periods, runs = panel
+    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
+    watch.mkdir()
+    land(periods[1], watch)
+    wave = land(periods[3], watch, "wave_03_v2.parquet")
+    pq.write_table(period_table(table, 3), str(tmp_path / "fix.parquet"), compression="gzip")
+    fix = land(str(tmp_path / "fix.parquet"), watch, "period_03_fix.parquet")  # other bytes
+    os.utime(wave, (1_700_000_000, 1_700_000_000))
+    os.utime(fix, (1_700_000_001, 1_700_000_001))
+    process = start("window", WINDOW, watch, state, out, "--until-period", "3")
+    wait_until(lambda: seen(state) >= 1, process)
+    land(periods[2], watch)
+    summary = finish(process)
+    assert summary["periods_released"] == 3 and summary["rejected_files"] == 1
+    log = events(state, "window")
+    released = {e["period"]: e["file"] for e in log if e["event"] in ("released", "ingested")}
+    assert released[3] == wave
+    (dead,) = rejected(state)
+    assert dead["file"] == fix and dead["reason"] == f"period 3 was released from {wave}"
