@@ -685,6 +685,7 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
                                    storage.resolved(input_path): target}
             new_state["output_dir"] = storage.absolute(output_dir)
             crash_point("computed")
+            _check_unchanged(input_path, digests)
             version = store.commit(version, new_state)  # commit point: ledger charged
         except BaseException:
             storage.remove_tree(run_dir)
@@ -694,6 +695,17 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         crash_point("committed")
         return _publish(job, store, version, new_state, output_dir, beam_args, resumed=False,
                         input_path=input_path)
+
+
+def _check_unchanged(input_path: str, digests: Tuple[str, str]) -> None:
+    """Refuse to commit a period whose input changed while the step read it (a part landed
+    in the folder, a file was rewritten): what was read is not what the fingerprint
+    names, so a re-run could not tell it from a new period.  Nothing is committed; the
+    step run again once the input is complete reads it whole."""
+    if input_digests(input_path) != digests:
+        raise StateError(f"{input_path} changed while this step read it (a file landed or was "
+                         f"rewritten): nothing was committed or spent; run the step again "
+                         f"once the input is complete")
 
 
 def _check_not_rerun(state: Dict, input_path: str, target: int) -> None:

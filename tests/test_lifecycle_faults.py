@@ -516,6 +516,43 @@ def test_a_rerun_on_a_folder_that_gained_a_file_is_not_the_next_period(history, 
     assert load_state(state)["inputs"][os.path.realpath(folder)] == CRASH_PERIOD + 1
 
 
+def test_an_input_that_changes_while_the_step_reads_it_is_not_committed(
+        history, tmp_path, monkeypatch, capsys):
+    """A part landed in the folder after the step had fingerprinted it and before it
+    committed: the step read an input its fingerprint does not name (before: committed;
+    the complete folder, taken later with --period, counted the first part twice).  Now
+    nothing is committed, and the same command run again takes the complete folder.
+    (A panel's half is refused anyway, for the reports it misses: tabular records only.)"""
+    synth = history.synth
+    if synth.cli != "tabular":
+        pytest.skip("a part of a panel period fails the missing-report check first")
+    state, out = clone_incremental(*history.early, str(tmp_path))
+    extension = os.path.splitext(synth.files[0])[1]
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    table = read_dataset(synth.files[CRASH_PERIOD - 1])
+    half = table.num_rows // 2
+    write_file(table.slice(0, half), str(folder / f"part-0{extension}"),
+               extension.lstrip("."))
+
+    def land_the_other_part(phase):
+        if phase == "computed":
+            write_file(table.slice(half), str(folder / f"part-1{extension}"),
+                       extension.lstrip("."))
+
+    monkeypatch.setattr(lifecycle, "crash_point", land_the_other_part)
+    before = snapshot(state), snapshot(out)
+    argv = [synth.cli, "step", "--state", state, "--input", str(folder), "--output", out]
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "changed while this step read it" in errors[0], errors
+    assert (snapshot(state), snapshot(out)) == before
+    monkeypatch.undo()
+    assert cli.main(argv) == 0
+    assert _outcome(state, out) == history.at_crash_period  # the whole period, once
+
+
 def test_a_state_saved_before_inputs_were_recorded_steps_on(history, tmp_path):
     """A state version without ``inputs`` (written by an earlier version) is read and
     stepped as before; the step records its input from then on."""
