@@ -178,21 +178,25 @@ def test_continual_bounded_run_and_step_report_their_work(tmp_path, capsys):
     assert tuple(map(int, SUMMARY.match(lines[-1]).groups())) == (30, 0, 1, 50)
 
 
-def test_continual_bounded_run_on_dask_prints_no_partial_counters(tmp_path, capsys):
+def test_continual_bounded_run_on_dask_prints_no_partial_counters(tmp_path):
     """Beam's Dask runner reports no metrics; continual PrivHP's run counts the points it
     reads on the driver, which must not turn the missing counters into zeros ("records
     read 400, rejected 0, periods released 0, synthetic records written 0"): the summary
-    is the same honest line as every other Dask run's."""
+    is the same honest line as every other Dask run's.  A fresh interpreter: the local
+    cluster forks its workers, which must not happen in a test process that has loaded
+    JAX (multithreaded) for the tabular tests."""
     pytest.importorskip("distributed")
     rng = np.random.default_rng(5)
     points = str(tmp_path / "points.parquet")
     write_file(pa.table({"x": rng.random(400), "y": rng.random(400),
                          "period": np.repeat(np.arange(1, 5), 100)}), points, "parquet")
-    assert main(["bounded", "run", "--input", points, "--output", str(tmp_path / "out"),
-                 "--columns", "x,y", "--bounds", "0:1,0:1", "--epsilon", "1", "--seed", "1",
-                 "--samples", "50", "--depth", "6", "--horizon", "4",
-                 "--runner", "dask-local"]) == 0
-    lines = _lines(capsys.readouterr().err, "bounded run")
+    ran = subprocess.run(
+        [sys.executable, "-m", "continual_synth", "bounded", "run", "--input", points,
+         "--output", str(tmp_path / "out"), "--columns", "x,y", "--bounds", "0:1,0:1",
+         "--epsilon", "1", "--seed", "1", "--samples", "50", "--depth", "6", "--horizon",
+         "4", "--runner", "dask-local"], capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    lines = _lines(ran.stderr, "bounded run")
     assert re.fullmatch(r"done in [\d.]+ s \(this runner reports no Beam metrics\)",
                         lines[-1]), lines[-1]
     assert not any(SUMMARY.match(line) for line in lines)
