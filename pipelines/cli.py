@@ -272,53 +272,17 @@ def _dispatch(args, beam_args: List[str]) -> dict:
     return demo(args.output, seed=args.seed, beam_args=beam_args)
 
 
-# Fields of a state document that are not ``init``'s settings: identity, bookkeeping,
-# what the steps change, and what follows from the seed.
-_STATE_FIELDS_NOT_SETTINGS = ("state_id", "fingerprints", "pending", "output_dir", "files",
-                              "synthesizer_state", "shard_sizes", "shard_code_counts",
-                              "sampler", "for_publication")
-
-
-def _settings(document: dict) -> dict:
-    """``init``'s settings in a state document: its top-level fields but the bookkeeping
-    and the synthesizer's state, and the configuration's fields, as JSON reads them."""
-    top = {key: value for key, value in document.items()
-           if key not in _STATE_FIELDS_NOT_SETTINGS and key != "config"}
-    return json.loads(json.dumps({**top, **document.get("config", {})}, default=str))
-
-
 def _holds_same_state(state_dir: str, document: dict, canonical=None) -> bool:
     """Whether ``state_dir`` holds a state (False: none yet) made by ``init`` with the
     settings of ``document`` (the state document this ``init`` would create), however many
     steps it has taken since; a state made with other settings is a :class:`StateError`
-    naming them (``init --exists-ok`` of every family).  ``canonical``: the job's reading
-    of a saved state document (a state saved by an earlier version, as its steps read it)."""
-    from continual_synth.mechanisms.errors import StateError
-    from continual_synth.pipelines.lifecycle import StateDir
+    naming them (``init --exists-ok`` of every family; :func:`lifecycle.check_same_settings`)."""
+    from continual_synth.pipelines.lifecycle import StateDir, check_same_settings
     store = StateDir(state_dir)
     if not store.exists():
         return False
-    _, state = store.read()
-    if canonical is not None and state.get("kind") == document.get("kind"):
-        state = canonical(state)
-    differ = _differences(_settings(state), _settings(document))
-    if differ:
-        raise StateError(f"{state_dir} holds a state made with other options: "
-                         f"{'; '.join(differ)}; give the same options or another --state")
+    check_same_settings(state_dir, store.read(document["kind"])[1], document, canonical)
     return True
-
-
-def _differences(held: dict, wanted: dict, prefix: str = "") -> list:
-    """``key held (state) != wanted`` for each setting that differs; a nested block's
-    settings are named by their path (``structure.epsilon``)."""
-    differ = []
-    for key, value in wanted.items():
-        have = held.get(key)
-        if isinstance(value, dict) and isinstance(have, dict):
-            differ += _differences(have, value, f"{prefix}{key}.")
-        elif have != value:
-            differ.append(f"{prefix}{key} {have!r} (state) != {value!r}")
-    return differ
 
 
 def kept_state(state_dir: str) -> dict:

@@ -37,6 +37,7 @@ import errno
 import logging
 import fcntl
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -796,6 +797,42 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
     crash_point("done")
     return job.summary(done, state["pending"], released=replaces is not None,
                        resumed=resumed)
+
+
+#: fields of a state document that change as the release goes on (not ``init``'s settings)
+PROGRESS_FIELDS = frozenset({"state_id", "synthesizer_state", "fingerprints", "contents",
+                             "inputs", "pending", "output_dir", "files", "shard_sizes",
+                             "shard_code_counts"})
+
+
+def check_same_settings(state_dir: str, state: Dict, document: Dict,
+                        canonical: Optional[Callable[[Dict], Dict]] = None) -> None:
+    """Refuse a saved ``state`` whose settings differ from ``document``'s (the state
+    document ``init`` would write with the options given; ``init --exists-ok`` and a
+    stream started on an existing state): every field but :data:`PROGRESS_FIELDS`, both
+    compared in ``canonical`` form (:meth:`IncrementalJob.canonical`: a state saved by an
+    earlier version as its steps read it), a nested block's fields by their dotted path."""
+    canonical = canonical or (lambda same: same)
+    given = canonical(json.loads(json.dumps(document, default=str)))
+    saved = canonical(state)
+    differ = _differences({k: v for k, v in saved.items() if k not in PROGRESS_FIELDS},
+                          {k: v for k, v in given.items() if k not in PROGRESS_FIELDS})
+    if differ:
+        details = "; ".join(f"{key}: state {a!r}, options {b!r}" for key, a, b in differ)
+        raise StateError(f"{state_dir}: holds a state created with other options ({details}); "
+                         f"pass the options it was created with, or use a new --state")
+
+
+def _differences(saved: Dict, given: Dict, prefix: str = "") -> List[Tuple[str, object, object]]:
+    """(dotted key, saved value, given value) of every field of ``given`` that differs."""
+    out = []
+    for key in sorted(given):
+        a, b = saved.get(key), given[key]
+        if isinstance(a, dict) and isinstance(b, dict):
+            out.extend(_differences(a, b, f"{prefix}{key}."))
+        elif a != b:
+            out.append((f"{prefix}{key}", a, b))
+    return out
 
 
 def new_state_document(kind: str, seed: Optional[int], out_format: str, **fields) -> Dict:

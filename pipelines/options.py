@@ -321,16 +321,13 @@ def check_separate_locations(args: argparse.Namespace) -> None:
     for first, second in SEPARATE:
         if first in paths and second in paths:
             a, b = paths[first], paths[second]
-            if (a == b or a.startswith(b + "/") or b.startswith(a + "/")) and first == "report":
-                raise InputError(
-                    f"--report {given[first]} and --{second} {given[second]} are the same "
-                    f"place or one is inside the other: a report holds the true counts, so "
-                    f"keep it apart from the release and the truth")
             if a == b or a.startswith(b + "/") or b.startswith(a + "/"):
-                raise InputError(
-                    f"--{first} {given[first]} and --{second} {given[second]} are the same "
-                    f"place or one is inside the other: keep the release, the state and the "
-                    f"input apart (private records and state never go in a release)")
+                why = ("a report holds the true counts, so keep it apart from the release "
+                       "and the truth" if first == "report" else
+                       "keep the release, the state and the input apart (private records "
+                       "and state never go in a release)")
+                raise InputError(f"--{first} {given[first]} and --{second} {given[second]} "
+                                 f"are the same place or one is inside the other: {why}")
 
 
 def parse_alphabet(text: str) -> Tuple:

@@ -105,7 +105,7 @@ from apache_beam.utils.timestamp import Timestamp
 
 from continual_synth.mechanisms.errors import InputError, StateBusy, StateError, one_line
 from continual_synth.pipelines import lifecycle, release_dir
-from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
+from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir, check_same_settings
 from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_dataset, read_file, write_file
@@ -119,9 +119,6 @@ REJECTED = "rejected"  # STATE/rejected/: the dead letter (private: names and re
 SPOOL = "spool"  # STATE/spool/<token>/: an event-time period's records while its step runs
 #: the period in a file's name: the number after the last "period" or "wave"
 PERIOD_IN_NAME = re.compile(r"(?:period|wave)[_\-. ]?0*(\d+)(?!.*(?:period|wave))", re.I)
-#: state fields that change as the release goes on (not the options a stream is given)
-_PROGRESS_FIELDS = {"state_id", "synthesizer_state", "fingerprints", "contents", "inputs",
-                    "pending", "output_dir", "files", "shard_sizes", "shard_code_counts"}
 _STOP_MESSAGE = "continual-synth stream stopped"
 LOGGER = logging.getLogger("continual_synth")
 
@@ -199,28 +196,8 @@ def open_state(state_dir: str, document: Dict,
         store.create(document)
         return store.read(document["kind"])[1]
     state = store.read(document["kind"])[1]
-    given = canonical(json.loads(json.dumps(document, default=str)))
-    saved = canonical(state)
-    differ = _differences(
-        {k: v for k, v in saved.items() if k not in _PROGRESS_FIELDS},
-        {k: v for k, v in given.items() if k not in _PROGRESS_FIELDS})
-    if differ:
-        details = "; ".join(f"{key}: state {a!r}, options {b!r}" for key, a, b in differ)
-        raise StateError(f"{state_dir}: holds a state created with other options ({details}); "
-                         f"pass the options it was created with, or use a new --state")
+    check_same_settings(state_dir, state, document, canonical)
     return state
-
-
-def _differences(saved: Dict, given: Dict, prefix: str = "") -> List[Tuple[str, object, object]]:
-    """(dotted key, saved value, given value) of every field of ``given`` that differs."""
-    out = []
-    for key in sorted(given):
-        a, b = saved.get(key), given[key]
-        if isinstance(a, dict) and isinstance(b, dict):
-            out.extend(_differences(a, b, f"{prefix}{key}."))
-        elif a != b:
-            out.append((f"{prefix}{key}", a, b))
-    return out
 
 
 def file_period(path: str, period_col: str, in_format: Optional[str]) -> int:

@@ -210,7 +210,7 @@ def test_init_exists_ok_keeps_the_same_state_and_refuses_other_options(tmp_path,
     assert json.loads(capsys.readouterr().out)["status"] == "kept"
     assert main(argv[:-1] + ["2", "--exists-ok"]) == 2
     err = capsys.readouterr().err
-    assert "holds a state made with other options: seed 1 (state) != 2" in err
+    assert "holds a state created with other options (seed: state 1, options 2)" in err
     assert main(argv) == 2 and "already holds a state" in capsys.readouterr().err
     assert snapshot(state) == before
 
@@ -248,11 +248,11 @@ def test_tabular_and_bounded_init_exists_ok_as_window_init(family, tmp_path, cap
     assert main(argv + ["--exists-ok"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "kept"
     assert main(argv[:-1] + ["2", "--exists-ok"]) == 2
-    assert "holds a state made with other options: seed 1 (state) != 2" in \
+    assert "holds a state created with other options (seed: state 1, options 2)" in \
         capsys.readouterr().err
     other = [arg if arg != "2" else "3" for arg in argv]  # --epsilon 3
     assert main(other + ["--exists-ok"]) == 2
-    assert "epsilon 2.0 (state) != 3.0" in capsys.readouterr().err
+    assert "epsilon: state 2.0, options 3.0" in capsys.readouterr().err
     assert main(argv) == 2 and "already holds a state" in capsys.readouterr().err
     assert snapshot(state) == before
 
