@@ -1499,15 +1499,18 @@ def make_counter(kind: str, horizon: Optional[int], *, rho: Optional[float] = No
 
 def max_variance(kind: str, horizon: Optional[int], *, rho: Optional[float] = None,
                  epsilon: Optional[float] = None, entries_changed: int = 1,
-                 **options) -> float:
+                 sub_gaussian: bool = False, **options) -> float:
     """max_{t=1..T} Var(S̃^t − S^t) of a counter with these parameters (for splitting a
-    budget across counters).  Unbounded kinds need a horizon here too."""
+    budget across counters); ``sub_gaussian``: the variance proxy of its tails instead
+    (× :meth:`StreamCounter.sub_gaussian_factor`, zCDP only).  Unbounded kinds need a
+    horizon here too."""
     if horizon is None:
         raise ValueError("max_variance needs a horizon (the variance of an unbounded "
                          "counter grows without bound)")
     counter = make_counter(kind, horizon, rho=rho, epsilon=epsilon,
                            entries_changed=entries_changed, **options)
-    return float(counter.variances(np.arange(1, counter.horizon + 1)).max())
+    worst = float(counter.variances(np.arange(1, counter.horizon + 1)).max())
+    return worst * counter.sub_gaussian_factor() if sub_gaussian else worst
 
 
 def privacy_cost(counter: StreamCounter) -> Dict[str, float]:

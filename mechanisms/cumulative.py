@@ -182,12 +182,9 @@ class CumulativeConfig:
 
     def _variance_bound(self, split: str) -> float:
         pairs = self.horizon * (self.horizon + 1) / 2
-        worst = 0.0
-        for h, r in zip(self.counter_horizons, self._counter_rhos(split)):
-            counter = make_counter(self.counter, int(h), rho=float(r),
-                                   entries_changed=self.entries_changed)
-            worst = max(worst, counter.sub_gaussian_factor()
-                        * float(counter.variances(np.arange(1, counter.horizon + 1)).max()))
+        worst = max(max_variance(self.counter, int(h), rho=float(r),
+                                 entries_changed=self.entries_changed, sub_gaussian=True)
+                    for h, r in zip(self.counter_horizons, self._counter_rhos(split)))
         rounding = 0.0 if self.counter in INTEGER_KINDS else 0.5
         return math.sqrt(2 * worst * math.log(2 * pairs / self.beta)) + rounding
 
