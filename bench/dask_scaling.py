@@ -10,7 +10,7 @@ of that process and of all its descendants (the Dask worker processes) from psut
 0.1 s and keeps each process's peak, and the 1-minute load average during the run (the
 machine's other work shares its cores: a load above the number of cores means the
 figures are slowed by it).  Target (issue #10): speed-up >= 1.6x from 1 to 2 workers.
-Results: ``bench/results/dask_scaling.json`` and the table printed (paste into
+Results: ``bench/results/dask_scaling_<size>[_arrival].json`` and the table printed (paste into
 ``bench/results/dask_scaling.md``).
 """
 import argparse
@@ -143,7 +143,8 @@ def main():
         print(f"| {r['configuration']} | {r['wall_s']:.1f} | {peaks} | {cpus} | "
               f"{r['load_min']:.1f}–{r['load_max']:.1f} |")
     os.makedirs(args.results, exist_ok=True)
-    with open(os.path.join(args.results, f"dask_scaling_{tag}.json"), "w") as handle:
+    order = "" if args.order == "sorted" else f"_{args.order}"  # one file per panel order
+    with open(os.path.join(args.results, f"dask_scaling_{tag}{order}.json"), "w") as handle:
         json.dump(summary, handle, indent=2)
 
 
