@@ -249,7 +249,11 @@ class Lease:
         DIR/NNNNNN.released  lease N given back
 
     The lease is free when the highest-numbered one is released or expired; a run takes
-    it by creating lease N + 1 (of several, exactly one succeeds).  The owner renews its
+    it by creating lease N + 1 (of several, exactly one succeeds).  The new owner tidies
+    leases N − 1 and N away, so a run that listed long ago (paused between its listing
+    and its create) can create a number that was tidied; the highest lease is never
+    tidied, so such a run finds a higher lease when it lists again after its create, and
+    gives its own back (:meth:`_outbid`).  The owner renews its
     lease every ``seconds / 3`` from a thread, so a live step keeps it however long it
     runs while a killed one (kill -9, a lost VM) blocks others for at most ``seconds``.
     An expired owner that still runs cannot do harm: the state's commits are fenced.
@@ -299,8 +303,10 @@ class Lease:
             holder = self._holder(highest) if highest else None
             if holder is None:
                 if self._create.create(self._path(highest + 1), self._document()):
-                    self.number = highest + 1
-                    break
+                    if not self._outbid(highest + 1):
+                        self.number = highest + 1
+                        break
+                    storage.remove(self._path(highest + 1))  # a stale listing's number
                 continue  # another run took it first: look again
             if time.monotonic() >= deadline:
                 raise StateBusy(busy_message(what, self.role, holder))
@@ -311,6 +317,12 @@ class Lease:
         self._renewer = threading.Thread(target=self._renew, daemon=True)
         self._renewer.start()
         return self
+
+    def _outbid(self, number: int) -> bool:
+        """Whether a lease above ``number`` exists: ``number`` was created from a stale
+        listing, after an owner of a higher lease had tidied it away."""
+        return any(int(storage.basename(p)[:-5]) > number
+                   for p in storage.list_files(self.directory, "*.json"))
 
     def _renew(self) -> None:
         while not self._stop.wait(self.seconds / 3):

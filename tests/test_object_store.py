@@ -387,3 +387,45 @@ def test_an_event_stream_with_its_state_on_s3_releases_what_the_local_run_releas
                        beam_args=step_arguments(s3_server.beam_args))
     storage.configure(s3_server.beam_args)
     assert sorted_records(f"{root}/out").equals(sorted_records(local_run[1]))
+
+
+def test_a_run_that_listed_before_a_tidy_does_not_take_a_tidied_lease(s3_server):
+    """A run pauses between its listing (lease 1 released) and its create; meanwhile two
+    runs take leases 2 and 3, and the owner of 3 tidies 1 and 2 away.  The paused run's
+    create of 2 then succeeds on the store: it must see lease 3 and not hold 2 (the
+    audit of 1 Dec 2026 found two live owners at once)."""
+    import threading
+
+    storage.configure(s3_server.beam_args)
+    leases = storage.join(s3_server.prefix(), "leases")
+    real = conditional_create.for_path(leases)
+    listed, resume = threading.Event(), threading.Event()
+
+    class PausedOnce:
+        paused = False
+
+        def create(self, path, data):
+            if not PausedOnce.paused:
+                PausedOnce.paused = True
+                listed.set()
+                resume.wait(30)
+            return real.create(path, data)
+
+        def put(self, path, data):
+            return real.put(path, data)
+
+    Lease(leases, real).acquire("state").release()
+    stale = Lease(leases, PausedOnce(), wait=30)
+    taken = threading.Thread(target=stale.acquire, args=("state",))
+    taken.start()
+    assert listed.wait(30)
+    Lease(leases, real).acquire("state").release()  # lease 2
+    holder = Lease(leases, real).acquire("state")   # lease 3: tidies 1 and 2
+    assert holder.number == 3
+    resume.set()
+    time.sleep(1.0)  # the paused run creates 2, finds 3 held, and waits for it
+    assert stale.number is None
+    holder.release()
+    taken.join(30)
+    assert stale.number == 4  # it took the lease once it was free, above the holder's
+    stale.release()
