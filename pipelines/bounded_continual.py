@@ -15,6 +15,7 @@ the noise and points of ``init`` + ``step`` per period with the same seed.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Dict, Optional, Sequence
 
@@ -39,7 +40,8 @@ from continual_synth.transforms.files import (check_format, detect_format,
 from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
                                                ReadPointBatches,
                                                SampleSyntheticPoints, file_batches,
-                                               point_schema, table_points)
+                                               load_tree, point_schema, save_tree,
+                                               table_points)
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords,
                                                    Progress)
@@ -93,21 +95,6 @@ def init(config: ContinualPrivHPConfig, state_dir: str, columns: Sequence[str],
     return state
 
 
-def _tree_arrays(tree: privhp.PrivHPTree) -> Dict[str, np.ndarray]:
-    arrays = {"meta": np.array([tree.dims, tree.depth, len(tree.thetas)])}
-    for i, (theta, count, child) in enumerate(zip(tree.thetas, tree.counts, tree.children)):
-        arrays.update({f"theta{i}": theta, f"count{i}": count, f"child{i}": child})
-    return arrays
-
-
-def _load_tree(path: str) -> privhp.PrivHPTree:
-    data = storage.load_arrays(path)
-    dims, depth, levels = (int(v) for v in data["meta"])
-    return privhp.PrivHPTree(dims, depth, [data[f"theta{i}"] for i in range(levels)],
-                             [data[f"count{i}"] for i in range(levels)],
-                             [data[f"child{i}"] for i in range(levels)])
-
-
 class ContinualPrivHPJob(IncrementalJob):
     """The write-ahead step of continual PrivHP (``bounded step`` and ``bounded stream``)."""
 
@@ -150,7 +137,7 @@ class ContinualPrivHPJob(IncrementalJob):
         counters_path = storage.join(run_dir, "counters.json")
         release_dir.write_json_atomic(counters_path, {"counters": document.pop("counters")})
         tree_path = storage.join(run_dir, "tree.npz")
-        storage.save_arrays(tree_path, **_tree_arrays(release.tree))
+        save_tree(release.tree, tree_path)
         files = {**state["files"], "counters": store.relative(counters_path),
                  "tree": store.relative(tree_path)}
         pending = {"period": period, "size": release.size,
@@ -160,11 +147,11 @@ class ContinualPrivHPJob(IncrementalJob):
     def emit(self, state, staging_dir, store, run_dir, beam_args):
         pending = state["pending"]
         period = pending["period"]
-        release = PointsRelease(period, _load_tree(store.path(state["files"]["tree"])),
+        release = PointsRelease(period, load_tree(store.path(state["files"]["tree"])),
                                 pending["size"], pending["emission_seed"])
         files = {name: path for name, path in state["files"].items() if name != "tree"}
-        _write_release(release, staging_dir, self._bounds(state), state["columns"],
-                       state["shards"], state["format"], beam_args)
+        _write_releases([release], staging_dir, self._bounds(state), state["columns"],
+                        state["shards"], state["format"], beam_args)
         return f"synthetic-t{period:04d}-*", files
 
     def manifest(self, state: Dict) -> Dict:
@@ -219,18 +206,31 @@ def _period_statistics(structure: privhp.PrivHPConfig, input_path: str,
     return accumulator
 
 
-def _write_release(release: PointsRelease, staging_dir: str, bounds: Bounds, columns,
-                   num_shards: int, out_format: str, beam_args) -> None:
-    """Sample the release's points shard by shard and write ``synthetic-tNNNN-s*``."""
+def _save_tree(release: PointsRelease, path: str) -> PointsRelease:
+    """``release`` with its tree saved at ``path`` and named by it (read by the tasks
+    that sample it: :class:`~continual_synth.transforms.points.SampleSyntheticPoints`)."""
+    save_tree(release.tree, path)
+    return dataclasses.replace(release, tree=path)
+
+
+def _write_releases(releases: Sequence[PointsRelease], staging_dir: str, bounds: Bounds,
+                    columns, num_shards: int, out_format: str, beam_args) -> None:
+    """Sample the points of each release shard by shard and write its
+    ``synthetic-tNNNN-s*``, every release in one pipeline: a pipeline costs a start of
+    the SDK workers on every runner but the in-process one (2 s of imports each under
+    ``--direct_running_mode=multi_processing``: T pipelines made ``run --horizon 12``
+    5x slower there).  A release's ``tree`` may be a saved tree's path
+    (:func:`_save_tree`): neither the driver nor the shuffle to the shards then holds T
+    trees."""
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
         _ = (pipeline
-             | "Release" >> beam.Create([(None, release)])
+             | "Releases" >> beam.Create([(None, release) for release in releases])
              | "CountPeriod" >> CountPeriodsReleased(lambda _: 1)
-             | "SamplePoints" >> SampleSyntheticPoints(num_shards, bounds, columns)
+             | "SamplePoints" >> SampleSyntheticPoints(num_shards, bounds, columns,
+                                                       by_period=True)
              | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
-             | "Write" >> WriteRecordBatches(
-                 storage.join(staging_dir, f"synthetic-t{release.period:04d}"),
-                 out_format, point_schema(columns)))
+             | "Write" >> WriteRecordBatches(storage.join(staging_dir, "synthetic"),
+                                             out_format, point_schema(columns)))
     logs.record_metrics(pipeline)
 
 
@@ -317,23 +317,30 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
         depth_from: Optional[Dict] = None) -> Dict:
     """The whole stream at once, read one period at a time
     (:func:`period_accumulators`): every period's release (as ``init`` + ``step`` per
-    period with the same seed) published together, manifest last.  Bad input found
-    while reading leaves the output untouched (releases are staged)."""
+    period with the same seed) published together, manifest last.  Each period's grown
+    tree is saved in the staging directory as it is released, and one pipeline samples
+    them all (:func:`_write_releases`).  Bad input found while reading leaves the output
+    untouched (releases are staged)."""
     _check(columns, bounds, config, samples, num_shards, out_format)
     synthesizer = ContinualPrivHPSynthesizer(config, samples)
 
     def write(staging: str, plan_path: str) -> None:
         state = synthesizer.initial_state()
         progress = Progress(config.horizon, "periods done")
+        trees = storage.join(staging, ".trees")  # hidden: never published
+        storage.makedirs(trees)
+        releases = []
         for t, statistics in period_accumulators(input_path, config.structure, columns,
                                                  bounds, period_col, config.horizon, clip,
                                                  in_format, batch_rows,
                                                  config.counted_sketch_levels):
             logs.add_totals({RECORDS_READ: statistics.num_points})
             state, release = synthesizer.step(state, statistics, period_sampler(seed, t))
-            _write_release(release, staging, bounds, columns, num_shards, out_format,
-                           beam_args)
+            releases.append(_save_tree(release, storage.join(trees, f"tree-t{t:04d}.npz")))
             progress.advance()
+        _write_releases(releases, staging, bounds, columns, num_shards, out_format,
+                        beam_args)
+        storage.remove_tree(trees)
         manifest = {**synthesizer.manifest(state), **_extras(columns, bounds, num_shards,
                                                               clip, depth_from),
                     "format": out_format, "period_col": period_col}

@@ -184,10 +184,29 @@ class ReleasePrivHP(beam.PTransform):
         return statistics | "Step" >> beam.Map(release_once, self._synthesizer, self._seed)
 
 
+def save_tree(tree: privhp.PrivHPTree, path: str) -> None:
+    """A grown tree as one ``.npz`` file (per level θ, counts, children)."""
+    arrays = {"meta": np.array([tree.dims, tree.depth, len(tree.thetas)])}
+    for i, (theta, count, child) in enumerate(zip(tree.thetas, tree.counts, tree.children)):
+        arrays.update({f"theta{i}": theta, f"count{i}": count, f"child{i}": child})
+    storage.save_arrays(path, **arrays)
+
+
+def load_tree(path: str) -> privhp.PrivHPTree:
+    """The tree :func:`save_tree` saved at ``path``."""
+    data = storage.load_arrays(path)
+    dims, depth, levels = (int(v) for v in data["meta"])
+    return privhp.PrivHPTree(dims, depth, [data[f"theta{i}"] for i in range(levels)],
+                             [data[f"count{i}"] for i in range(levels)],
+                             [data[f"child{i}"] for i in range(levels)])
+
+
 def shard_table(release: PointsRelease, num_shards: int, shard: int, bounds: Bounds,
                 columns: Sequence[str]) -> pa.Table:
-    """Shard ``shard``'s synthetic points in the input's units and column names."""
-    unit = privhp.sample_shard(release.tree, release.size, num_shards, shard,
+    """Shard ``shard``'s synthetic points in the input's units and column names (the
+    release's ``tree``: a grown tree, or the path :func:`save_tree` saved one at)."""
+    tree = load_tree(release.tree) if isinstance(release.tree, str) else release.tree
+    unit = privhp.sample_shard(tree, release.size, num_shards, shard,
                                release.emission_seed)
     points = bounds.from_unit(unit)
     return pa.table({name: pa.array(points[:, j]) for j, name in enumerate(columns)})
@@ -207,19 +226,26 @@ class SampleSyntheticPoints(beam.PTransform):
     manifest; called with the state and the release) runs as one more task of the same
     collection: every consumer sees the one release computed once, even on a runner that
     recomputes side inputs (a recomputed release would draw fresh noise: two trees, twice
-    the privacy cost)."""
+    the privacy cost).
+
+    The shard key is ``sSSSSS``; with ``by_period`` it is ``tNNNN-sSSSSS`` (the
+    release's period), so that one pipeline can sample and write the releases of many
+    periods (continual PrivHP's ``run --horizon``); their trees are then best given as
+    the paths of saved trees (:func:`save_tree`), each read by the shard's task, so that
+    the shuffle holds T × S paths, not T × S trees."""
 
     def __init__(self, num_shards: int, bounds: Bounds, columns: Sequence[str],
-                 on_release=None):
+                 on_release=None, by_period: bool = False):
         super().__init__()
         self.num_shards = int(num_shards)
         self.bounds = bounds
         self.columns = list(columns)
         self.on_release = on_release
+        self.by_period = bool(by_period)
 
     def expand(self, released):
         num_shards, bounds, columns = self.num_shards, self.bounds, self.columns
-        on_release = self.on_release
+        on_release, by_period = self.on_release, self.by_period
 
         def tasks(stepped):
             yield from ((shard, stepped) for shard in range(num_shards))
@@ -231,7 +257,8 @@ class SampleSyntheticPoints(beam.PTransform):
             if shard < 0:
                 on_release(state, release)
                 return
-            yield f"s{shard:05d}", shard_table(release, num_shards, shard, bounds, columns)
+            key = f"t{release.period:04d}-s{shard:05d}" if by_period else f"s{shard:05d}"
+            yield key, shard_table(release, num_shards, shard, bounds, columns)
 
         return (released
                 | "ShardTasks" >> beam.FlatMap(tasks)
