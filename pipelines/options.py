@@ -103,19 +103,9 @@ class ArgumentParser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def _refuse_repeated(self) -> None:
-        single = {name: action for action in self._actions
-                  if type(action) is argparse._StoreAction for name in action.option_strings}
-        seen: Dict[int, List[str]] = {}
-        for position, token in enumerate(self._given):
-            name, sep, value = token.partition("=")
-            if name in single:
-                if not sep and position + 1 < len(self._given):
-                    value = self._given[position + 1]
-                seen.setdefault(id(single[name]), []).append(f"{name} {value}".strip())
-        for given in seen.values():
-            if len(given) > 1:
-                self.error(f"{given[0].split()[0]} is given {len(given)} times "
-                           f"({', '.join(given)}): give each option once")
+        problem = repeated_option(self._actions, self._given)
+        if problem:
+            self.error(problem)
 
     def error(self, message):
         message = re.sub(r"^argument ([^:]+): ", lambda m: m.group(1).split("/")[0] + " ",
@@ -136,6 +126,30 @@ class ArgumentParser(argparse.ArgumentParser):
                 if close:
                     out.append(f"unrecognised option {name}: did you mean {close}?")
         return out
+
+
+def repeated_option(actions: Sequence[argparse.Action], argv: Sequence[str]
+                    ) -> Optional[str]:
+    """``--rho is given 2 times (--rho 5, --rho 0.05): give each option once`` for the
+    first option of ``actions`` (an argparse parser's) that takes one value and appears
+    more than once in ``argv`` (as ``--opt value`` or ``--opt=value``, under any of its
+    names), else None: argparse keeps the last value without a word.  Options that
+    gather their values (``action="append"``, Beam's ``--experiments``), and flags, are
+    left alone: only a plain ``store`` action keeps one value."""
+    single = {name: action for action in actions
+              if type(action) is argparse._StoreAction for name in action.option_strings}
+    seen: Dict[int, List[str]] = {}
+    for position, token in enumerate(argv):
+        name, sep, value = token.partition("=")
+        if name in single:
+            if not sep and position + 1 < len(argv):
+                value = argv[position + 1]
+            seen.setdefault(id(single[name]), []).append(f"{name} {value}".strip())
+    for given in seen.values():
+        if len(given) > 1:
+            return (f"{given[0].split()[0]} is given {len(given)} times "
+                    f"({', '.join(given)}): give each option once")
+    return None
 
 
 def closest_option(name: str, valid: Sequence[str]) -> Optional[str]:
@@ -380,7 +394,10 @@ def check_beam_args(beam_args: Sequence[str], command: str,
     an option that neither the job nor Beam knows (``--rh0``, or an option of another
     job such as ``--alphabet`` for ``cumulative``), which Beam would otherwise discard
     with a warning while the job runs without it, or a stray word.  The message names
-    the closest valid option (``--neighbour`` → ``--neighbor``)."""
+    the closest valid option (``--neighbour`` → ``--neighbor``).  A Beam option that
+    keeps one value given twice (``--runner DirectRunner --runner dask-local``) is
+    refused as the job's own are (:func:`repeated_option`: Beam would keep the last);
+    the ones Beam's parser gathers (``--experiments``) may be repeated."""
     if not beam_args:
         return
     if not beam_args[0].startswith("-"):
@@ -392,10 +409,11 @@ def check_beam_args(beam_args: Sequence[str], command: str,
         require_dask()
     options = PipelineOptions(list(beam_args))
     captured = io.StringIO()
+    parsers: List[argparse.ArgumentParser] = []
     try:  # Beam's own parser prints its whole usage for a bad value (an invalid choice)
         with contextlib.redirect_stderr(captured):
             unknown = sorted(set(options.get_all_options(retain_unknown_options=True))
-                             - set(options.get_all_options()))
+                             - set(options.get_all_options(add_extra_args_fn=parsers.append)))
     except SystemExit:
         problem = captured.getvalue().strip().splitlines()[-1:] or ["a bad Beam option"]
         raise InputError(problem[0].split("error: ", 1)[-1]) from None
@@ -420,6 +438,9 @@ def check_beam_args(beam_args: Sequence[str], command: str,
         raise InputError(f"unrecognised option(s) {', '.join('--' + u for u in unknown)}: "
                          f"not an option of '{command}' (see --help) nor of Apache Beam"
                          + (f" ({'; '.join(hints)})" if hints else ""))
+    repeated = repeated_option(parsers[0]._actions, beam_args)  # Beam's, as Beam declares them
+    if repeated:
+        raise InputError(repeated)
     check_runner(options.view_as(StandardOptions).runner)
 
 

@@ -103,6 +103,14 @@ def test_options_read_the_beam_way_and_stay_out_of_other_pipelines():
     (["--rho", "0.05"], ["--rho is given 2 times (--rho 5, --rho 0.05): give each option "
                          "once"]),
     (["--horizon=4"], ["--horizon is given 2 times (--horizon 3, --horizon 4)"]),
+    # Beam's own options too (before: Beam kept the last value, and --runner's preset read
+    # the first): both spellings, every value named
+    (["--runner", "DirectRunner", "--runner=dask-local"],
+     ["--runner is given 2 times (--runner DirectRunner, --runner dask-local): give each "
+      "option once"]),
+    (["--direct_num_workers=1", "--direct_num_workers", "2"],
+     ["--direct_num_workers is given 2 times (--direct_num_workers 1, "
+      "--direct_num_workers 2)"]),
 ])
 def test_bad_options_exit_2_with_one_line_and_nothing_written(tmp_path, argv, words):
     base = {"input": "never-read.parquet", "output": str(tmp_path / "out"), **PRIVACY}
@@ -117,6 +125,20 @@ def test_bad_options_exit_2_with_one_line_and_nothing_written(tmp_path, argv, wo
     for word in words:
         assert word in line
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_beam_options_beam_gathers_may_be_repeated():
+    """A Beam option whose argparse action gathers its values (append, Beam's
+    comma-separated lists) is not refused when given twice, in either spelling; a flag
+    given twice says nothing new either."""
+    from continual_synth.pipelines.options import check_beam_args
+    check_beam_args(["--experiments=a", "--experiments", "b", "--experiment=c",
+                     "--dataflow_service_options=x", "--dataflow_service_options=y",
+                     "--sdk_harness_container_image_overrides=p,q",
+                     "--sdk_harness_container_image_overrides", "r,s",
+                     "--save_main_session", "--save_main_session"], "window run")
+    options = PipelineOptions(["--experiments=a", "--experiments", "b"])
+    assert options.get_all_options()["experiments"] == ["a", "b"]
 
 
 def test_required_options_are_named():
