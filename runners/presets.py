@@ -10,14 +10,15 @@
   On Linux the workers are forked from the job's process as it starts (they begin with
   its modules imported instead of importing Beam again: the cluster starts in 0.3 s, not
   2-5 s); elsewhere they are spawned.  Each row group and shard is a task of its own
-  (``--dask_partition_size=1``).  For an existing cluster use ``--runner DaskRunner
-  --dask_client_address HOST:PORT``.
+  (``--dask_partition_size=1``).  The cluster's and its workers' ``distributed.*``
+  log lines show only with ``--verbose`` (:func:`quiet_own_cluster`).  For an existing
+  cluster use ``--runner DaskRunner --dask_client_address HOST:PORT``.
 * ``DaskRunner``: :class:`continual_synth.runners.dask_runner.DaskRunner`, Beam's Dask
   runner with a cheaper ``GroupByKey``.  Without ``--dask_client_address`` Beam's runner
   starts ``dask.distributed``'s default local cluster for the job (worker processes and
   threads sized from this machine's cores, closed after the job); its ``distributed.*``
   INFO and WARNING lines, the driver's and the workers', are shown only with
-  ``--verbose`` (:func:`quiet_own_cluster`), as ``dask-local``'s are not.
+  ``--verbose`` (:func:`quiet_own_cluster`), as ``dask-local``'s are.
 * ``FlinkRunner``, ``DataflowRunner``, …: passed to Beam unchanged, with their own
   options (``--flink_master``, ``--project`` …); ship the code with
   ``--setup_file ./setup.py``.
@@ -81,18 +82,22 @@ def resolved_beam_args(beam_args: Sequence[str], verbose: bool = False
         check_scheduler(beam_args)
         resolved = _without(beam_args, index) + [f"--runner={DASK_RUNNER}"] \
             + _partitions(beam_args)
-        if verbose or _scheduler_address(beam_args):
+        with _quiet_unless(verbose or bool(_scheduler_address(beam_args))):
             yield resolved
-        else:
-            with quiet_own_cluster():
-                yield resolved
     elif runner == "dask-local":
-        with local_dask_cluster(num_workers(beam_args)) as address:
+        require_dask()
+        with _quiet_unless(verbose), local_dask_cluster(num_workers(beam_args)) as address:
             yield (_without(beam_args, index) + [f"--runner={DASK_RUNNER}",
                                                  f"--dask_client_address={address}"]
                    + _partitions(beam_args))
     else:
         yield list(beam_args)
+
+
+def _quiet_unless(verbose: bool):
+    """:func:`quiet_own_cluster`, or nothing with ``--verbose`` (the cluster's and its
+    workers' ``distributed.*`` lines then show, as Beam's workers' do)."""
+    return contextlib.nullcontext() if verbose else quiet_own_cluster()
 
 
 @contextlib.contextmanager
@@ -107,14 +112,12 @@ def local_dask_cluster(workers: int = 2, fork: bool = sys.platform.startswith("l
     with ``fork=False`` nothing is inherited, which tests use to prove that every
     transform really is shipped to the workers.  The CLI starts the cluster before it
     imports or runs any job code (one thread, no JAX); a program that already runs
-    threads of its own should pass ``fork=False``."""
+    threads of its own should pass ``fork=False``.  Its ``distributed.*`` logging is this
+    process's (the CLI quiets it unless ``--verbose``: :func:`quiet_own_cluster`)."""
     require_dask()
-    import logging
-
     import dask
     import distributed
 
-    logging.getLogger("distributed").setLevel(logging.ERROR)
     with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ(),
                           "distributed.worker.multiprocessing-method":
                               "fork" if fork else "spawn", **QUIETER_MONITORS}):
@@ -162,9 +165,10 @@ def quiet_own_cluster() -> Iterator[None]:
     log errors only; on exit the clients opened in it are closed (with the local cluster
     a client started, before it can log its shutdown), then the levels are restored.
 
-    For ``--runner DaskRunner`` without ``--dask_client_address``: Beam's runner then
-    opens ``distributed.Client()``, which starts a cluster of its own and whose
-    ``distributed.*`` INFO lines (about 60 for a short job) would otherwise reach stderr."""
+    For ``--runner dask-local``, and ``--runner DaskRunner`` without
+    ``--dask_client_address`` (Beam's runner then opens ``distributed.Client()``, which
+    starts a cluster of its own), without ``--verbose``: their ``distributed.*`` INFO
+    lines (about 60 for a short job) would otherwise reach stderr."""
     import logging
     import os
 

@@ -191,25 +191,28 @@ def test_group_by_key_puts_each_integer_key_in_its_own_partition_with_n_by_m_tas
         inputs + inputs * shards + shards)
 
 
+@pytest.mark.parametrize("runner", ["DaskRunner", "dask-local"])
 @pytest.mark.parametrize("verbose", [False, True])
-def test_dask_runner_without_an_address_is_quiet_unless_verbose(panel, tmp_path, verbose):
+def test_own_clusters_are_quiet_unless_verbose(panel, tmp_path, verbose, runner):
     """``--runner DaskRunner`` without ``--dask_client_address``: Beam's runner starts a
     local cluster of its own, whose ``distributed.*`` INFO/WARNING lines (64 on a short
     run) reached stderr without ``--verbose``.  Now stderr holds only the command's
-    lines, as with ``dask-local``; ``--verbose`` (anywhere on the line) shows them."""
+    lines, as with ``dask-local``; ``--verbose`` (anywhere on the line) shows them, the
+    scheduler's and the workers', for ``dask-local`` too (before: never, even with
+    ``--verbose``)."""
     import os
     import subprocess
     _, _, path = panel
     script = os.path.join(os.path.dirname(sys.executable), "continual-synth")
     argv = [script, *(["-v"] if verbose else []), "window", "run", "--input", path,
             "--output", str(tmp_path / "out"), "--window", "2", "--horizon", "5",
-            "--rho", "5", "--seed", "1", "--shards", "2", "--runner", "DaskRunner"]
+            "--rho", "5", "--seed", "1", "--shards", "2", "--runner", runner]
     ran = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stderr
     lines = ran.stderr.strip().splitlines()
-    distributed_lines = [line for line in lines if "distributed." in line]
     if verbose:
-        assert distributed_lines
+        for source in ("distributed.scheduler", "distributed.worker"):
+            assert any(source in line for line in lines), (source, lines)
     else:
         assert lines and all(line.startswith("continual-synth window run: ")
                              for line in lines), lines

@@ -10,7 +10,6 @@ One Dask cluster serves the whole session (starting one takes seconds).
 from __future__ import annotations
 
 import json
-import logging
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +28,8 @@ from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer  #
 from continual_synth.mechanisms.window import WindowConfig  # noqa: E402
 from continual_synth.pipelines import jobs, tabular  # noqa: E402
 from continual_synth.pipelines.bounded import run_bounded  # noqa: E402
-from continual_synth.runners.presets import DASK_RUNNER, local_dask_cluster  # noqa: E402
+from continual_synth.runners.presets import (DASK_RUNNER, local_dask_cluster,  # noqa: E402
+                                             quiet_own_cluster)
 from continual_synth.transforms.files import list_data_files, read_file, write_file  # noqa: E402
 
 from helpers_panels import long_table, markov_codes, without_provenance  # noqa: E402
@@ -43,11 +43,8 @@ RUNNERS = ["direct", "multi_processing", "dask_processes"]
 def dask_address():
     """A local dask.distributed cluster of two single-threaded worker processes, spawned
     (fresh interpreters: nothing of this process is inherited)."""
-    logger = logging.getLogger("distributed")
-    level = logger.level
-    with local_dask_cluster(2, fork=False) as address:
+    with quiet_own_cluster(), local_dask_cluster(2, fork=False) as address:
         yield address
-    logger.setLevel(level)
 
 
 @pytest.fixture
