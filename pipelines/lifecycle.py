@@ -539,7 +539,9 @@ class IncrementalJob:
     ``sampler``, ``format``, ``fingerprints``, ``pending``, ``output_dir`` and
     ``files`` (name → path relative to the state root of the private files in use);
     ``contents`` (content digest → period) and ``inputs`` (resolved input location →
-    the last period ingested from it) are added by the steps (absent from older states).
+    the last period ingested from it) are added by the steps (absent from older states;
+    ``inputs_from``, the first period ``inputs`` recorded, when it is not 1:
+    :func:`unrecorded_inputs`).
     """
 
     kind: str = ""
@@ -675,6 +677,7 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
             return target
         if period is None:
             _check_not_rerun(state, input_path, target)
+            _warn_unrecorded_inputs(job, state)
         job.check_step(state, target)  # horizon and budget, before reading any data
         digests = digests or input_digests(input_path)  # a missing input: named here
         copied = state.get("contents", {}).get(digests[1])
@@ -696,6 +699,9 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
             new_state["contents"] = {**state.get("contents", {}), digests[1]: target}
             new_state["inputs"] = {**state.get("inputs", {}),
                                    storage.resolved(input_path): target}
+            unrecorded = unrecorded_inputs(job, state)
+            if unrecorded:
+                new_state["inputs_from"] = unrecorded + 1
             new_state["output_dir"] = storage.absolute(output_dir)
             crash_point("computed")
             _check_unchanged(input_path, digests)
@@ -727,12 +733,43 @@ def _check_not_rerun(state: Dict, input_path: str, target: int) -> None:
     same step run again after its file or folder changed (a part landed in the folder
     while the first run read it), not the next period; its records would be counted
     twice.  ``--period`` says it is the next one (one landing path overwritten every
-    period).  A state written before ``inputs`` were recorded has none to compare."""
+    period).  A state written before ``inputs`` were recorded has none to compare for
+    its early periods: :func:`_warn_unrecorded_inputs`."""
     ingested = state.get("inputs", {}).get(storage.resolved(input_path))
     if ingested is not None:
         raise StateError(f"{input_path} was ingested as period {ingested} with other "
                          f"contents (it changed since: a re-run of that step?); not taken as "
                          f"period {target}; if it is period {target}, pass --period {target}")
+
+
+def unrecorded_inputs(job: IncrementalJob, state: Dict) -> int:
+    """How many periods (1..k) a state ingested before it recorded each period's input
+    location (``inputs``, which the re-run check reads): those of a state saved by a
+    version before ``inputs``, as counted when the first step since recorded one
+    (``inputs_from``: the first period recorded)."""
+    if "inputs" not in state:
+        return job.periods_seen(state)
+    return int(state.get("inputs_from", 1)) - 1
+
+
+def _warn_unrecorded_inputs(job: IncrementalJob, state: Dict) -> None:
+    """One warning, for a step without ``--period`` on a state whose early periods'
+    input locations were never recorded (:func:`unrecorded_inputs`).  They cannot be
+    recovered from what such a state holds: its ``fingerprints`` digest each input's
+    path *with the bytes it held then*, so a path whose contents changed since (a folder
+    that gained a part, a landing file overwritten) matches none of them, and
+    ``contents`` digest the bytes alone.  A re-run of one of those periods' steps on its
+    changed input would be taken as the next period; ``--period`` is checked against
+    the periods ingested, whatever the input's history."""
+    unrecorded = unrecorded_inputs(job, state)
+    if unrecorded:
+        LOGGER.warning("warning: %s of this state %s ingested before states recorded "
+                       "each period's input location, so a step without --period cannot "
+                       "tell a re-run of their steps on a changed input (a folder that "
+                       "gained a file) from the next period; pass --period on each step "
+                       "to have the period checked (periods from %d on are recorded)",
+                       period_span(list(range(1, unrecorded + 1))),
+                       "was" if unrecorded == 1 else "were", unrecorded + 1)
 
 
 def _check_order(job: IncrementalJob, state: Dict, period: Optional[int],
@@ -813,7 +850,7 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
 
 #: fields of a state document that change as the release goes on (not ``init``'s settings)
 PROGRESS_FIELDS = frozenset({"state_id", "synthesizer_state", "fingerprints", "contents",
-                             "inputs", "pending", "output_dir", "files", "shard_sizes",
+                             "inputs", "inputs_from", "pending", "output_dir", "files", "shard_sizes",
                              "shard_code_counts"})
 
 

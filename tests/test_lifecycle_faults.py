@@ -553,16 +553,43 @@ def test_an_input_that_changes_while_the_step_reads_it_is_not_committed(
     assert _outcome(state, out) == history.at_crash_period  # the whole period, once
 
 
-def test_a_state_saved_before_inputs_were_recorded_steps_on(history, tmp_path):
+def test_a_state_saved_before_inputs_were_recorded_steps_on(history, tmp_path, capsys):
     """A state version without ``inputs`` (written by an earlier version) is read and
-    stepped as before; the step records its input from then on."""
+    stepped as before; the step records its input from then on.  Its earlier periods'
+    input locations cannot be recovered (a fingerprint digests a path with the bytes it
+    held then), so every step without --period says, in one warning line, which periods
+    the re-run check cannot protect and that --period does (before: nothing said); a
+    step with --period, and a state recorded from period 1, say nothing."""
     synth = history.synth
-    state, out = clone_incremental(*history.early, str(tmp_path))
-    store = StateDir(state)
-    version, document = store.read()
-    document.pop("inputs", None)
-    store.commit(version, document)
-    assert synth.step(state, synth.files[CRASH_PERIOD - 1], out)["status"] in (
-        "released", "ingested")
-    assert load_state(state)["inputs"] == {
-        os.path.realpath(synth.files[CRASH_PERIOD - 1]): CRASH_PERIOD}
+
+    def old_state(name):
+        state, out = clone_incremental(*history.early, str(tmp_path / name))
+        store = StateDir(state)
+        version, document = store.read()
+        document.pop("inputs", None)
+        store.commit(version, document)
+        return [synth.cli, "step", "--state", state, "--output", out, "--input"], state
+
+    def warnings():
+        return [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+
+    step, state = old_state("old")
+    capsys.readouterr()
+    for period in (CRASH_PERIOD, CRASH_PERIOD + 1):  # still periods 1..2, not CRASH_PERIOD
+        assert cli.main(step + [synth.files[period - 1]]) == 0
+        [warning] = warnings()
+        assert f"periods 1..{CRASH_PERIOD - 1} of this state were ingested before" in warning
+        assert "pass --period on each step" in warning
+        assert f"periods from {CRASH_PERIOD} on are recorded" in warning
+    saved = load_state(state)
+    assert saved["inputs"] == {os.path.realpath(synth.files[t - 1]): t
+                               for t in (CRASH_PERIOD, CRASH_PERIOD + 1)}
+    assert saved["inputs_from"] == CRASH_PERIOD
+    # with --period, and on a state recorded from period 1, nothing to say
+    step, _ = old_state("with_period")
+    assert cli.main(step + [synth.files[CRASH_PERIOD - 1], "--period", str(CRASH_PERIOD)]) == 0
+    assert warnings() == []
+    fresh, fresh_out = clone_incremental(*history.early, str(tmp_path / "fresh"))
+    assert cli.main([synth.cli, "step", "--state", fresh, "--output", fresh_out, "--input",
+                     synth.files[CRASH_PERIOD - 1]]) == 0
+    assert warnings() == [] and "inputs_from" not in load_state(fresh)
