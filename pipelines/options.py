@@ -271,16 +271,25 @@ def option_strings(parser: argparse.ArgumentParser) -> List[str]:
 def beam_spelling(argv: Sequence[str], parser: argparse.ArgumentParser) -> List[str]:
     """Read options as Beam, Airflow's Beam operator and Flex Templates write them:
     ``--id_col=x`` is ``--id-col=x`` for the options declared with hyphens, and a flag
-    given a value (``--clip=true`` / ``--clip=false``) is the flag or nothing.  Anything
-    else, Beam's options included, is left as it is."""
+    given a value (``--clip=true`` / ``--clip=false``) is the flag or nothing.  A flag
+    given more than once is refused, as any other option is (:func:`repeated_option`):
+    once spelt as the flag or nothing, ``--public_population=true
+    --public_population=false`` would read as true, whatever the last word said.
+    Anything else, Beam's options included, is left as it is."""
     flags = {name for action in parser._actions if isinstance(action, argparse._StoreTrueAction)
              for name in action.option_strings}
     declared = set(option_strings(parser))
-    out = []
+    out, given = [], {}
     for arg in argv:
         name, sep, value = arg.partition("=")
         if name.startswith("--") and name not in declared and name.replace("_", "-") in declared:
             name = name.replace("_", "-")
+        if name in flags:
+            given.setdefault(name, []).append(arg)
+            if len(given[name]) > 1:
+                raise InputError(f"{given[name][0].partition('=')[0]} is given "
+                                 f"{len(given[name])} times "
+                                 f"({', '.join(given[name])}): give each option once")
         if name in flags and sep:
             if value.lower() not in ("true", "false"):
                 raise InputError(f"{name}={value}: a flag takes true or false")

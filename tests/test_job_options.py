@@ -157,6 +157,22 @@ def test_beam_spelling_of_names_and_flags():
     assert beam_spelling(["--clip=False"], parser) == []
     with pytest.raises(ValueError, match="--clip=yes: a flag takes true or false"):
         beam_spelling(["--clip=yes"], parser)
+    # a flag given twice is refused whatever its spellings (the last word was false, and
+    # the flag-or-nothing spelling read it as true: the audit of 1 Dec 2026)
+    for twice in (["--clip=true", "--clip=false"], ["--clip=false", "--clip=true"],
+                  ["--clip", "--clip=false"], ["--clip", "--clip"]):
+        with pytest.raises(ValueError, match=r"--clip is given 2 times \(.*\): give each"):
+            beam_spelling(twice, parser)
+
+
+def test_a_privacy_flag_given_twice_in_the_job_form_exits_2(tmp_path, capsys):
+    from continual_synth.jobs import main as job_main
+    state = tmp_path / "state"
+    code = job_main("cumulative_init", [
+        f"--state={state}", "--horizon=4", "--rho=5", "--seed=9", "--neighbor=add-remove",
+        "--public_population=true", "--public_population=false"])
+    assert code == 2 and not state.exists()
+    assert "--public_population is given 2 times" in capsys.readouterr().err
 
 
 def test_job_modules_release_what_window_run_releases(tmp_path, capsys):
