@@ -251,14 +251,14 @@ def _continual(args, beam_args: List[str]) -> dict:
     common = dict(seed=args.seed, out_format=args.out_format, clip=args.clip,
                   num_shards=args.shards, depth_from=depth_from)
     if args.action == "init":
-        if args.exists_ok:
-            from continual_synth.pipelines.cli import _holds_same_state, kept_state
-            document = bounded_continual.initial_document(config, columns, bounds,
-                                                          args.samples, **common)
-            if _holds_same_state(args.state, document,
-                                 bounded_continual.ContinualPrivHPJob().canonical):
-                return kept_state(args.state)
-        bounded_continual.init(config, args.state, columns, bounds, args.samples, **common)
+        from continual_synth.pipelines.cli import initialise, kept_state
+        document = bounded_continual.initial_document(config, columns, bounds,
+                                                      args.samples, **common)
+        if initialise(args.exists_ok, args.state, document,
+                      lambda: bounded_continual.init(config, args.state, columns, bounds,
+                                                     args.samples, **common),
+                      bounded_continual.ContinualPrivHPJob().canonical):
+            return kept_state(args.state)
         return {"status": "initialised", "state": args.state, "horizon": config.horizon,
                 "epsilon": config.epsilon, "neighbor": config.structure.neighbor,
                 "counter": config.counter, "memory_counters": config.memory_words}

@@ -23,7 +23,7 @@ import argparse
 import json
 import logging
 import sys
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 # Beam logs import-time warnings and each failing DoFn's traceback; the command
 # reports errors itself, so keep Beam quiet unless --verbose is given.
@@ -251,10 +251,9 @@ def _dispatch(args, beam_args: List[str]) -> dict:
             jobs.warn_if_mostly_noise(manifest)
             return manifest
         common = _common(args, model.alphabet)
-        if args.exists_ok and _holds_same_state(args.state,
-                                                jobs.initial_document(model, **common)):
+        if initialise(args.exists_ok, args.state, jobs.initial_document(model, **common),
+                      lambda: jobs.init(model, args.state, **common)):
             return kept_state(args.state)
-        jobs.init(model, args.state, **common)
         return {"status": "initialised", "state": args.state,
                 **{key: value for key, value in model.manifest(model.initial_state()).items()
                    if key in ("window", "horizon", "neighbor", "rho", "n_pad", "error_bound",
@@ -283,6 +282,24 @@ def _holds_same_state(state_dir: str, document: dict, canonical=None) -> bool:
         return False
     check_same_settings(state_dir, store.read(document["kind"])[1], document, canonical)
     return True
+
+
+def initialise(exists_ok: bool, state_dir: str, document: dict, init: Callable[[], None],
+               canonical=None) -> bool:
+    """``init`` (which creates ``state_dir`` holding ``document``), or, with
+    ``exists_ok``, keep a state already there made with the same settings: True if kept.
+    Two ``init --exists-ok`` started together with the same options both succeed: the
+    one whose exclusive create loses finds the winner's state and keeps it."""
+    from continual_synth.mechanisms.errors import StateError
+    if exists_ok and _holds_same_state(state_dir, document, canonical):
+        return True
+    try:
+        init()
+    except StateError:
+        if exists_ok and _holds_same_state(state_dir, document, canonical):
+            return True  # another init created it meanwhile, with these settings
+        raise
+    return False
 
 
 def kept_state(state_dir: str) -> dict:

@@ -33,6 +33,9 @@ from continual_synth.mechanisms.errors import StateError
 from continual_synth.transforms import storage
 
 
+PROBE_PREFIX = ".conditional-create-probe-"  # a probe object's name (removed after)
+
+
 class ConditionalCreate:
     """The interface: one implementation per store kind."""
 
@@ -49,7 +52,7 @@ class ConditionalCreate:
 
     def check_honoured(self, directory: str) -> None:
         """Refuse a store that ignores the condition (a probe created twice)."""
-        probe = storage.join(directory, f".conditional-create-probe-{uuid.uuid4().hex}")
+        probe = storage.join(directory, f"{PROBE_PREFIX}{uuid.uuid4().hex}")
         try:
             first, second = self.create(probe, b"1"), self.create(probe, b"2")
         finally:

@@ -143,7 +143,7 @@ class StateDir:
     def create(self, state: Dict) -> None:
         """Initialise: version 0 (exclusive: of two ``init`` runs one fails)."""
         create = self.conditional_create()  # refuses a store without conditional create
-        if storage.children(self.root) or storage.is_file(self.root):
+        if self._foreign_children() or storage.is_file(self.root):
             raise StateError(f"{self.root} already holds a state or other files; "
                              f"use a new directory")
         if self.local:
@@ -153,6 +153,16 @@ class StateDir:
         if not create.create(self.version_path(0), packed_json.dumps(state)):
             raise StateError(f"{self.root} already holds a state (another init created it "
                              f"first); use a new directory")
+
+    def _foreign_children(self) -> List[str]:
+        """What the root holds besides another ``init``'s work in progress (its folders,
+        its lock file, its store's conditional-create probe): with those alone the
+        exclusive create of version 0 decides which ``init`` wins, and the loser is told
+        so (``init --exists-ok`` then keeps the winner's state if it has its options)."""
+        own = {storage.basename(self.runs), storage.basename(self.versions),
+               storage.basename(self.lock)}
+        return [name for name in storage.children(self.root)
+                if name not in own and not name.startswith(conditional_create.PROBE_PREFIX)]
 
     def read(self, kind: Optional[str] = None) -> Tuple[int, Dict]:
         """``(version, state)`` of the current state; ``kind`` must match if given."""

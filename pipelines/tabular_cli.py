@@ -287,11 +287,10 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                 if not isinstance(value, (list, dict))}
     synthesizer = synthesizer_from_args(args)
     common = dict(seed=args.seed, out_format=args.out_format, period_col=args.period_col)
-    if args.exists_ok:
-        from continual_synth.pipelines.cli import _holds_same_state, kept_state
-        if _holds_same_state(args.state, tabular.initial_document(synthesizer, **common)):
-            return kept_state(args.state)
-    tabular.init(synthesizer, args.state, **common)
+    from continual_synth.pipelines.cli import initialise, kept_state
+    if initialise(args.exists_ok, args.state, tabular.initial_document(synthesizer, **common),
+                  lambda: tabular.init(synthesizer, args.state, **common)):
+        return kept_state(args.state)
     config = synthesizer.config
     summary = {"status": "initialised", "state": args.state, "method": args.method,
                "epsilon": args.epsilon, "workloads": len(synthesizer.workloads)}

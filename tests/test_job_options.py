@@ -253,6 +253,33 @@ def test_init_exists_ok_keeps_the_same_state_and_refuses_other_options(tmp_path,
     assert snapshot(state) == before
 
 
+def test_init_exists_ok_that_loses_the_race_keeps_the_winners_state(tmp_path, capsys,
+                                                                     monkeypatch):
+    """Two ``init --exists-ok`` with the same options started together (the audit of
+    1 Dec 2026: the loser exited 2 in 5 of 6 trials on S3): the one whose exclusive create
+    of version 0 loses keeps the winner's state.  Without ``--exists-ok`` it still fails;
+    another init's work in progress (its folders, lock and probe) is not "other files"."""
+    from continual_synth.pipelines import lifecycle
+    state = tmp_path / "state"
+    (state / "versions").mkdir(parents=True)  # another init's skeleton, before version 0
+    (state / "lock").write_text("")
+    (state / ".conditional-create-probe-0123").write_text("1")
+    argv = ["window", "init", "--state", str(state), "--window", "2", "--horizon", "3",
+            "--rho", "1", "--seed", "1"]
+    original = lifecycle.StateDir.create
+
+    def racing(self, document):
+        original(self, document)  # the other init creates version 0 first
+        original(self, document)  # this one's exclusive create loses
+
+    monkeypatch.setattr(lifecycle.StateDir, "create", racing)
+    assert main(argv + ["--exists-ok"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "kept"
+    other = tmp_path / "other"
+    assert main(argv[:3] + [str(other)] + argv[4:]) == 2
+    assert "another init created it first" in capsys.readouterr().err
+
+
 def _tabular_init(tmp_path):
     domain = tmp_path / "domain.json"
     domain.write_text(json.dumps({"a": [0, 1], "b": ["x", "y"]}))
