@@ -21,20 +21,23 @@ complete periods are released in order, each by exactly the write-ahead step
 Every tick first publishes a period the state holds computed but unpublished (a step or
 stream killed after its commit: the saved plan, no data read, no noise drawn, nothing
 spent) and takes a waiting file whose period is next (a ``step`` may have released the
-one before).  Arrivals, for a state that has released periods 1..s:
+one before).  Arrivals, for a state that has ingested periods 1..s (taken in by a step;
+the window synthesizer releases nothing before period k, so ingested is not released):
 
 * a file already ingested (the lifecycle's fingerprint: path and bytes) — a restart
   re-lists every file, a file touched — is a **duplicate**: logged and ignored; so is a
   file rejected before (its fingerprint is in the dead letter), and a second copy (same
   bytes) of a waiting file;
-* a file for period p > s + 1 **waits** in the bag until p − 1 is released; a second,
+* a file for period p > s + 1 **waits** in the bag until p − 1 is ingested; a second,
   different file for a waiting period waits behind it: when the period's turn comes its
   files are tried in the order they landed — the listing that first saw each file as it
   is now, then its modification time, then its path (files that settle at one listing
   were first seen at the same one, so time and then path order them) — the first the
-  step accepts is released and the others are rejected; a file landed again under the
+  step accepts is ingested and the others are rejected; a file landed again under the
   same name replaces the waiting one, in its place (a corrected file);
-* a file for a released period p ≤ s, with the same bytes as another period's file (a
+* a file for an ingested period p ≤ s (or the file or folder period p was taken from,
+  changed since: a part landed late, a rewrite), with the same bytes as another period's
+  file (a
   copy is never a second period), beyond the horizon, without a readable period, or
   refused by the step's validation (the lifecycle leaves state and output
   byte-identical) goes to the **dead letter** ``STATE/rejected/`` — one JSON document
@@ -243,6 +246,26 @@ def rejected_fingerprints(state_dir: str) -> set:
     return found
 
 
+def ingested_reason(state: Dict, path: str, period: int) -> str:
+    """Why a landed file or folder of period ``period`` ≤ s (the periods the state has
+    ingested, ``job.periods_seen``) goes to the dead letter.  Ingested is not released:
+    the window synthesizer takes periods 1..k−1 in and releases nothing until period k,
+    so the reason names what is true of every synthesizer — the period was taken from a
+    file (``state["inputs"]``: resolved location → the period last taken from it; absent
+    from states written before it was recorded) — and whether it was this very location,
+    since changed (a part landed in the folder, the file was rewritten in place)."""
+    inputs = state.get("inputs", {})
+    what = "folder" if storage.is_dir(path) else "file"
+    if inputs.get(storage.resolved(path)) == period:
+        return (f"this {what} changed after period {period} was taken from it (a part landed "
+                f"in it, or it was rewritten in place): its new contents are not counted, "
+                f"in period {period} or in a later one")
+    sources = [source for source, taken in inputs.items() if taken == period]
+    source = f" (taken from {sources[-1]})" if sources else ""
+    return (f"period {period} was already ingested{source}; a late file is never counted "
+            f"in a later period")
+
+
 def _event(event: str, **fields) -> None:
     """One JSON line on stderr per arrival or release (the stream's log)."""
     print(json.dumps({"event": event, **fields}, default=str), file=sys.stderr, flush=True)
@@ -295,6 +318,7 @@ class ReleaseCompletePeriods(beam.DoFn):
                 for path in landed:
                     self._arrive(path, arrived, state)
                 self._release_ready(arrived)
+                self._announce_waiting(landed, arrived)
             except StateBusy:
                 if landed:  # a file's turn: as a step would be refused
                     raise
@@ -403,9 +427,7 @@ class ReleaseCompletePeriods(beam.DoFn):
             self._reject(path, period, f"period {period} is outside 1..{horizon or '∞'} "
                                        f"(the horizon)", located)
         elif period <= seen:
-            self._reject(path, period, f"period {period} was already released from another "
-                                       f"file; a late file is never counted in a later period",
-                         located)
+            self._reject(path, period, ingested_reason(state, path, period), located)
         elif copied is not None or copy_waiting is not None:
             self._reject(path, period, f"holds the same bytes as the file of period "
                                        f"{copied or copy_waiting}: a copy is not taken as "
@@ -423,11 +445,27 @@ class ReleaseCompletePeriods(beam.DoFn):
                 _event("waiting", file=path, period=period,
                        reason=f"period {period} already has a file waiting ({candidates[0][0]}); "
                               f"this one is used only if that one is refused")
-            elif period > seen + 1:
-                _event("waiting", file=path, period=period,
-                       reason=f"period {seen + 1} has not landed yet")
         if not candidates:
             del arrived[period]
+
+    def _announce_waiting(self, landed: Sequence[str], arrived: Dict) -> None:
+        """A ``waiting`` event for each period whose first file landed at this listing
+        and waits for an earlier period of which no file is waiting either, naming those
+        periods.  Only once the whole listing has been sorted and the ready periods
+        ingested: a listing sorts its files in landing order, so a later period's file
+        can be sorted before the file of the period it would otherwise wait for."""
+        new = set(landed)
+        if not any(candidates[0][0] in new for candidates in arrived.values()):
+            return
+        seen = self.job.periods_seen(self._state())
+        for period, candidates in sorted(arrived.items()):
+            missing = [p for p in range(seen + 1, period) if p not in arrived]
+            if candidates[0][0] in new and missing:
+                listed = ", ".join(str(p) for p in missing[:5]) + (" …" if len(missing) > 5
+                                                                  else "")
+                _event("waiting", file=candidates[0][0], period=period,
+                       reason=(f"period {listed} has not landed yet" if len(missing) == 1
+                               else f"periods {listed} have not landed yet"))
 
     def _release_ready(self, arrived: Dict) -> None:
         """Release the next period while its file is waiting: its files in the order they
@@ -438,7 +476,7 @@ class ReleaseCompletePeriods(beam.DoFn):
             if state["pending"] is not None:  # published at the next tick
                 return
             if self.until_period is not None and seen >= self.until_period:
-                raise StreamStopped(f"period {self.until_period} released")
+                raise StreamStopped(f"--until-period {self.until_period} reached")
             candidates = arrived.pop(seen + 1, [])
             if not candidates:
                 return
@@ -449,8 +487,9 @@ class ReleaseCompletePeriods(beam.DoFn):
                     self._reject(path, seen + 1, str(exc), located)
                     continue
                 for other, other_located, _ in candidates[index + 1:]:
-                    self._reject(other, seen + 1, f"period {seen + 1} was released from "
-                                                  f"{path}", other_located)
+                    self._reject(other, seen + 1, f"period {seen + 1} was taken from {path} "
+                                                  f"(landed first); this file is not counted",
+                                 other_located)
                 break
 
     def _step(self, path: Optional[str], period: int, resumed: bool) -> None:
@@ -541,13 +580,13 @@ class ReleaseClosedPeriods(beam.DoFn):
                 if earlier in _RELEASED_HERE.get(self.state_dir, ()):
                     continue  # a retried firing: these records are the period's release
                 for table in tables:  # a step released the period meanwhile
-                    self._late(earlier, table, f"period {earlier} was released before "
+                    self._late(earlier, table, f"period {earlier} was ingested before "
                                                f"these records arrived")
             for later, tables in waiting.items():
                 for table in tables:
                     batches.add((later, table))
         if self.until_period is not None and period > self.until_period:
-            raise StreamStopped(f"period {self.until_period} released")
+            raise StreamStopped(f"--until-period {self.until_period} reached")
         if _Stop.requested.is_set():
             raise StreamStopped("stop requested (SIGTERM or Ctrl-C)")
 

@@ -230,7 +230,7 @@ def test_a_restarted_stream_publishes_the_pending_period_and_refuses_released_on
         expected["period"], 3)))
     dead = rejected(state)
     assert sorted(d["period"] for d in dead) == [1] * 3 + [2] * 4
-    assert all("released before this stream started" in d["reason"] for d in dead)
+    assert all("ingested before this stream started" in d["reason"] for d in dead)
 
 
 def test_a_retried_stream_past_its_until_period_releases_nothing(panel, tmp_path):

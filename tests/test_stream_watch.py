@@ -166,7 +166,9 @@ def test_out_of_order_duplicate_late_and_empty_files(panel, tmp_path):
                for doc in rejected(state)}
     assert set(reasons) == {"period_01_late.parquet", "period_02_empty.parquet"}
     assert reasons["period_01_late.parquet"][0] == 1
-    assert "already released" in reasons["period_01_late.parquet"][1]
+    assert reasons["period_01_late.parquet"][1] == (
+        f"period 1 was already ingested (taken from {watch / 'period_01.parquet'}); a late "
+        f"file is never counted in a later period")
     assert reasons["period_02_empty.parquet"][0] == 2
     assert "period_02_empty.parquet: holds no records" in reasons["period_02_empty.parquet"][1]
     log = events(state, "window")
@@ -606,7 +608,8 @@ def test_a_periods_files_are_tried_in_landing_order(tmp_path):
     dead = sorted((d["file"], d["reason"]) for d in rejected(tmp_path / "state"))
     assert dead == [("bad_period_01.parquet", "bad_period_01.parquet: refused"),
                     ("period_01_again.parquet",
-                     "period 1 was released from period_01.parquet")]
+                     "period 1 was taken from period_01.parquet (landed first); this file "
+                     "is not counted")]
     assert releaser.rejected == {"f1", "f3"}
 
 
@@ -732,4 +735,65 @@ def test_waiting_files_of_one_period_are_released_in_landing_order(panel, tmp_pa
     released = {e["period"]: e["file"] for e in log if e["event"] in ("released", "ingested")}
     assert released[3] == wave
     (dead,) = rejected(state)
-    assert dead["file"] == fix and dead["reason"] == f"period 3 was released from {wave}"
+    assert dead["file"] == fix and dead["reason"] == (f"period 3 was taken from {wave} (landed "
+                                                      f"first); this file is not counted")
+
+
+# ------------------------------------------------------------------ what the reasons say
+
+WINDOW_3 = ["--window", "3", "--horizon", str(T), "--rho", "1", "--seed", str(SEED)]
+
+
+def test_reasons_under_window_3_say_ingested_and_waiting_is_true(panel, tmp_path):
+    """``window`` with k = 3 releases nothing until period 3 is in.  Periods 2 and 1 land
+    in one listing, period 2 first (landing order): before, period 2 was logged as
+    ``waiting`` for "period 1 has not landed yet" while period 1's file was in the same
+    listing; both are taken at once, so no ``waiting`` event is true.  A copy of period
+    1's file under another name, landed after period 1 was ingested and before anything
+    was released: before, dead-lettered as "already released"; its reason now says the
+    period was ingested and from which file."""
+    _, _, periods, _ = panel
+    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
+    watch.mkdir()
+    second = land(periods[2], watch)
+    first = land(periods[1], watch)
+    os.utime(second, (1_700_000_000, 1_700_000_000))
+    os.utime(first, (1_700_000_001, 1_700_000_001))
+    process = start("window", WINDOW_3, watch, state, out, "--until-period", "3")
+    wait_until(lambda: seen(state) >= 2, process)
+    assert read_manifest(str(out))["periods_released"] == []  # ingested, not released
+    copy = land(periods[1], watch, "period_01_copy.parquet")
+    wait_until(lambda: len(rejected(state)) >= 1, process)
+    land(periods[3], watch)
+    finish(process)
+    (dead,) = rejected(state)
+    assert dead["file"] == copy and dead["period"] == 1
+    assert dead["reason"] == (f"period 1 was already ingested (taken from {first}); a late "
+                              f"file is never counted in a later period")
+    log = events(state, "window")
+    assert [e for e in log if e["event"] == "waiting"] == []
+    assert [(e["event"], e["period"]) for e in log if e["event"] in ("released", "ingested")] \
+        == [("ingested", 1), ("ingested", 2), ("released", 3)]
+
+
+def test_a_waiting_event_names_the_periods_really_missing(tmp_path, capsys):
+    """Files of periods 2 and 4 land in one listing of a stream that has ingested
+    nothing: both wait, period 2 for period 1 and period 4 for periods 1 and 3 (before:
+    "period 1 has not landed yet" for each, whatever else the listing held)."""
+    releaser = _releaser(tmp_path, accepts=lambda path: True)
+    (tmp_path / "w").mkdir()
+    releaser.watch_dir = str(tmp_path / "w")
+    for name in ("period_02.parquet", "period_04.parquet"):
+        (tmp_path / "w" / name).write_bytes(name.encode())
+    known, arrived = {}, {}
+    assert releaser._landed(known) == []
+    landed = releaser._landed(known)
+    capsys.readouterr()
+    for path in landed:
+        releaser._arrive(path, arrived, {"seen": 0, "pending": None, "fingerprints": {}})
+    releaser._release_ready(arrived)
+    releaser._announce_waiting(landed, arrived)
+    waiting = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert sorted((e["period"], e["reason"]) for e in waiting if e["event"] == "waiting") == [
+        (2, "period 1 has not landed yet"), (4, "periods 1, 3 have not landed yet")]
+    assert releaser.steps == [] and sorted(arrived) == [2, 4]

@@ -11,7 +11,7 @@ event-time window ``[origin + (t − 1)·L, origin + t·L)`` of ``--period-lengt
         message that is not one, has no time, or falls outside periods 1..T goes to the
         dead letter with the reason — one bad message never stops the stream)
       ─ SplitLateRecords: a record whose period is already closed (the watermark has
-        passed its end, or the period was released before this stream started) goes to
+        passed its end, or the period was ingested before this stream started) goes to
         the dead letter with the reason, never to a later period
       ─ PeriodBatches: FixedWindows(L) ─ GroupIntoBatches per period ─ Arrow tables
       ─ (period, pa.Table) in the global window, for a stateful release DoFn whose
@@ -256,7 +256,7 @@ class SplitLateRecords(beam.DoFn):
         period = self.clock.period(timestamp)
         closed_through = max(stored or 0, self.released_through)
         if period <= closed_through:
-            why = ("was released before this stream started" if period <= self.released_through
+            why = ("was ingested before this stream started" if period <= self.released_through
                    else "closed (the watermark passed its end) before this record arrived")
             yield beam.pvalue.TaggedOutput(LATE, (period, record, f"period {period} {why}"))
             return
