@@ -303,6 +303,10 @@ class ReleaseCompletePeriods(beam.DoFn):
         self.beam_args, self.wait = list(beam_args), wait
 
     def setup(self):
+        # one fingerprint per dead-letter document: as many as STATE/rejected/ holds (it
+        # grows with the files rejected, as the dead letter itself does, never with the
+        # files listed); ``known`` (LISTED) holds the last listing's entries, and the bag
+        # (WAITING) the files of periods not yet ingested
         self.rejected = rejected_fingerprints(self.state_dir)
 
     def process(self, element, waiting=beam.DoFn.StateParam(WAITING),
@@ -345,10 +349,18 @@ class ReleaseCompletePeriods(beam.DoFn):
         writer pauses for a whole poll interval.  Landing order: the listing that first
         saw the entry as it is now, then its modification time (a folder's: its newest
         file's), then its path; as every entry is taken one listing after it was first
-        seen unchanged, the entries of one listing differ by time and path only."""
+        seen unchanged, the entries of one listing differ by time and path only.
+
+        A path no longer listed (removed, renamed away) is forgotten: ``known`` holds the
+        entries of the last listing only, not every path a long-running stream ever saw,
+        and a file removed and landed again — even with the same size and time — is new
+        and goes through every check of :meth:`_arrive` (ingested, rejected, a copy)."""
         now = time.time()
         landed = []
-        for path, (mark, modified) in sorted(self._entries().items()):
+        entries = self._entries()
+        for gone in set(known) - set(entries):
+            del known[gone]
+        for path, (mark, modified) in sorted(entries.items()):
             old_mark, settled, first_seen = known.get(path, (None, False, now))
             if old_mark != mark:
                 known[path] = (mark, False, now)

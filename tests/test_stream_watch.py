@@ -632,6 +632,64 @@ def test_a_file_is_taken_once_it_is_unchanged_one_listing_later(tmp_path):
     assert releaser._landed(known) == []
 
 
+def test_paths_no_longer_listed_are_forgotten_and_a_relanded_file_is_new(tmp_path):
+    """Before: the listing state kept every path ever seen (memory growing with every file
+    a long-running stream saw), and a file removed and landed again with the same size
+    and time was never taken again (so never checked: ingested, rejected, a copy)."""
+    releaser = _releaser(tmp_path, accepts=lambda path: True)
+    watch = tmp_path / "w"
+    watch.mkdir()
+    releaser.watch_dir = str(watch)
+    known = {}
+    paths = []
+    for period in range(1, 6):
+        path = watch / f"period_{period:02d}.csv"
+        path.write_text(f"id,value\n{period},0\n")
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+        paths.append(path)
+    assert releaser._landed(known) == []
+    assert releaser._landed(known) == [str(p) for p in paths]
+    for path in paths[:4]:  # moved away once taken, as a landing job may do
+        path.unlink()
+    assert releaser._landed(known) == [] and set(known) == {str(paths[4])}
+    paths[0].write_text("id,value\n1,0\n")  # landed again: the same bytes, size and time
+    os.utime(paths[0], (1_700_000_000, 1_700_000_000))
+    assert releaser._landed(known) == []
+    assert releaser._landed(known) == [str(paths[0])]
+    assert set(known) == {str(paths[0]), str(paths[4])}
+
+
+def test_a_file_landed_again_after_removal_is_checked_again(panel, tmp_path):
+    """End to end: period 1's file, ingested, is removed and landed again unchanged
+    (same bytes and time): a duplicate (logged, ignored), not a silent nothing; a file of
+    period 2 that was refused, removed and landed again unchanged is recognised as
+    rejected before (no second dead letter)."""
+    _, table, periods, _ = panel
+    process, watch, state, out = stream_past_period_1(periods, tmp_path)
+    first = watch / "period_01.parquet"
+    stat = first.stat()
+    kept = tmp_path / "kept.parquet"
+    shutil.move(str(first), kept)
+    write_file(period_table(table, 2).slice(0, 0), str(tmp_path / "empty.parquet"), "parquet")
+    empty = land(str(tmp_path / "empty.parquet"), watch, "period_02.parquet")
+    wait_until(lambda: len(rejected(state)) == 1, process)
+    empty_stat = os.stat(empty)
+    shutil.move(empty, tmp_path / "empty-kept.parquet")
+    time.sleep(1.0)  # a few listings without them
+    shutil.move(str(kept), first)
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    shutil.move(str(tmp_path / "empty-kept.parquet"), empty)
+    os.utime(empty, ns=(empty_stat.st_atime_ns, empty_stat.st_mtime_ns))
+
+    def duplicates():
+        return sorted(os.path.basename(e["file"]) for e in events(state, "window")
+                      if e["event"] == "duplicate")
+    wait_until(lambda: duplicates() == ["period_01.parquet", "period_02.parquet"], process)
+    process.send_signal(signal.SIGTERM)
+    assert finish(process, timeout=30)["rejected_files"] == 1
+    assert seen(state) == 1
+
+
 def test_a_folder_is_a_period_once_its_listing_is_unchanged(tmp_path):
     """A period delivered as a folder of parts (``period_02/part-*.parquet``) was never
     listed: no event, no dead letter, the stream stalled.  It is taken once a listing
