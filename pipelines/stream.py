@@ -221,19 +221,22 @@ def file_period(path: str, period_col: str, in_format: Optional[str]) -> int:
 
 
 def reject(state_dir: str, path: str, period: Optional[int], reason: str,
-           fingerprint: Optional[str] = None) -> None:
+           fingerprint: Optional[str] = None) -> str:
     """Dead-letter one file: ``STATE/rejected/<time>-<name>.json`` with the reason (in the
-    private state directory: a reason may quote a value of the file).  ``fingerprint``
-    (:func:`~continual_synth.pipelines.lifecycle.fingerprint`) lets a restarted stream
-    recognise the file instead of rejecting it again."""
+    private state directory: a reason may quote a value of the file); return that
+    document's path, which the ``rejected`` event names (``dead_letter``).
+    ``fingerprint`` (:func:`~continual_synth.pipelines.lifecycle.fingerprint`) lets a
+    restarted stream recognise the file instead of rejecting it again."""
     reason = one_line(reason)
     name = f"{time.strftime('%Y%m%dT%H%M%S')}-{lifecycle.new_token()[-6:]}-" \
-           f"{os.path.basename(path)}.json"
+           f"{os.path.basename(path.rstrip('/'))}.json"
+    document = storage.join(state_dir, REJECTED, name)
     release_dir.write_json_atomic(
-        storage.join(state_dir, REJECTED, name),
+        document,
         {"file": path, "period": period, "reason": reason, "fingerprint": fingerprint,
          "rejected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    _event("rejected", file=path, period=period, reason=reason)
+    _event("rejected", file=path, period=period, reason=reason, dead_letter=document)
+    return document
 
 
 def rejected_fingerprints(state_dir: str) -> set:
@@ -255,11 +258,15 @@ def ingested_reason(state: Dict, path: str, period: int) -> str:
     from states written before it was recorded) — and whether it was this very location,
     since changed (a part landed in the folder, the file was rewritten in place)."""
     inputs = state.get("inputs", {})
-    what = "folder" if storage.is_dir(path) else "file"
     if inputs.get(storage.resolved(path)) == period:
-        return (f"this {what} changed after period {period} was taken from it (a part landed "
-                f"in it, or it was rewritten in place): its new contents are not counted, "
-                f"in period {period} or in a later one")
+        if storage.is_dir(path):
+            return (f"the folder changed after period {period} was taken from it (a part "
+                    f"landed or changed in it late): period {period} counts the parts it "
+                    f"held then; the new contents are not counted, and a late part is never "
+                    f"counted in a later period")
+        return (f"the file was rewritten in place after period {period} was taken from it: "
+                f"period {period} counts the bytes it held then; the new ones are not "
+                f"counted, in period {period} or in a later one")
     sources = [source for source, taken in inputs.items() if taken == period]
     source = f" (taken from {sources[-1]})" if sources else ""
     return (f"period {period} was already ingested{source}; a late file is never counted "

@@ -855,3 +855,44 @@ def test_a_waiting_event_names_the_periods_really_missing(tmp_path, capsys):
     assert sorted((e["period"], e["reason"]) for e in waiting if e["event"] == "waiting") == [
         (2, "period 1 has not landed yet"), (4, "periods 1, 3 have not landed yet")]
     assert releaser.steps == [] and sorted(arrived) == [2, 4]
+
+
+def test_a_folder_or_file_that_changes_after_its_period_was_taken(panel, tmp_path):
+    """Period 1 lands as a folder of one part, period 2 as a file; once each is taken, a
+    part lands in the folder and the file is rewritten in place (other bytes).  Before:
+    both dead-lettered as "period P was already released from another file" (it was
+    this very folder or file).  The reason now says what happened, and the ``rejected``
+    event names the dead-letter document; the state and the release are untouched."""
+    _, table, periods, _ = panel
+    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
+    watch.mkdir()
+    hidden = watch / ".period_01"
+    hidden.mkdir()
+    write_file(period_table(table, 1), str(hidden / "part-0.parquet"), "parquet")
+    os.rename(hidden, watch / "period_01")
+    second = land(periods[2], watch)
+    process = start("window", WINDOW, watch, state, out)
+    wait_until(lambda: seen(state) >= 2 and load_state(str(state))["pending"] is None, process)
+    before, released = without_locks(str(state)), snapshot(str(out))
+    write_file(period_table(table, 1).slice(0, 7), str(tmp_path / "late.parquet"), "parquet")
+    land(str(tmp_path / "late.parquet"), watch / "period_01", "part-1.parquet")
+    write_file(period_table(table, 2).slice(0, 9), str(tmp_path / "rewrite.parquet"), "parquet")
+    land(str(tmp_path / "rewrite.parquet"), watch, "period_02.parquet")
+    wait_until(lambda: len(rejected(state)) >= 2, process)
+    process.send_signal(signal.SIGTERM)
+    assert finish(process, timeout=30)["rejected_files"] == 2
+    assert snapshot(str(out)) == released
+    assert {k: v for k, v in without_locks(str(state)).items()
+            if not k.startswith("rejected/")} == before
+    reasons = {doc["file"]: (doc["period"], doc["reason"]) for doc in rejected(state)}
+    assert reasons[str(watch / "period_01")] == (1, (
+        "the folder changed after period 1 was taken from it (a part landed or changed in "
+        "it late): period 1 counts the parts it held then; the new contents are not "
+        "counted, and a late part is never counted in a later period"))
+    assert reasons[second] == (2, (
+        "the file was rewritten in place after period 2 was taken from it: period 2 counts "
+        "the bytes it held then; the new ones are not counted, in period 2 or in a later "
+        "one"))
+    for event in (e for e in events(state, "window") if e["event"] == "rejected"):
+        assert json.load(open(event["dead_letter"]))["reason"] == event["reason"]
+        assert os.path.dirname(event["dead_letter"]) == str(state / "rejected")
