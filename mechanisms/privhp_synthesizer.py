@@ -171,7 +171,7 @@ class ContinualPrivHPSynthesizer:
                           "each period"),
             "epsilon_spent": state.ledger.spent,
             "ledger": state.ledger.to_dict(),
-            "periods_released": state.period,
+            "periods_released": list(range(1, state.period + 1)),
             "memory_counters": config.memory_words,
             "memory": {**structure["memory"], "budget": config.memory,
                        "counters_used": config.memory_words, "cells": config.cells,

@@ -1464,7 +1464,7 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "model_growth": config.model_growth,
         "horizon": config.horizon,
         "workloads": [list(w) for w in config.workloads],
-        "periods_released": state.period,
+        "periods_released": list(range(1, state.period + 1)),  # a table after every period
         "size": int(state.size),
         "size_note": ("noisy size of the stream so far, post-processing of the noisy "
                       "measurements (no extra budget)"),

@@ -43,7 +43,7 @@ from continual_synth.mechanisms.workload_error import (METRICS, average_last,
 from continual_synth.pipelines.plots import (_figure, _finish_axes, privacy_subtitle,
                                              save_figure, suptitle)
 from continual_synth.pipelines.provenance import truth_check
-from continual_synth.pipelines.release_dir import write_summary
+from continual_synth.pipelines.release_dir import periods_released, write_summary
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset, read_file, release_files
 
@@ -134,7 +134,8 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     takes ``"table"``.
 
     The released periods are the manifest's ``periods_released`` when present (a list of
-    periods, or the number N of periods released, meaning 1..N; a listed period without
+    periods; the releases of earlier versions of the ``tabular`` and ``bounded`` jobs
+    hold the number N of periods released, read as 1..N; a listed period without
     rows is an empty table or increment), else every period 1..t_max of the release; in
     ``"table"`` form each of them must then have rows.  The truth must cover every
     released period; its later periods are ignored.  ``scale`` and ``zero_truth`` are
@@ -159,7 +160,7 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
                                      synthetic_format)
     listed = manifest.get("periods_released") if manifest else None
     if listed is not None:
-        periods = _listed_periods(listed, synthetic_dir)
+        periods = periods_released(manifest, f"{synthetic_dir}/{MANIFEST_NAME}")
         unlisted = sorted(set(released_counts) - set(periods))
         if unlisted:
             raise InputError(f"{synthetic_dir}: rows for period(s) {unlisted[:10]} that the "
@@ -211,6 +212,10 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     # diluted by its cell count; its total variation distance is not (proportions only)
     cells = np.array([domain.size(w) for w in workloads], dtype=np.float64)
     tv = metrics["WE"][final] * cells / 2 if scale == "proportion" else None
+    shown = ({key: manifest[key] for key in MANIFEST_KEYS if key in manifest}
+             if manifest else None)
+    if listed is not None:  # as a list, also from a release whose manifest held a count N
+        shown["periods_released"] = [int(t) for t in periods]
     summary = {
         "label": label or _default_label(manifest, synthetic_dir),
         "truth": truth_path, "synthetic": synthetic_dir, "domain": domain_path,
@@ -220,9 +225,8 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
         "synthetic_form": synthetic_form,
         "method": manifest.get("method") if manifest else None,
         "epsilon": manifest.get("epsilon") if manifest else None,
-        "manifest": ({key: manifest[key] for key in MANIFEST_KEYS if key in manifest}
-                     if manifest else None),
-        "periods_released": len(periods), "horizon": horizon,
+        "manifest": shown,
+        "periods_released": [int(t) for t in periods], "horizon": horizon,
         "empty_periods": [int(t) for t in periods if t not in released_counts],
         "last": int(last),
         "average_last": average,
@@ -295,19 +299,6 @@ def _release_form(requested: str, manifest: Optional[dict]) -> str:
         return requested
     form = str((manifest or {}).get("release_form", "")).strip().lower()
     return "increment" if form.startswith("increment") else "table"
-
-
-def _listed_periods(listed, synthetic_dir: str) -> List[int]:
-    """The manifest's ``periods_released``: a list of periods, or N meaning 1..N."""
-    if isinstance(listed, bool):
-        listed = None
-    if isinstance(listed, int):
-        return list(range(1, listed + 1))
-    if isinstance(listed, list) and all(isinstance(p, int) and not isinstance(p, bool)
-                                        and p >= 1 for p in listed):
-        return sorted(set(listed))
-    raise InputError(f"{synthetic_dir}/{MANIFEST_NAME}: periods_released must be a list of "
-                     f"periods or a number of periods, got {listed!r}")
 
 
 def _default_label(manifest: Optional[dict], synthetic_dir: str) -> str:

@@ -514,11 +514,8 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
 
 
 def _periods_text(manifest: Dict) -> str:
-    """``periods 1..12`` of a whole-run manifest (``periods_released``: a list of periods
-    or their number), or ``the synthetic data``."""
-    periods = manifest.get("periods_released")
-    if isinstance(periods, int) and periods > 0:
-        periods = [1, periods]
+    """``periods 1..12`` of a whole-run manifest, or ``the synthetic data``."""
+    periods = release_dir.periods_released(manifest, MANIFEST)
     if periods:
         return period_span(periods)
     return "the synthetic data"

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from continual_synth.mechanisms.errors import StateError
+from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.transforms import packed_json, storage
 
 
@@ -71,6 +71,23 @@ def read_json(path: str) -> Optional[Dict]:
     except ValueError as error:  # not JSON, not UTF-8, or a damaged packed array
         raise StateError(f"{path} is not readable JSON ({error}); it was damaged outside "
                          f"continual-synth: restore it from a backup") from None
+
+
+def periods_released(manifest: Optional[Dict], where: str) -> List[int]:
+    """A release manifest's ``periods_released``: the periods released, ascending (``[]``
+    without a manifest or before anything was released).  Every manifest lists them; the
+    ``tabular`` and ``bounded`` manifests of earlier versions held their number N instead,
+    meaning 1..N, and are read so (a release on disk from before still evaluates)."""
+    listed = (manifest or {}).get("periods_released")
+    if listed is None:
+        return []
+    if isinstance(listed, int) and not isinstance(listed, bool) and listed >= 0:
+        return list(range(1, listed + 1))
+    if isinstance(listed, list) and all(isinstance(p, int) and not isinstance(p, bool)
+                                        and p >= 1 for p in listed):
+        return sorted(set(listed))
+    raise InputError(f"{where}: periods_released must be a list of periods or a number of "
+                     f"periods, got {listed!r}")
 
 
 def fsync_directory(directory: str) -> None:

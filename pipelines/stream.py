@@ -858,8 +858,14 @@ def start_state(job: IncrementalJob, document: Dict, state_dir: str, output_dir:
 
 
 def _summary(job: IncrementalJob, state_dir: str, output_dir: str) -> Dict:
+    """What ``stream`` prints when it stops: the periods released (the published
+    manifest's list) and how many were ingested (under ``window`` periods 1..k−1 are
+    ingested before anything is released)."""
     state = lifecycle.load_state(state_dir, job.kind or None)
-    return {"status": "stopped", "periods_released": job.periods_seen(state),
+    manifest = release_dir.read_json(storage.join(output_dir, lifecycle.MANIFEST))
+    return {"status": "stopped",
+            "periods_released": release_dir.periods_released(manifest, output_dir),
+            "periods_ingested": job.periods_seen(state),
             "pending": state["pending"] is not None,
             "rejected_files": len(storage.list_files(storage.join(state_dir, REJECTED))),
             "state": state_dir, "output": output_dir}

@@ -232,7 +232,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                                    period_col=args.period_col, last=args.last)
         printed = {key: value for key, value in summary.items()
                    if not isinstance(value, (list, dict))
-                   or key in ("average_last", "sampling_floor")}
+                   or key in ("average_last", "sampling_floor", "periods_released")}
         if "final_period_worst_workloads_by_total_variation" in summary:  # all: --report
             printed["worst_workloads_by_total_variation"] = summary[
                 "final_period_worst_workloads_by_total_variation"][:3]
@@ -272,7 +272,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                            "data's; a larger ε, larger batches or fewer values would let the "
                            "selection measure them (docs/tabular.md, Coverage)",
                            ", ".join(manifest["attributes_never_measured"]),
-                           manifest["periods_released"])
+                           len(manifest["periods_released"]))
         unmeasured = manifest.get("workloads_never_measured") or []
         if unmeasured:
             from continual_synth.pipelines.logs import LOGGER
@@ -280,11 +280,11 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                         "release's joint of each is the model's completion from the measured "
                         "ones, not a measurement (manifest: workloads_never_measured)",
                         len(unmeasured), len(manifest["workloads"]),
-                        manifest["periods_released"],
+                        len(manifest["periods_released"]),
                         "; ".join(",".join(w) for w in unmeasured[:3]),
                         "; …" if len(unmeasured) > 3 else "")
         return {key: value for key, value in manifest.items()
-                if not isinstance(value, (list, dict))}
+                if not isinstance(value, (list, dict)) or key == "periods_released"}
     synthesizer = synthesizer_from_args(args)
     common = dict(seed=args.seed, out_format=args.out_format, period_col=args.period_col)
     from continual_synth.pipelines.cli import initialise, kept_state

@@ -172,6 +172,10 @@ def test_increment_releases_accumulate(tmp_path, files):
         {"method": "baseline", "epsilon": 0.5, "periods_released": 3,
          "release_form": "increment (appended)"}))
     summary = evaluate_tabular(truth, str(release), domain_path=domain)
+    # a release of an earlier version (periods_released: a count) still evaluates; the
+    # summary lists the periods (before: a count)
+    assert summary["periods_released"] == [1, 2, 3]
+    assert summary["manifest"]["periods_released"] == [1, 2, 3]
     assert summary["synthetic_form"] == "increment"
     assert [row["synthetic_size"] for row in summary["periods"]] == [2, 3, 3]
     assert summary["empty_periods"] == [3]

@@ -243,7 +243,7 @@ def test_a_retried_stream_past_its_until_period_releases_nothing(panel, tmp_path
     step_periods(records, tmp_path, state, out)
     before = load_state(state)
     summary = follow_kafka(state, out, until_period=2)
-    assert summary["periods_released"] == 2 and load_state(state) == before
+    assert summary["periods_released"] == [1, 2] and load_state(state) == before
 
 
 def test_a_pending_period_is_published_when_the_stream_starts(panel, tmp_path):
@@ -256,7 +256,7 @@ def test_a_pending_period_is_published_when_the_stream_starts(panel, tmp_path):
                                             num_shards=SHARDS))
     step_periods(records, tmp_path, state, out, pending=2)
     summary = follow_kafka(state, out, until_period=2)
-    assert summary["periods_released"] == 2 and not summary["pending"]
+    assert summary["periods_released"] == [1, 2] and not summary["pending"]
     assert read_manifest(out)["periods_released"][-1] == 2
 
 

@@ -32,6 +32,7 @@ N, T, K, SEED, SHARDS = 150, 4, 2, 7, 2
 WINDOW = ["--window", str(K), "--horizon", str(T), "--rho", "1", "--seed", str(SEED),
           "--shards", str(SHARDS)]
 CUMULATIVE = ["--horizon", str(T), "--rho", "1", "--seed", str(SEED), "--shards", str(SHARDS)]
+ALL = list(range(1, T + 1))  # the periods a whole stream releases
 POLL = "0.2"
 TIMEOUT = 90
 
@@ -160,7 +161,7 @@ def test_out_of_order_duplicate_late_and_empty_files(panel, tmp_path):
     assert seen(state) == 1  # 3 and 4 still wait for 2
     land(periods[2], watch)
     summary = finish(process)
-    assert summary["periods_released"] == T and not summary["pending"]
+    assert summary["periods_released"] == ALL and not summary["pending"]
     assert_equals_run(out, state, runs["window"])
     reasons = {os.path.basename(doc["file"]): (doc["period"], doc["reason"])
                for doc in rejected(state)}
@@ -199,7 +200,7 @@ def test_step_then_stream_then_kill_9_and_restart(panel, tmp_path):
     restarted = start("window", WINDOW, watch, state, out, "--until-period", str(T))
     land(periods[4], watch)
     summary = finish(restarted)
-    assert summary["periods_released"] == T and summary["rejected_files"] == 0
+    assert summary["periods_released"] == ALL and summary["rejected_files"] == 0
     assert_equals_run(out, state, runs["window"])
     after = load_state(str(state))["synthesizer_state"]["ledger"]["entries"]
     assert after[:len(before)] == before and len(after) == len(before) + 1
@@ -225,7 +226,7 @@ def test_crash_after_commit_resumes_without_new_noise(panel, tmp_path):
         land(periods[period], watch)
     summary = finish(start("cumulative", CUMULATIVE, watch, state, out,
                            "--until-period", str(T)))
-    assert summary["periods_released"] == T
+    assert summary["periods_released"] == ALL
     assert_equals_run(out, state, runs["cumulative"])
     resumed = [e for e in events(state, "cumulative") if e.get("resumed")]
     assert [e["period"] for e in resumed] == [1]
@@ -251,7 +252,9 @@ def test_sigterm_stops_cleanly_between_periods(panel, tmp_path):
     time.sleep(0.3)
     process.send_signal(signal.SIGTERM)
     summary = finish(process, timeout=30)
-    assert summary["periods_released"] == 1 and not summary["pending"]
+    # k = 2: period 1 is ingested, nothing is released yet (before: 1, the count ingested)
+    assert summary["periods_released"] == [] and summary["periods_ingested"] == 1
+    assert not summary["pending"]
     assert not glob.glob(str(out / ".staging-*"))
     # a step carries on from the stream's state (stream ↔ step interchange)
     assert main(["window", "step", "--state", str(state), "--input", periods[2],
@@ -287,7 +290,7 @@ def test_a_second_stream_on_a_state_is_refused_while_the_first_runs(panel, tmp_p
         assert f"pid {os.getpid()} ".encode() not in (state / lock).read_bytes()
     assert process.poll() is None                      # the first one runs on
     process.send_signal(signal.SIGTERM)
-    assert finish(process, timeout=30)["periods_released"] == 1
+    assert finish(process, timeout=30)["periods_ingested"] == 1
     land(periods[2], watch)
     assert main([*second, "--until-period", "2"]) == 0  # free again once it stopped
     assert seen(state) == 2
@@ -505,7 +508,7 @@ def test_a_period_a_step_left_pending_is_published_without_its_file(panel, tmp_p
     for period in (3, 4):
         land(periods[period], watch)
     summary = finish(process)
-    assert summary["periods_released"] == T and summary["rejected_files"] == 0
+    assert summary["periods_released"] == ALL and summary["rejected_files"] == 0
     assert_equals_run(out, state, runs["window"])
     resumed = [e for e in events(state, "window") if e.get("resumed")]
     assert [e["period"] for e in resumed] == [2]
@@ -529,7 +532,7 @@ def test_copies_corrections_and_restarts(panel, tmp_path):
     assert seen(state) == 1
     land(periods[2], watch, "period_02.parquet")  # corrected, same name
     summary = finish(process)
-    assert summary["periods_released"] == 2 and summary["rejected_files"] == 2
+    assert summary["periods_released"] == [1, 2] and summary["rejected_files"] == 2
     reasons = sorted((os.path.basename(d["file"]), d["reason"]) for d in rejected(state))
     assert reasons[0][0] == "period_02.parquet" and "holds no records" in reasons[0][1]
     assert reasons[1][0] == "period_02_copy.parquet" and "same bytes" in reasons[1][1]
@@ -538,7 +541,7 @@ def test_copies_corrections_and_restarts(panel, tmp_path):
     for period in (3, 4):
         land(periods[period], watch)
     summary = finish(restarted)
-    assert summary["periods_released"] == T and summary["rejected_files"] == 2
+    assert summary["periods_released"] == ALL and summary["rejected_files"] == 2
     assert_equals_run(out, state, runs["window"])
 
 
@@ -735,7 +738,7 @@ def test_a_period_landed_as_a_folder_is_released(panel, tmp_path):
     for period in (3, 4):
         land(periods[period], watch)
     summary = finish(process)
-    assert summary["periods_released"] == T and summary["rejected_files"] == 1
+    assert summary["periods_released"] == ALL and summary["rejected_files"] == 1
     assert_equals_run(out, state, runs["window"])
     log = events(state, "window")
     released = {e["period"]: e["file"] for e in log if e["event"] in ("released", "ingested")}
@@ -788,7 +791,7 @@ def test_waiting_files_of_one_period_are_released_in_landing_order(panel, tmp_pa
     wait_until(lambda: seen(state) >= 1, process)
     land(periods[2], watch)
     summary = finish(process)
-    assert summary["periods_released"] == 3 and summary["rejected_files"] == 1
+    assert summary["periods_released"] == [1, 2, 3] and summary["rejected_files"] == 1
     log = events(state, "window")
     released = {e["period"]: e["file"] for e in log if e["event"] in ("released", "ingested")}
     assert released[3] == wave

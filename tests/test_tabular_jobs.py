@@ -90,8 +90,10 @@ def test_run_and_steps_release_identical_tables(batch_and_steps):
     assert [s["status"] for s in summaries] == ["released"] * PERIODS
     with open(root / "steps" / "manifest.json") as handle:
         incremental = json.load(handle)
-    for key in ("epsilon_spent", "size", "selection_counts", "method"):
+    for key in ("epsilon_spent", "size", "selection_counts", "method", "periods_released"):
         assert incremental[key] == manifest[key]
+    # the periods released, as window and cumulative manifests list them (before: a count)
+    assert manifest["periods_released"] == list(range(1, PERIODS + 1))
     assert manifest["method"] == method and manifest["epsilon_spent"] == pytest.approx(2.0)
 
 
