@@ -242,7 +242,8 @@ def _continual(args, beam_args: List[str]) -> dict:
         document = bounded_continual.initial_document(
             config, columns, bounds, args.samples, seed=args.seed, out_format=args.out_format,
             clip=args.clip, num_shards=args.shards, depth_from=depth_from)
-        return run_stream(bounded_continual.ContinualPrivHPJob(), document, args, beam_args)
+        return run_stream(bounded_continual.ContinualPrivHPJob(), document, args, beam_args,
+                          period_col=document["period_col"])
     if args.action == "step":
         return bounded_continual.step(args.state, args.input, args.output,
                                       in_format=args.input_format, period=args.period,

@@ -48,6 +48,8 @@ from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECOR
 from continual_synth.transforms.write import WriteRecordBatches
 
 KIND = "continual-privhp"
+#: settings a state records for the manifest, absent from states of earlier versions
+RECORDED_DEFAULTS = {"period_col": "period", "horizon_source": "--horizon"}
 
 
 def _extras(columns, bounds: Bounds, num_shards: int, clip: bool,
@@ -78,13 +80,17 @@ def initial_document(config: ContinualPrivHPConfig, columns: Sequence[str], boun
                      samples: int, *, seed: Optional[int] = None, out_format: str = "parquet",
                      clip: bool = False, num_shards: int = 8,
                      depth_from: Optional[Dict] = None) -> Dict:
-    """The state document ``init`` creates (version 0); ``stream`` creates it too."""
+    """The state document ``init`` creates (version 0); ``stream`` creates it too.  It
+    records, for the manifest as ``run`` writes it, the period column (``period``: the
+    column ``stream`` reads a watched file's period from when its name holds none; a
+    step's file is one period) and ``horizon_source`` (T is always ``--horizon``'s)."""
     _check(columns, bounds, config, samples, num_shards, out_format)
     fresh = ContinualPrivHPSynthesizer(config, samples).initial_state().to_dict()
     fresh.pop("counters")  # zero counters: made again from the configuration at period 1
     return lifecycle.new_state_document(
         KIND, seed, out_format, config=config.to_dict(), synthesizer_state=fresh,
-        samples=int(samples), **_extras(columns, bounds, num_shards, clip, depth_from))
+        samples=int(samples), **_extras(columns, bounds, num_shards, clip, depth_from),
+        **RECORDED_DEFAULTS)
 
 
 def init(config: ContinualPrivHPConfig, state_dir: str, columns: Sequence[str],
@@ -102,9 +108,11 @@ class ContinualPrivHPJob(IncrementalJob):
 
     def canonical(self, document: Dict) -> Dict:
         """The configuration as today's :class:`ContinualPrivHPConfig` writes it (a state
-        saved before ``stride`` existed has none: it reads as stride 1)."""
+        saved before ``stride`` existed has none: it reads as stride 1), and the recorded
+        settings a state saved before them lacks (:data:`RECORDED_DEFAULTS`: the only
+        values there have been)."""
         config = ContinualPrivHPConfig.from_dict(document["config"]).to_dict()
-        return {**document, "config": json.loads(json.dumps(config))}
+        return {**RECORDED_DEFAULTS, **document, "config": json.loads(json.dumps(config))}
 
     def synthesizer(self, state: Dict, store: Optional[StateDir] = None):
         """(synthesizer, its state); the counters are read only when ``store`` is given
@@ -160,7 +168,8 @@ class ContinualPrivHPJob(IncrementalJob):
                 "for_publication": state["for_publication"], "format": state["format"],
                 "mode": "incremental",
                 **{k: state[k] for k in ("columns", "bounds", "shards", "clip",
-                                         "release_form", "depth_from") if k in state}}
+                                         "release_form", "depth_from") if k in state},
+                **{k: lifecycle.recorded(state, k) for k in RECORDED_DEFAULTS}}
 
     def summary(self, state: Dict, pending: Dict, released: bool, resumed: bool) -> Dict:
         period = pending["period"]
@@ -343,7 +352,8 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
         storage.remove_tree(trees)
         manifest = {**synthesizer.manifest(state), **_extras(columns, bounds, num_shards,
                                                               clip, depth_from),
-                    "format": out_format, "period_col": period_col}
+                    "format": out_format, "period_col": period_col,
+                    "horizon_source": RECORDED_DEFAULTS["horizon_source"]}
         release_dir.write_json_atomic(plan_path, manifest)
 
     extras = {"sampler": "opendp" if seed is None else "seeded",

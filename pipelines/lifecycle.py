@@ -855,6 +855,16 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
                        resumed=resumed)
 
 
+#: a manifest's value for a setting the state does not hold (written by an earlier version)
+NOT_RECORDED = "not recorded (the state was written by an earlier version)"
+
+
+def recorded(state: Dict, field: str):
+    """``state[field]``, a setting ``init`` recorded, or :data:`NOT_RECORDED` for a state
+    written before that setting was recorded."""
+    return state[field] if field in state else NOT_RECORDED
+
+
 #: fields of a state document that change as the release goes on (not ``init``'s settings)
 PROGRESS_FIELDS = frozenset({"state_id", "synthesizer_state", "fingerprints", "contents",
                              "inputs", "inputs_from", "pending", "output_dir", "files", "shard_sizes",

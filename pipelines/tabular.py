@@ -49,6 +49,8 @@ from continual_synth.transforms.tabular import (MANIFEST, TASK, EmitSyntheticTab
 from continual_synth.transforms.write import WriteRecordBatches
 
 KIND = "tabular"
+#: ``horizon_source`` of a state whose synthesizer has no horizon (steps without --horizon)
+NO_HORIZON = "none: no --horizon was given (unbounded counters)"
 
 
 def infer_domain(input_path: str, period_col: str = "period",
@@ -154,18 +156,34 @@ def init(synthesizer: TabularSynthesizer, state_dir: str, **options) -> Dict:
 
 def initial_document(synthesizer: TabularSynthesizer, *, seed: Optional[int] = None,
                      out_format: str = "parquet", period_col: str = "period") -> Dict:
-    """The state document :func:`init` creates (version 0), checked but not written."""
+    """The state document :func:`init` creates (version 0), checked but not written; it
+    records the period column and where the horizon T came from (``horizon_source``,
+    which the manifest reports as ``run``'s does: an incremental release never reads T
+    from the data)."""
     check_format(out_format)
     return lifecycle.new_state_document(
         KIND, seed, out_format, config=synthesizer.config_dict(),
         synthesizer_state=synthesizer.state_to_dict(synthesizer.initial_state()),
-        period_col=period_col)
+        period_col=period_col, horizon_source=_horizon_source(synthesizer.horizon))
+
+
+def _horizon_source(horizon: Optional[int]) -> str:
+    """``horizon_source`` of an incremental release: its T is ``--horizon``'s, if any."""
+    return "--horizon" if horizon is not None else NO_HORIZON
 
 
 class TabularJob(IncrementalJob):
     """The write-ahead step of the tabular stream synthesizer."""
 
     kind = KIND
+
+    def canonical(self, document: Dict) -> Dict:
+        """A state saved before ``horizon_source`` was recorded compares equal to today's
+        document for the same options (the source follows from the configuration)."""
+        if "horizon_source" in document:
+            return document
+        horizon = TabularSynthesizer.from_config_dict(document["config"]).horizon
+        return {**document, "horizon_source": _horizon_source(horizon)}
 
     def synthesizer(self, state: Dict):
         synthesizer = TabularSynthesizer.from_config_dict(state["config"])
@@ -226,7 +244,8 @@ class TabularJob(IncrementalJob):
         synthesizer, tstate = self.synthesizer(state)
         return {**synthesizer.manifest(tstate), "sampler": state["sampler"],
                 "for_publication": state["for_publication"], "format": state["format"],
-                "mode": "incremental", "period_col": state["period_col"]}
+                "mode": "incremental", "period_col": lifecycle.recorded(state, "period_col"),
+                "horizon_source": lifecycle.recorded(state, "horizon_source")}
 
     def summary(self, state: Dict, pending: Dict, released: bool, resumed: bool) -> Dict:
         period = pending["period"]

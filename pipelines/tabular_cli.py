@@ -289,7 +289,8 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     common = dict(seed=args.seed, out_format=args.out_format, period_col=args.period_col)
     from continual_synth.pipelines.cli import initialise, kept_state
     if initialise(args.exists_ok, args.state, tabular.initial_document(synthesizer, **common),
-                  lambda: tabular.init(synthesizer, args.state, **common)):
+                  lambda: tabular.init(synthesizer, args.state, **common),
+                  tabular.TabularJob().canonical):
         return kept_state(args.state)
     config = synthesizer.config
     summary = {"status": "initialised", "state": args.state, "method": args.method,

@@ -40,6 +40,7 @@ from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPSynthe
 from continual_synth.mechanisms.samplers import SeededSampler
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.lifecycle import NOT_RECORDED
 from continual_synth.transforms.files import read_file, write_file
 from helpers_panels import release_snapshot
 from helpers_processes import cli_child
@@ -461,6 +462,12 @@ def test_run_equals_init_plus_steps_and_reruns_spend_nothing(stream, stepped, tm
     assert all(stepped_files[n] == ran[n] for n in data)
     manifest = json.loads(stepped_files["manifest.json"])
     assert manifest["periods_released"] == [1, 2, 3] and manifest["epsilon_spent"] == 1.0
+    # what run records of the period column and T, the incremental manifest records too
+    # (before: absent, read as null)
+    ran_manifest = json.loads(ran["manifest.json"])
+    assert ran_manifest["horizon_source"] == "--horizon" and ran_manifest["period_col"] == "period"
+    for key in ("period_col", "horizon_source"):
+        assert manifest[key] == ran_manifest[key]
     assert manifest["privacy_level"] == "event-level"
     assert manifest["memory"]["budget"] == 2500
     assert manifest["memory"]["counters_used"] <= 2500
@@ -469,6 +476,26 @@ def test_run_equals_init_plus_steps_and_reruns_spend_nothing(stream, stepped, tm
     measured = [lv["level"] for lv in manifest["levels"] if lv["measured"]]
     assert measured == manifest["measured_levels"] and 10 in measured
     assert sum(lv["epsilon"] for lv in manifest["levels"]) == pytest.approx(1.0)
+
+
+def test_a_state_of_an_earlier_version_says_not_recorded(stream, tmp_path):
+    """A state saved before the period column and the horizon's source were recorded
+    still steps, its manifest says "not recorded", and ``init --exists-ok`` with the
+    options it was created with keeps it (the missing settings are not a difference)."""
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    init = ["bounded", "init", "--state", state, "--horizon", "3"] + OPTIONS
+    assert run_cli(init)[0] == 0
+    version = os.path.join(state, "versions", "v000000.json")
+    saved = json.loads(open(version).read())
+    for key in ("period_col", "horizon_source"):
+        del saved[key]
+    with open(version, "w") as handle:
+        json.dump(saved, handle)
+    code, stdout, err = run_cli(init + ["--exists-ok"])
+    assert code == 0, err
+    step_all(stream, state, out, periods=(1,))
+    manifest = json.loads(open(os.path.join(out, "manifest.json")).read())
+    assert manifest["period_col"] == manifest["horizon_source"] == NOT_RECORDED
 
 
 def test_level_stride_option(tmp_path):

@@ -21,7 +21,7 @@ from continual_synth.mechanisms.marginals import Domain, all_workloads
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.pipelines import tabular
 from continual_synth.pipelines.cli import main
-from continual_synth.pipelines.lifecycle import load_state
+from continual_synth.pipelines.lifecycle import NOT_RECORDED, load_state
 from continual_synth.transforms.files import read_dataset, write_file
 from continual_synth.transforms.tabular_stream import SynthesizeTabularStream
 
@@ -94,6 +94,10 @@ def test_run_and_steps_release_identical_tables(batch_and_steps):
         assert incremental[key] == manifest[key]
     # the periods released, as window and cumulative manifests list them (before: a count)
     assert manifest["periods_released"] == list(range(1, PERIODS + 1))
+    # the period column and where T came from, as run records them (before: no
+    # horizon_source in an incremental manifest); these steps were given no horizon
+    assert incremental["period_col"] == manifest["period_col"] == "period"
+    assert incremental["horizon_source"] == tabular.NO_HORIZON
     assert manifest["method"] == method and manifest["epsilon_spent"] == pytest.approx(2.0)
 
 
@@ -309,6 +313,33 @@ def test_a_period_without_records_steps_as_run_releases_it(stream_files, tmp_pat
         assert tabular.step(state, path, out)["status"] == "released"
     assert sorted_table(read_dataset(str(tmp_path / "run"))).equals(
         sorted_table(read_dataset(out)))
+
+
+def test_horizon_source_of_steps_and_of_a_state_of_an_earlier_version(stream_files, tmp_path):
+    """Steps given --horizon say so in the manifest, as run does; a state saved before
+    the horizon's source was recorded still steps, its manifest says "not recorded", and
+    ``init --exists-ok`` with the options it was created with keeps it."""
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    init = ["tabular", "init", "--state", state, "--domain", str(stream_files / "domain.json"),
+            "--epsilon", "2", "--horizon", str(PERIODS), "--seed", "3", "--fit", "mw"]
+    assert main(init) == 0
+    assert main(["tabular", "step", "--state", state, "--input",
+                 str(stream_files / "p1.csv"), "--output", out]) == 0
+    manifest = json.load(open(os.path.join(out, "manifest.json")))
+    assert manifest["horizon_source"] == "--horizon" and manifest["period_col"] == "period"
+    old_state, old_out = str(tmp_path / "old-state"), str(tmp_path / "old-out")
+    init[3] = old_state
+    assert main(init) == 0
+    version = os.path.join(old_state, "versions", "v000000.json")
+    saved = json.load(open(version))
+    del saved["horizon_source"]
+    with open(version, "w") as handle:
+        json.dump(saved, handle)
+    assert main(init + ["--exists-ok"]) == 0
+    assert main(["tabular", "step", "--state", old_state, "--input",
+                 str(stream_files / "p1.csv"), "--output", old_out]) == 0
+    manifest = json.load(open(os.path.join(old_out, "manifest.json")))
+    assert manifest["horizon_source"] == NOT_RECORDED and manifest["period_col"] == "period"
 
 
 def test_csv_categories_are_read_as_written(tmp_path, capsys):
