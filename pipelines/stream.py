@@ -37,9 +37,8 @@ the window synthesizer releases nothing before period k, so ingested is not rele
   same name replaces the waiting one, in its place (a corrected file);
 * a file for an ingested period p ≤ s (or the file or folder period p was taken from,
   changed since: a part landed late, a rewrite), with the same bytes as another period's
-  file (a
-  copy is never a second period), beyond the horizon, without a readable period, or
-  refused by the step's validation (the lifecycle leaves state and output
+  file (a copy is never a second period), beyond the horizon, without a readable period,
+  or refused by the step's validation (the lifecycle leaves state and output
   byte-identical) goes to the **dead letter** ``STATE/rejected/`` — one JSON document
   per file naming the file, the period and the reason, in the private state directory
   (a reason may quote a value; the records are not copied and the file stays where it
