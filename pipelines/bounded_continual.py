@@ -48,7 +48,9 @@ from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECOR
 from continual_synth.transforms.write import WriteRecordBatches
 
 KIND = "continual-privhp"
-#: settings a state records for the manifest, absent from states of earlier versions
+#: settings a state records for the manifest, absent from states of earlier versions; a
+#: step's file may hold the period column (``bounded stream`` reads a landed file's period
+#: from it too): if present it must hold the period the step ingests, as in every step
 RECORDED_DEFAULTS = {"period_col": "period", "horizon_source": "--horizon"}
 
 
@@ -138,7 +140,10 @@ class ContinualPrivHPJob(IncrementalJob):
         config = synthesizer.config
         statistics = _period_statistics(config.structure, input_path, in_format,
                                         state["columns"], self._bounds(state), state["clip"],
-                                        run_dir, beam_args, config.counted_sketch_levels)
+                                        run_dir, beam_args, config.counted_sketch_levels,
+                                        step_period=(state.get("period_col",
+                                                               RECORDED_DEFAULTS["period_col"]),
+                                                     period))
         cstate, release = synthesizer.step(cstate, statistics,
                                            period_sampler(state["seed"], period))
         document = cstate.to_dict()
@@ -192,12 +197,14 @@ def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optiona
 
 def _period_statistics(structure: privhp.PrivHPConfig, input_path: str,
                        in_format: Optional[str], columns, bounds: Bounds, clip: bool,
-                       run_dir: str, beam_args, counted: Optional[Sequence[int]] = None
-                       ) -> privhp.PrivHPAccumulator:
+                       run_dir: str, beam_args, counted: Optional[Sequence[int]] = None,
+                       step_period=None) -> privhp.PrivHPAccumulator:
     """The exact PrivHP state of one period's points (a Beam pipeline; an empty period
-    gives the zero state; ``counted``: the sketch levels filled)."""
+    gives the zero state; ``counted``: the sketch levels filled; ``step_period``: see
+    :func:`~continual_synth.transforms.points.read_point_batches`)."""
     result = storage.join(run_dir, "statistics.npz")
-    reader = ReadPointBatches(input_path, columns, bounds, clip, in_format, allow_empty=True)
+    reader = ReadPointBatches(input_path, columns, bounds, clip, in_format, allow_empty=True,
+                              step_period=step_period)
 
     def save(accumulator):
         storage.save_arrays(result, tree=accumulator.tree, sketches=accumulator.sketches)

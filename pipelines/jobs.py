@@ -19,7 +19,7 @@ import apache_beam as beam
 import numpy as np
 
 from continual_synth.mechanisms import emission
-from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.panel_synthesizers import synthesizer_from_dict
 from continual_synth.pipelines import lifecycle, logs, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
@@ -28,6 +28,7 @@ from continual_synth.pipelines.options import (PanelColumns, missing_code, pipel
 from continual_synth.transforms import storage
 from continual_synth.transforms.emit import EmitSyntheticPanel, emit_shard_period
 from continual_synth.transforms.files import check_format, table_origin
+from continual_synth.transforms.periods import check_step_periods, period_values
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords,
                                                    counting_rejections)
@@ -324,16 +325,9 @@ class _ValidatePeriod(beam.PTransform):
 
 def _encode_step_batch(table, columns, alphabet, period, where, with_period):
     if with_period:
-        periods = table.column(columns.period_col).to_numpy(zero_copy_only=False)
-        wrong = periods != period
-        if wrong.any():
-            source, first_row = table_origin(table, where)
-            row = int(np.flatnonzero(wrong)[0])
-            others = "" if wrong.all() else (f" ({int(wrong.sum())} of its {wrong.size} rows "
-                                             f"here hold another period than {period})")
-            raise InputError(f"{source}: {row_label(row, first_row)} holds period "
-                             f"{periods[row]}, but the next period of this state is {period}"
-                             + others)
+        source, first_row = table_origin(table, where)
+        check_step_periods(period_values(table, columns.period_col, source, first_row),
+                           period, source, first_row)
     return encode_panel_batch(table, columns.id_col, None, columns.value_col, alphabet,
                               (period, period), where=where)
 

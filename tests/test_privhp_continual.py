@@ -632,6 +632,70 @@ def test_bad_period_input_exits_2_and_leaves_the_state(stream, tmp_path):
     assert code == 2 and "--horizon" in err
 
 
+def tree_snapshot(root):
+    """Every file under ``root`` (relative path → bytes)."""
+    return {os.path.relpath(os.path.join(folder, name), root):
+            open(os.path.join(folder, name), "rb").read()
+            for folder, _, names in os.walk(root) for name in names}
+
+
+def _fifth_row(table, value, type_=None):
+    periods = table["period"].to_pylist()
+    periods[4] = value
+    return table.set_column(table.schema.get_field_index("period"), "period",
+                            pa.array(periods, type_ or table["period"].type))
+
+
+def _as(table, type_, convert=lambda v: v):
+    return table.set_column(table.schema.get_field_index("period"), "period",
+                            pa.array([convert(v) for v in table["period"].to_pylist()], type_))
+
+
+# period 2's file, changed: (transform, message); the rule of every step (panel, tabular)
+BAD_STEP_PERIODS = {
+    "another-period": (lambda t: _fifth_row(t, 99),
+                       "row 5 holds period 99, but the next period of this state is 2"),
+    "period-0": (lambda t: _fifth_row(t, 0),
+                 "row 5 holds period 0, but the next period of this state is 2"),
+    "null": (lambda t: _fifth_row(t, None),
+             "column 'period' has 1 empty (null) value(s), the first at row 5"),
+    "fraction": (lambda t: _fifth_row(_as(t, pa.float64(), float), 1.5),
+                 "column 'period' must hold whole-number periods in an integer column, "
+                 "found type double"),
+    "whole-floats": (lambda t: _as(t, pa.float64(), float),
+                     "column 'period' must hold whole-number periods in an integer column, "
+                     "found type double"),
+    "text": (lambda t: _as(t, pa.string(), str),
+             "column 'period' must hold whole-number periods in an integer column, "
+             "found type string"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_STEP_PERIODS))
+def test_a_step_checks_its_files_period_column(stream, tmp_path, case):
+    """``bounded step`` (and ``bounded stream``, the same job) refuses a period column
+    that does not hold the next period, as window, cumulative and tabular steps do; it
+    read the points only, and released period 2 from a file whose row 5 said 99."""
+    transform, message = BAD_STEP_PERIODS[case]
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    assert run_cli(["bounded", "init", "--state", state, "--horizon", "3"] + OPTIONS)[0] == 0
+    step_all(stream, state, out, periods=(1,))
+    bad = str(tmp_path / "period2.parquet")
+    write_file(transform(read_file(str(stream / "period_02.parquet"))), bad, "parquet")
+    before = tree_snapshot(str(tmp_path))
+    code, _, err = run_cli(["bounded", "step", "--state", state, "--input", bad,
+                            "--output", out])
+    assert code == 2 and f"period2.parquet: {message}" in err, err
+    assert tree_snapshot(str(tmp_path)) == before
+    # without a period column the file is period 2's points (docs/bounded.md)
+    plain = str(tmp_path / "plain.parquet")
+    write_file(read_file(str(stream / "period_02.parquet")).drop_columns(["period"]), plain,
+               "parquet")
+    code, stdout, err = run_cli(["bounded", "step", "--state", state, "--input", plain,
+                                 "--output", out])
+    assert code == 0 and json.loads(stdout)["period"] == 2, err
+
+
 def test_continual_manifest_says_where_the_depth_came_from(stream, tmp_path):
     options = [o for o in OPTIONS if o not in ("--depth", "10")] + ["--expected-n", "3000"]
     code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"), "--output",

@@ -213,7 +213,7 @@ def test_step_with_the_wrong_period_column_is_refused(stream_files, tmp_path):
     write_file(stream.filter(pc.equal(stream["period"], 2)), str(tmp_path / "p2.parquet"),
                "parquet")
     tabular.init(synthesizer(), str(tmp_path / "state"), seed=1)
-    with pytest.raises(Exception, match="holds period 2, but this step ingests period 1"):
+    with pytest.raises(Exception, match="row 1 holds period 2, but the next period of this state is 1"):
         tabular.step(str(tmp_path / "state"), str(tmp_path / "p2.parquet"),
                      str(tmp_path / "out"))
 

@@ -590,6 +590,20 @@ def _fifth_row_next_period(table):
                             pa.array(periods, table["period"].type))
 
 
+def _period_column(transform):
+    """The table with its period column's values passed through ``transform``."""
+    def change(table):
+        index = table.schema.get_field_index("period")
+        return table.set_column(index, "period", transform(table["period"]))
+    return change
+
+
+def _fifth_row_null(column):
+    values = column.to_pylist()
+    values[4] = None
+    return pa.array(values, column.type)
+
+
 def _dup_first(table):
     return pa.concat_tables([table, table.slice(5, 1)])
 
@@ -610,6 +624,19 @@ BAD_STEP_INPUTS = {
                                   rf"period\.parquet: row 5 holds period {K + 1}, but the next "
                                   rf"period of this state is {K} \(1 of its {N} rows here "
                                   rf"hold another period than {K}\)"),
+    # the period column's rule of every synthesizer's run and step (transforms/periods.py):
+    # before, 3.0 was taken as period 3, and "3" read "row 1 holds period 3, but the next
+    # period of this state is 3", a null "row 5 holds period nan"
+    "whole-float-period-column": (K, _period_column(lambda c: c.cast(pa.float64())), True,
+                                  "parquet", r"period\.parquet: column 'period' must hold "
+                                  r"whole-number periods in an integer column, found type "
+                                  r"double"),
+    "text-period-column": (K, _period_column(lambda c: c.cast(pa.string())), True, "parquet",
+                           r"period\.parquet: column 'period' must hold whole-number "
+                           r"periods in an integer column, found type string"),
+    "null-in-period-column": (K, _period_column(_fifth_row_null), True, "parquet",
+                              r"period\.parquet: column 'period' has 1 empty \(null\) "
+                              r"value\(s\), the first at row 5"),
     "value-outside-alphabet": (K, lambda t: t.set_column(1, "value", pa.array(
         [7] + t["value"].to_pylist()[1:], pa.int64())), False, "avro",
         r"value 7 \(row 1\) is not in the alphabet"),

@@ -33,6 +33,7 @@ from continual_synth.mechanisms.privhp_synthesizer import PrivHPState, PrivHPSyn
 from continual_synth.mechanisms.synthesizer import PointsRelease, period_sampler
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import check_dataset, detect_format, first_null, read_file
+from continual_synth.transforms.periods import check_step_periods, period_values
 
 DEFAULT_BATCH_ROWS = 1 << 18
 
@@ -67,18 +68,22 @@ def table_points(table: pa.Table, columns: Sequence[str], where: str,
 
 
 def file_batches(path: str, fmt: str, columns: Sequence[str], batch_rows: int,
-                 option: str = "--columns") -> Iterator[Tuple[int, pa.Table]]:
+                 option: str = "--columns", optional: Sequence[str] = ()
+                 ) -> Iterator[Tuple[int, pa.Table]]:
     """(row offset, table) batches of one data file, ``batch_rows`` rows at a time
-    (``option``: what chooses ``columns``, for the error naming a missing one)."""
+    (``option``: what chooses ``columns``, for the error naming a missing one;
+    ``optional``: columns read too when the file has them)."""
     if fmt == "parquet":
         with storage.open_read(path) as handle:
             try:
                 parquet = pq.ParquetFile(handle)
             except Exception as exc:
                 raise InputError(f"{path}: cannot read as parquet: {exc}") from exc
-            require_columns(parquet.schema_arrow.names, columns, path, option)
+            names = parquet.schema_arrow.names
+            require_columns(names, columns, path, option)
+            read = list(columns) + [c for c in optional if c in names and c not in columns]
             offset = 0
-            for batch in parquet.iter_batches(batch_size=batch_rows, columns=list(columns)):
+            for batch in parquet.iter_batches(batch_size=batch_rows, columns=read):
                 yield offset, pa.Table.from_batches([batch])
                 offset += batch.num_rows
         return
@@ -89,37 +94,46 @@ def file_batches(path: str, fmt: str, columns: Sequence[str], batch_rows: int,
 
 
 def read_point_batches(path: str, fmt: str, columns: Sequence[str], bounds: Bounds,
-                       clip: bool, batch_rows: int = DEFAULT_BATCH_ROWS
+                       clip: bool, batch_rows: int = DEFAULT_BATCH_ROWS,
+                       step_period: Optional[Tuple[str, int]] = None
                        ) -> Iterator[Tuple[np.ndarray, int]]:
-    """(points scaled to [0,1]^d, number clipped) per batch of one file, validated."""
-    for offset, table in file_batches(path, fmt, columns, batch_rows):
+    """(points scaled to [0,1]^d, number clipped) per batch of one file, validated.
+    ``step_period``: ``(period column, t)`` of a step ingesting period t, whose file's
+    period column, if it has one, must hold t only (:mod:`~continual_synth.transforms.
+    periods`)."""
+    period_col = [step_period[0]] if step_period else []
+    for offset, table in file_batches(path, fmt, columns, batch_rows, optional=period_col):
         if table.num_rows == 0:  # a header-only file (file_batches checked its columns)
             continue
+        if period_col and period_col[0] in table.column_names:
+            check_step_periods(period_values(table, period_col[0], path, offset),
+                               step_period[1], path, offset)
         points = table_points(table, columns, path, offset)
         yield check_points(points, bounds, columns, clip, where=path, row_offset=offset)
 
 
 class ReadPointBatches(beam.PTransform):
-    """``PBegin → PCollection[(n × d array in [0,1]^d, clipped count)]``."""
+    """``PBegin → PCollection[(n × d array in [0,1]^d, clipped count)]`` (``step_period``:
+    see :func:`read_point_batches`)."""
 
     def __init__(self, path: str, columns: Sequence[str], bounds: Bounds, clip: bool = False,
                  fmt: Optional[str] = None, batch_rows: int = DEFAULT_BATCH_ROWS,
-                 allow_empty: bool = False):
+                 allow_empty: bool = False, step_period: Optional[Tuple[str, int]] = None):
         super().__init__()
         # on the driver: refused before any write (``allow_empty``: a period without points)
         self._files = check_dataset(path, fmt, allow_empty)
         self._format = detect_format(path, fmt)
-        self._args = (list(columns), bounds, bool(clip), int(batch_rows))
+        self._args = (list(columns), bounds, bool(clip), int(batch_rows), step_period)
 
     def expand(self, pbegin):
         fmt = self._format
-        columns, bounds, clip, batch_rows = self._args
+        columns, bounds, clip, batch_rows, step_period = self._args
         return (pbegin
                 | "ListFiles" >> beam.Create(self._files)
                 | "Reshuffle" >> beam.Reshuffle()
                 | "ReadValidate" >> beam.FlatMap(
                     lambda path: read_point_batches(path, fmt, columns, bounds, clip,
-                                                    batch_rows)))
+                                                    batch_rows, step_period)))
 
 
 class PrivHPCombineFn(beam.CombineFn):

@@ -29,8 +29,9 @@ from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
                                                   workload_histograms)
 from continual_synth.transforms import packed_json, storage
-from continual_synth.transforms.files import first_null, table_origin
+from continual_synth.transforms.files import table_origin
 from continual_synth.transforms.monitoring import PERIODS_RELEASED, Progress, count
+from continual_synth.transforms.periods import check_step_periods, period_values
 
 ROWS_PER_SHARD = 500_000
 
@@ -52,21 +53,9 @@ def encode_stream_batch(table: pa.Table, domain: Domain, period_col: str,
             raise InputError(f"{where}: no period column {period_col!r} (columns: "
                              f"{table.column_names}); pass --period-col")
         return np.full(table.num_rows, period, dtype=np.int64), codes
-    column = table.column(period_col)
-    if column.null_count:
-        row = first_null(column)
-        raise InputError(f"{where}: column {period_col!r} has {column.null_count} empty "
-                         f"value(s), the first at {row_label(row, first_row)}")
-    periods = column.to_numpy(zero_copy_only=False)
-    if periods.dtype.kind not in "iu":
-        raise InputError(f"{where}: period column {period_col!r} must hold integers, "
-                         f"got {column.type}")
-    periods = periods.astype(np.int64)
+    periods = period_values(table, period_col, where, first_row)
     if period is not None:
-        wrong = np.flatnonzero(periods != period)
-        if wrong.size:
-            raise InputError(f"{where}: {row_label(wrong[0], first_row)} holds period "
-                             f"{int(periods[wrong[0]])}, but this step ingests period {period}")
+        check_step_periods(periods, period, where, first_row)
     else:
         top = np.inf if horizon is None else horizon
         wrong = np.flatnonzero((periods < 1) | (periods > top))
