@@ -42,6 +42,7 @@ from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
                                                SampleSyntheticPoints, file_batches,
                                                load_tree, point_schema, save_tree,
                                                table_points)
+from continual_synth.transforms.periods import period_values
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords,
                                                    Progress)
@@ -255,15 +256,15 @@ def _write_releases(releases: Sequence[PointsRelease], staging_dir: str, bounds:
 
 def _period_column(table, period_col: str, horizon: int, path: str, offset: int
                    ) -> np.ndarray:
-    """The batch's periods as integers; an error names the file and row of a value that
-    is not a whole number in 1..T."""
-    raw = table_points(table, [period_col], path, offset)[:, 0]
-    bad = (raw != np.floor(raw)) | (raw < 1) | (raw > horizon)
+    """The batch's periods (the rule of every synthesizer: :mod:`~continual_synth.
+    transforms.periods`); an error names the file and row of a period outside 1..T."""
+    periods = period_values(table, period_col, path, offset)
+    bad = (periods < 1) | (periods > horizon)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{path}: column {period_col!r} value {raw[row]:g} at "
+        raise InputError(f"{path}: column {period_col!r} value {periods[row]} at "
                          f"{row_label(row, offset)} is not a period in 1..{horizon} (--horizon)")
-    return raw.astype(np.int64)
+    return periods
 
 
 def _batches(files, fmt: str, columns: Sequence[str], batch_rows: int,

@@ -23,7 +23,6 @@ from typing import Dict, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from continual_synth.mechanisms.accounting import BudgetLedger
@@ -40,6 +39,7 @@ from continual_synth.transforms.files import (check_dataset, check_format, detec
                                               read_dataset, read_file)
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords)
+from continual_synth.transforms.periods import period_values
 from continual_synth.transforms.points import DEFAULT_BATCH_ROWS, file_batches, require_columns
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.tabular import (MANIFEST, TASK, EmitSyntheticTables,
@@ -82,14 +82,10 @@ def last_period(input_path: str, period_col: str = "period",
     fmt = detect_format(input_path, in_format)
     last = 0
     for path in check_dataset(input_path, fmt):  # only the period column is read
-        for _, table in file_batches(path, fmt, [period_col], DEFAULT_BATCH_ROWS,
-                                     "--period-col"):
-            column = table.column(period_col).drop_null()
-            if len(column) and not pa.types.is_integer(column.type):
-                raise InputError(f"{path}: column {period_col!r} must hold whole-number "
-                                 f"periods, found type {column.type}")
-            if len(column):
-                last = max(last, int(pc.max(column).as_py()))
+        for offset, table in file_batches(path, fmt, [period_col], DEFAULT_BATCH_ROWS,
+                                          "--period-col"):
+            if table.num_rows:
+                last = max(last, int(period_values(table, period_col, path, offset).max()))
     if last < 1:
         raise InputError(f"{input_path}: the stream holds no records")
     return last

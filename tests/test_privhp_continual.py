@@ -696,6 +696,25 @@ def test_a_step_checks_its_files_period_column(stream, tmp_path, case):
     assert code == 0 and json.loads(stdout)["period"] == 2, err
 
 
+def test_run_refuses_a_float_period_column_as_every_synthesizer_does(stream, tmp_path):
+    """``bounded run --horizon`` took 2.0 as period 2 where window, cumulative and tabular
+    runs and every step refuse a period column that is not of an integer type."""
+    floats = str(tmp_path / "floats.parquet")
+    table = read_file(str(stream / "all.csv"))
+    write_file(_as(table, pa.float64(), float), floats, "parquet")
+    code, _, err = run_cli(["bounded", "run", "--input", floats, "--output",
+                            str(tmp_path / "r"), "--horizon", "3"] + OPTIONS)
+    assert code == 2 and ("floats.parquet: column 'period' must hold whole-number periods in "
+                          "an integer column, found type double") in err, err
+    assert not os.path.exists(tmp_path / "r")
+    nulls = str(tmp_path / "nulls.parquet")
+    write_file(_fifth_row(table, None), nulls, "parquet")
+    code, _, err = run_cli(["bounded", "run", "--input", nulls, "--output",
+                            str(tmp_path / "r"), "--horizon", "3"] + OPTIONS)
+    assert code == 2 and ("nulls.parquet: column 'period' has 1 empty (null) value(s), the "
+                          "first at row 5") in err, err
+
+
 def test_continual_manifest_says_where_the_depth_came_from(stream, tmp_path):
     options = [o for o in OPTIONS if o not in ("--depth", "10")] + ["--expected-n", "3000"]
     code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"), "--output",

@@ -459,6 +459,20 @@ def _duplicate(table, id_value, period):
     return pa.concat_tables([table, extra])
 
 
+def _period_column(transform):
+    """The table with its period column's values passed through ``transform``."""
+    def change(table):
+        index = table.schema.get_field_index("period")
+        return table.set_column(index, "period", transform(table["period"]))
+    return change
+
+
+def _fifth_row_null(column):
+    values = column.to_pylist()
+    values[4] = None
+    return pa.array(values, column.type)
+
+
 # row r of long_table is person r // T + 1 (id), period r % T + 1.
 # (make, format, message); validation errors name the file, pivot errors the id and period
 BAD_RUN_INPUTS = {
@@ -474,6 +488,13 @@ BAD_RUN_INPUTS = {
                  rf"period 0 \(row 11\) is outside 1\.\.{T}"),
     "period-T+1": (lambda t: _with_period(t, 12, T + 1), "csv",
                    rf"period {T + 1} \(row 13\) is outside 1\.\.{T}"),
+    # before: "must hold whole-number periods without gaps, found type int32" (no row,
+    # and an integer type named as the problem)
+    "null-period": (_period_column(_fifth_row_null), "parquet",
+                    r"column 'period' has 1 empty \(null\) value\(s\), the first at row 5"),
+    "whole-float-periods": (_period_column(lambda c: c.cast(pa.float64())), "parquet",
+                            r"column 'period' must hold whole-number periods in an integer "
+                            r"column, found type double \(write the periods as integers"),
 }
 
 
@@ -588,20 +609,6 @@ def _fifth_row_next_period(table):
     periods[4] += 1
     return table.set_column(table.schema.get_field_index("period"), "period",
                             pa.array(periods, table["period"].type))
-
-
-def _period_column(transform):
-    """The table with its period column's values passed through ``transform``."""
-    def change(table):
-        index = table.schema.get_field_index("period")
-        return table.set_column(index, "period", transform(table["period"]))
-    return change
-
-
-def _fifth_row_null(column):
-    values = column.to_pylist()
-    values[4] = None
-    return pa.array(values, column.type)
 
 
 def _dup_first(table):

@@ -17,6 +17,7 @@ from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.panel import encode_values
 from continual_synth.transforms.files import first_null, table_origin
 from continual_synth.transforms.monitoring import counting_rejections
+from continual_synth.transforms.periods import period_values
 
 
 def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
@@ -39,11 +40,7 @@ def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
                              f"the first at {row_label(row, first_row)}")
     first, last = period_range
     if period_col:
-        periods = table.column(period_col)
-        if periods.null_count or not pa.types.is_integer(periods.type):
-            raise InputError(f"{where}: column {period_col!r} must hold whole-number periods "
-                             f"without gaps, found type {periods.type}")
-        periods = periods.to_numpy()
+        periods = period_values(table, period_col, where, first_row)
         outside = (periods < first) | (periods > last)
         if outside.any():
             row = int(np.flatnonzero(outside)[0])
