@@ -288,11 +288,15 @@ def test_infer_domain_is_labelled_not_private(stream_files, tmp_path, capsys):
     assert manifest["domain"]["b"] == ["x", "y", None]
 
 
-def test_a_period_without_records_steps_as_run_releases_it(stream_files, tmp_path):
+@pytest.mark.parametrize("period_column", [False, True])
+def test_a_period_without_records_steps_as_run_releases_it(stream_files, tmp_path,
+                                                           period_column):
     """A period file with the columns and no records (0-row Parquet, header-only CSV) is a
     period without records: init + steps release what ``run`` releases when the period
     column skips it, and the manifest does not list it (which periods held no record is
-    not private)."""
+    not private).  With a period column too (``period,a,b,c``): its empty column (type
+    null in a header-only CSV) holds no period, so the file is refused by no rule (it was
+    refused: "period column 'period' must hold integers, got null")."""
     stream = make_stream()
     gap = stream.filter(pc.not_equal(stream["period"], 3))
     write_file(gap, str(tmp_path / "gap.parquet"), "parquet")
@@ -300,7 +304,10 @@ def test_a_period_without_records_steps_as_run_releases_it(stream_files, tmp_pat
                            str(tmp_path / "run"), seed=5)
     assert "empty_periods" not in manifest and manifest["horizon_source"] == "--horizon"
     empty = str(tmp_path / "empty.csv")
-    write_file(read_dataset(str(stream_files / "p3.csv")).slice(0, 0), empty, "csv")
+    header = read_dataset(str(stream_files / "p3.csv")).slice(0, 0)
+    if period_column:
+        header = header.add_column(0, "period", pa.array([], pa.int64()))
+    write_file(header, empty, "csv")
     no_columns = str(tmp_path / "no-columns.parquet")
     write_file(pa.table({"a": pa.array([], pa.int64())}), no_columns, "parquet")
     state, out = str(tmp_path / "state"), str(tmp_path / "out")

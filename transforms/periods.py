@@ -3,7 +3,8 @@
 A record's period t is a whole number held in an integer column (Parquet/Avro integer
 types; a CSV column of whole numbers is read as int64): a float column (``2.0``) or a
 text column (``"2"``) is refused naming the column and its type, an empty value naming
-its row.
+its row.  A batch without rows holds no periods, whatever its column's type (a
+header-only CSV's column has type null): an empty period is valid input to a step.
 A step's file holds one period, the next period t of its state: a row holding another
 is refused naming it (:func:`check_step_periods`).
 """
@@ -24,6 +25,8 @@ def period_values(table: pa.Table, period_col: str, where: str,
     file ``where`` from its record ``first_row`` (counted from 0) on; an
     :class:`InputError` for an empty value (its row) or a column that is not of an
     integer type (its type)."""
+    if table.num_rows == 0:  # a header-only CSV's column has type null: no periods
+        return np.empty(0, dtype=np.int64)
     column = table.column(period_col)
     if column.null_count:
         raise InputError(f"{where}: column {period_col!r} has {column.null_count} empty "
