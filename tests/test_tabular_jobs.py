@@ -527,3 +527,18 @@ def test_run_warns_of_an_attribute_no_selection_measured(tmp_path, capsys):
     unmeasured = [w.split(",") for w, c in manifest["selection_counts"].items() if c == 0]
     assert manifest["workloads_never_measured"] == unmeasured and len(unmeasured) >= 3
     assert f"{len(unmeasured)} of 6 workloads were never selected in 6 periods" in err
+
+
+def test_a_text_field_that_is_not_utf8_is_named_by_column_and_row(tmp_path):
+    """A CSV text field that is not UTF-8 names its column and row; pyarrow named the
+    column by position only ("In CSV column #2: CSV conversion error to string: invalid
+    UTF8 data")."""
+    path = tmp_path / "p1.csv"
+    path.write_bytes(b"period,a,b,c\n1,0,x,1\n1,1,y,0\n1,2,\xff\xfe,1\n")
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    tabular.init(synthesizer(), state, seed=1)
+    before = snapshot(state)
+    with pytest.raises(Exception, match=r"p1\.csv: cannot read as csv: column 'b' holds text "
+                                        r"that is not UTF-8 at row 3"):
+        tabular.step(state, str(path), out)
+    assert snapshot(state) == before and not os.path.exists(out)

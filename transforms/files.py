@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 import fastavro
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from continual_synth.mechanisms.errors import InputError  # noqa: F401  (re-exported)
+from continual_synth.mechanisms.errors import InputError, row_label  # noqa: F401  (InputError re-exported)
 from continual_synth.transforms import storage
 
 FORMATS = ("parquet", "csv", "avro")
@@ -92,16 +93,47 @@ def read_file(path: str, fmt: Optional[str] = None,
             if fmt == "parquet":
                 return pq.read_table(handle)
             if fmt == "csv":
-                table = pacsv.read_csv(handle, convert_options=pacsv.ConvertOptions(
-                    strings_can_be_null=True, null_values=[""],
-                    column_types={name: pa.string() for name in string_columns}))
+                table = _read_csv(handle, {name: pa.string() for name in string_columns})
                 table.schema.names  # noqa: B018 — a header that is not UTF-8 fails here
                 return table
             return avro_bytes_to_table(handle)
     except InputError:
         raise
     except Exception as exc:  # pyarrow / fastavro parse errors name no file
-        raise InputError(_unreadable(path, fmt, exc)) from exc
+        message = _not_utf8(path, string_columns, exc) if fmt == "csv" else None
+        raise InputError(message or _unreadable(path, fmt, exc)) from exc
+
+
+def _read_csv(handle, column_types) -> pa.Table:
+    """A CSV file object as a table: only an empty field is a missing value."""
+    return pacsv.read_csv(handle, convert_options=pacsv.ConvertOptions(
+        strings_can_be_null=True, null_values=[""], column_types=column_types))
+
+
+_NOT_UTF8 = re.compile(r"In CSV column #(\d+): CSV conversion error to string: invalid UTF8")
+
+
+def _not_utf8(path: str, string_columns: Sequence[str], exc: Exception) -> Optional[str]:
+    """The message for a text column of a CSV file holding bytes that are not UTF-8,
+    naming the column and the row (pyarrow names the column by its position only), or
+    None for another error."""
+    match = _NOT_UTF8.search(str(exc))
+    if not match:
+        return None
+    try:
+        with storage.open_read(path) as handle:  # the text columns as bytes, to find the row
+            table = _read_csv(handle, {name: pa.binary() for name in string_columns})
+        name = table.column_names[int(match.group(1))]
+        for row, value in enumerate(table.column(name).to_pylist()):
+            if value is not None:
+                try:
+                    value.decode("utf-8")
+                except UnicodeDecodeError:
+                    return (f"{path}: cannot read as csv: column {name!r} holds text that "
+                            f"is not UTF-8 at {row_label(row)} (save the file as UTF-8)")
+    except Exception:  # noqa: BLE001 — the original error is reported instead
+        return None
+    return None
 
 
 def _unreadable(path: str, fmt: str, exc: Exception) -> str:
