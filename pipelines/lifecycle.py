@@ -867,8 +867,8 @@ def recorded(state: Dict, field: str):
 
 #: fields of a state document that change as the release goes on (not ``init``'s settings)
 PROGRESS_FIELDS = frozenset({"state_id", "synthesizer_state", "fingerprints", "contents",
-                             "inputs", "inputs_from", "pending", "output_dir", "files", "shard_sizes",
-                             "shard_code_counts"})
+                             "inputs", "inputs_from", "pending", "output_dir", "files",
+                             "shard_sizes", "shard_code_counts"})
 
 
 def check_same_settings(state_dir: str, state: Dict, document: Dict,
