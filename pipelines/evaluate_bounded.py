@@ -37,7 +37,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy import stats
@@ -48,6 +47,7 @@ from continual_synth.pipelines.plots import privacy_subtitle, save_figure, supti
 from continual_synth.pipelines.provenance import truth_check
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_dataset, read_files, release_files
+from continual_synth.transforms.periods import period_values
 from continual_synth.transforms.points import table_points
 
 SLICED_MAX_POINTS = 100_000
@@ -229,7 +229,8 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
     else:
         table = read_dataset(truth_path, in_format)
         if period_col in table.column_names:
-            table = table.filter(pc.less_equal(table.column(period_col), chosen))
+            periods = period_values(table, period_col, f"truth {truth_path}")
+            table = table.filter(pa.array(periods <= chosen))
             summary["truth_rows"] = f"{period_col} <= {chosen}"
         else:
             summary["truth_rows"] = f"all (no {period_col!r} column)"

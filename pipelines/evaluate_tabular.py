@@ -34,8 +34,8 @@ from typing import Dict, List, Mapping, Optional
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from continual_synth.mechanisms.errors import row_label
 from continual_synth.mechanisms.marginals import Domain, encode_records, parse_workloads
 from continual_synth.mechanisms.workload_error import (METRICS, average_last,
                                                        period_histograms, sampling_floor,
@@ -46,6 +46,7 @@ from continual_synth.pipelines.provenance import truth_check
 from continual_synth.pipelines.release_dir import periods_released, write_summary
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset, read_file, release_files
+from continual_synth.transforms.periods import period_values
 
 MANIFEST_NAME = "manifest.json"
 #: manifest fields copied into the summary when present
@@ -61,21 +62,17 @@ FLOOR_SEED = 0  # the sampling floor's draws: the same floor for every evaluatio
 
 
 def _periods_of(table: pa.Table, period_col: str, where: str) -> np.ndarray:
+    """The periods of a truth or release table: the inputs' rule
+    (:func:`~continual_synth.transforms.periods.period_values`), and periods from 1."""
     if period_col not in table.column_names:
         raise InputError(f"{where}: no period column {period_col!r}; the columns are "
                          f"{table.column_names}")
-    column = table.column(period_col)
-    if column.null_count:
-        raise InputError(f"{where}: {column.null_count} row(s) have no {period_col!r}")
-    try:
-        values = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        raise InputError(f"{where}: column {period_col!r} of type {column.type} is not "
-                         f"an integer period") from None
-    if values.size and (np.any(values != np.round(values)) or values.min() < 1):
-        raise InputError(f"{where}: periods must be integers 1, 2, ...; found "
-                         f"{values[(values != np.round(values)) | (values < 1)][0]!r}")
-    return values.astype(np.int64)
+    values = period_values(table, period_col, where)
+    if values.size and values.min() < 1:
+        row = int(np.argmax(values < 1))
+        raise InputError(f"{where}: periods must be whole numbers 1, 2, ...; "
+                         f"{row_label(row)} holds period {int(values[row])}")
+    return values
 
 
 def _read_manifest(synthetic_dir: str) -> Optional[dict]:

@@ -295,3 +295,20 @@ def test_command_line_prints_the_averages_and_the_worst_workloads_by_total_varia
     assert [e["workload"] for e in got] == [e["workload"] for e in expected]
     assert [e["total_variation"] for e in got] == pytest.approx(
         [e["total_variation"] for e in expected])
+
+
+@pytest.mark.parametrize("periods, error", [
+    (pa.array([1.0, 1.0, 2.0, 3.0, 3.0]), "integer column, found type double"),
+    (pa.array(["1", "1", "2", "3", "3"]), "integer column, found type string"),
+    (pa.array([1, 1, None, 3, 3], type=pa.int64()), "the first at row 3"),
+    (pa.array([1, 1, 0, 3, 3], type=pa.int64()), "row 3 holds period 0"),
+])
+def test_truth_periods_follow_the_inputs_rule(tmp_path, files, periods, error):
+    """The truth's period column is read by the rule every run and step applies to its
+    input (transforms/periods.py): 2.0 is refused as it is there, not read as period 2."""
+    _, domain, _, release = files
+    truth = table(TRUTH).set_column(3, "period", periods)
+    path = str(tmp_path / "odd_truth.parquet")
+    write_file(truth, path, "parquet")
+    with pytest.raises(InputError, match=error):
+        evaluate_tabular(path, release, domain_path=domain)

@@ -28,6 +28,7 @@ import signal
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv  # noqa: F401
+import pyarrow.parquet as pq
 import pytest
 
 from continual_synth.mechanisms import continual_privhp as cp
@@ -805,6 +806,13 @@ def test_evaluate_a_continual_release_at_one_period(stream, stepped, tmp_path):
     code, _, err = run_cli(["evaluate", "bounded", "--truth", str(stream / "all.csv"),
                             "--synthetic", stepped[1], "--columns", "x,y", "--period", "7"])
     assert code == 2 and "holds periods 1..3" in err
+    truth = pa.concat_tables([pq.read_table(str(stream / f"period_{t:02d}.parquet"))
+                              for t in (1, 2, 3)])
+    floats = truth.set_column(2, "period", truth.column("period").cast(pa.float64()))
+    write_file(floats, str(tmp_path / "floats.parquet"), "parquet")  # periods 1.0, 2.0, ...
+    code, _, err = run_cli(["evaluate", "bounded", "--truth", str(tmp_path / "floats.parquet"),
+                            "--synthetic", stepped[1], "--columns", "x,y"])
+    assert code == 2 and "integer column, found type double" in err, err
 
 
 # ----------------------------------------------------------------- empirical privacy
