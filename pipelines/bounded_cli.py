@@ -125,13 +125,23 @@ class BoundedRunOptions(OutputOptions, InputOptions, BoundedReleaseOptions):
                             help="rows per Arrow batch when reading")
 
 
+def _add_state_options(parser) -> None:
+    """What a continual PrivHP state records beyond the release options (``init`` and
+    ``stream``)."""
+    parser.add_argument("--horizon", type=POSITIVE_INT, required=True,
+                        help="number of periods T")
+    parser.add_argument("--period-col", default="period",
+                        help="the period column: a step's file that has it must hold the "
+                             "step's period in it; stream reads a landed file's period "
+                             "from it when the file's name holds none")
+
+
 class BoundedInitOptions(InitOptions, BoundedReleaseOptions):
     description = "continual PrivHP: create the state of an incremental release"
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--horizon", type=POSITIVE_INT, required=True,
-                            help="number of periods T")
+        _add_state_options(parser)
 
 
 # This family's Beam jobs (see :data:`continual_synth.pipelines.cli.JOBS`).
@@ -142,8 +152,7 @@ JOBS = {"bounded_run": BoundedRunOptions, "bounded_init": BoundedInitOptions,
 def _add_stream_options(parser) -> None:
     """``bounded stream``: continual PrivHP's options (those of ``init``)."""
     add_job_options(parser, BoundedReleaseOptions)
-    parser.add_argument("--horizon", type=POSITIVE_INT, required=True,
-                        help="number of periods T")
+    _add_state_options(parser)
 
 
 def add_commands(commands, evaluate) -> None:
@@ -241,7 +250,8 @@ def _continual(args, beam_args: List[str]) -> dict:
         columns, bounds, config, depth_from = _config(args)
         document = bounded_continual.initial_document(
             config, columns, bounds, args.samples, seed=args.seed, out_format=args.out_format,
-            clip=args.clip, num_shards=args.shards, depth_from=depth_from)
+            clip=args.clip, num_shards=args.shards, depth_from=depth_from,
+            period_col=args.period_col)
         return run_stream(bounded_continual.ContinualPrivHPJob(), document, args, beam_args,
                           period_col=document["period_col"])
     if args.action == "step":
@@ -253,11 +263,12 @@ def _continual(args, beam_args: List[str]) -> dict:
                   num_shards=args.shards, depth_from=depth_from)
     if args.action == "init":
         from continual_synth.pipelines.cli import initialise, kept_state
-        document = bounded_continual.initial_document(config, columns, bounds,
-                                                      args.samples, **common)
+        document = bounded_continual.initial_document(config, columns, bounds, args.samples,
+                                                      period_col=args.period_col, **common)
         if initialise(args.exists_ok, args.state, document,
                       lambda: bounded_continual.init(config, args.state, columns, bounds,
-                                                     args.samples, **common),
+                                                     args.samples, period_col=args.period_col,
+                                                     **common),
                       bounded_continual.ContinualPrivHPJob().canonical):
             return kept_state(args.state)
         return {"status": "initialised", "state": args.state, "horizon": config.horizon,

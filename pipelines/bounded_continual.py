@@ -82,18 +82,19 @@ def _check(columns, bounds: Bounds, config: ContinualPrivHPConfig, samples: int,
 def initial_document(config: ContinualPrivHPConfig, columns: Sequence[str], bounds: Bounds,
                      samples: int, *, seed: Optional[int] = None, out_format: str = "parquet",
                      clip: bool = False, num_shards: int = 8,
-                     depth_from: Optional[Dict] = None) -> Dict:
+                     depth_from: Optional[Dict] = None, period_col: str = "period") -> Dict:
     """The state document ``init`` creates (version 0); ``stream`` creates it too.  It
-    records, for the manifest as ``run`` writes it, the period column (``period``: the
+    records, for the manifest as ``run`` writes it, the period column ``period_col`` (the
     column ``stream`` reads a watched file's period from when its name holds none; a
-    step's file is one period) and ``horizon_source`` (T is always ``--horizon``'s)."""
+    step's file is one period, and if it has the column every row must hold that period)
+    and ``horizon_source`` (T is always ``--horizon``'s)."""
     _check(columns, bounds, config, samples, num_shards, out_format)
     fresh = ContinualPrivHPSynthesizer(config, samples).initial_state().to_dict()
     fresh.pop("counters")  # zero counters: made again from the configuration at period 1
     return lifecycle.new_state_document(
         KIND, seed, out_format, config=config.to_dict(), synthesizer_state=fresh,
         samples=int(samples), **_extras(columns, bounds, num_shards, clip, depth_from),
-        **RECORDED_DEFAULTS)
+        **{**RECORDED_DEFAULTS, "period_col": period_col})
 
 
 def init(config: ContinualPrivHPConfig, state_dir: str, columns: Sequence[str],

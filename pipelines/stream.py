@@ -111,6 +111,7 @@ from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir, check_
 from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_dataset, read_file, write_file
+from continual_synth.transforms.periods import period_values
 from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods, PeriodClock,
                                                        UnreadableBatch, check_event_source,
                                                        read_event_records)
@@ -212,7 +213,7 @@ def file_period(path: str, period_col: str, in_format: Optional[str]) -> int:
     if period_col not in table.column_names:
         raise InputError(f"{path}: no period in the file name (as in period_07.parquet) and "
                          f"no {period_col!r} column")
-    periods = np.unique(table.column(period_col).drop_null().to_numpy(zero_copy_only=False))
+    periods = np.unique(period_values(table, period_col, path))
     if len(periods) != 1:
         raise InputError(f"{path}: a watched file holds one period; column {period_col!r} "
                          f"holds {len(periods)} different values")

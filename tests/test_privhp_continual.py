@@ -446,6 +446,38 @@ def test_bounded_stream_releases_what_init_plus_steps_release(stream, stepped, t
     assert ledger["epsilon"] == reference["epsilon"]
 
 
+def test_period_col_of_init_and_stream(stream, stepped, tmp_path):
+    """``bounded init`` and ``bounded stream`` take ``--period-col`` as the other
+    synthesizers' do: ``stream`` reads a landed file's period from that column when its
+    name holds none, a step checks it, and the manifest records it."""
+    import shutil
+    def renamed(t):
+        table = read_file(str(stream / f"period_{t:02d}.parquet"))
+        return table.rename_columns(["t" if c == "period" else c for c in table.column_names])
+    watched, state, out = tmp_path / "landing", str(tmp_path / "state"), str(tmp_path / "out")
+    watched.mkdir()
+    for name, t in (("march.parquet", 3), ("january.parquet", 1), ("february.parquet", 2)):
+        write_file(renamed(t), str(tmp_path / name), "parquet")
+        shutil.move(str(tmp_path / name), str(watched / name))
+    code, stdout, err = run_cli(["bounded", "stream", "--watch", str(watched), "--state", state,
+                                 "--output", out, "--horizon", "3", "--until-period", "3",
+                                 "--poll-interval", "0.2", "--period-col", "t"] + OPTIONS)
+    assert code == 0, err
+    released, reference = release_snapshot(out), release_snapshot(stepped[1])
+    data = [name for name in reference if name.startswith("synthetic-")]
+    assert data and all(released[name] == reference[name] for name in data)
+    assert json.loads(open(os.path.join(out, "manifest.json")).read())["period_col"] == "t"
+    state = str(tmp_path / "state2")
+    assert run_cli(["bounded", "init", "--state", state, "--horizon", "3",
+                    "--period-col", "t"] + OPTIONS)[0] == 0
+    wrong = str(tmp_path / "wrong.parquet")
+    write_file(renamed(2), wrong, "parquet")  # period 2's rows given as period 1
+    code, _, err = run_cli(["bounded", "step", "--state", state, "--input", wrong,
+                            "--output", str(tmp_path / "out2")])
+    assert code == 2 and "column 't'" not in err and \
+        "row 1 holds period 2, but the next period of this state is 1" in err, err
+
+
 def test_run_equals_init_plus_steps_and_reruns_spend_nothing(stream, stepped, tmp_path):
     state, out = stepped
     out_run = str(tmp_path / "run")

@@ -456,6 +456,9 @@ def test_period_from_name_or_column(tmp_path):
         file_period(str(tmp_path / "x.parquet"), "period", None)
     write_file(mixed.slice(1), str(tmp_path / "y.parquet"), "parquet")
     assert file_period(str(tmp_path / "y.parquet"), "period", None) == 2
+    write_file(pa.table({"period": [2.0], "value": [1]}), str(tmp_path / "z.parquet"), "parquet")
+    with pytest.raises(Exception, match="integer column, found type double"):
+        file_period(str(tmp_path / "z.parquet"), "period", None)  # the inputs' rule
 
 
 def test_a_stop_wrapped_by_beam_is_still_a_clean_stop():
