@@ -162,13 +162,18 @@ QUIET_WORKERS_ENV = "DASK_LOGGING__DISTRIBUTED"
 def quiet_own_cluster() -> Iterator[None]:
     """While the ``with`` block runs, the ``distributed`` logger of this process (the
     scheduler and nannies of a local cluster) and of the worker processes started in it
-    log errors only; on exit the clients opened in it are closed (with the local cluster
-    a client started, before it can log its shutdown), then the levels are restored.
+    log critical records only; on exit the clients opened in it are closed (with the
+    local cluster a client started, before it can log its shutdown), then the levels are
+    restored.
 
     For ``--runner dask-local``, and ``--runner DaskRunner`` without
     ``--dask_client_address`` (Beam's runner then opens ``distributed.Client()``, which
     starts a cluster of its own), without ``--verbose``: their ``distributed.*`` INFO
-    lines (about 60 for a short job) would otherwise reach stderr."""
+    lines (about 60 for a short job) would otherwise reach stderr.  ERROR is quiet too,
+    as Beam's is (:func:`continual_synth.pipelines.logs.configure`): a failed task reaches
+    the client as the job's exception, which the command reports in one line, while a
+    worker whose heartbeat meets the scheduler already closed at the end of a loaded run
+    logs a connection traceback at ERROR that says nothing about the job."""
     import logging
     import os
 
@@ -176,8 +181,8 @@ def quiet_own_cluster() -> Iterator[None]:
 
     logger = logging.getLogger("distributed")
     level, environ = logger.level, os.environ.get(QUIET_WORKERS_ENV)
-    logger.setLevel(logging.ERROR)
-    os.environ[QUIET_WORKERS_ENV] = "error"
+    logger.setLevel(logging.CRITICAL)
+    os.environ[QUIET_WORKERS_ENV] = "critical"
     try:
         yield
     finally:

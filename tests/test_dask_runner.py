@@ -216,3 +216,23 @@ def test_own_clusters_are_quiet_unless_verbose(panel, tmp_path, verbose, runner)
     else:
         assert lines and all(line.startswith("continual-synth window run: ")
                              for line in lines), lines
+
+
+def _log_an_error():
+    logging.getLogger("distributed.worker").error("a connection traceback at shutdown")
+
+
+def test_quiet_cluster_keeps_worker_errors_off_stderr(capfd):
+    """Without ``--verbose`` a worker's ERROR record stays off stderr, as Beam's do: under
+    load a worker whose heartbeat met the closed scheduler at the end of a run logged a
+    ``distributed/core.py … connect`` traceback at ERROR, the only line of a quiet run
+    not the command's own (a failed task reaches the client as the job's exception).
+    Spawned workers read the level from the environment; forked ones, and the scheduler
+    in this process, from this process's ``distributed`` logger."""
+    import distributed
+    from continual_synth.runners.presets import local_dask_cluster, quiet_own_cluster
+    with quiet_own_cluster(), local_dask_cluster(1, fork=False) as address:
+        assert not logging.getLogger("distributed.scheduler").isEnabledFor(logging.ERROR)
+        with distributed.Client(address) as client:
+            client.run(_log_an_error)
+    assert "connection traceback" not in capfd.readouterr().err
