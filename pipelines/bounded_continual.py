@@ -25,7 +25,7 @@ import numpy as np
 from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
-from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPState,
                                                            ContinualPrivHPSynthesizer)
@@ -42,7 +42,7 @@ from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
                                                SampleSyntheticPoints, file_batches,
                                                load_tree, point_schema, save_tree,
                                                table_points)
-from continual_synth.transforms.periods import period_values
+from continual_synth.transforms.periods import check_run_periods, period_values
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords,
                                                    Progress)
@@ -260,11 +260,7 @@ def _period_column(table, period_col: str, horizon: int, path: str, offset: int
     """The batch's periods (the rule of every synthesizer: :mod:`~continual_synth.
     transforms.periods`); an error names the file and row of a period outside 1..T."""
     periods = period_values(table, period_col, path, offset)
-    bad = (periods < 1) | (periods > horizon)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{path}: column {period_col!r} value {periods[row]} at "
-                         f"{row_label(row, offset)} is not a period in 1..{horizon} (--horizon)")
+    check_run_periods(periods, horizon, path, offset)
     return periods
 
 

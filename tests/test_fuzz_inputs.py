@@ -268,7 +268,7 @@ def _panel_cases():
         ("inf.parquet", ("inf.parquet", "column 'value'", "inf (row 8)")),
         ("half.parquet", ("half.parquet", "column 'value'", "0.5 (row 8)")),
         ("two.parquet", ("two.parquet", "column 'value'", "value 2 (row 8)", "alphabet")),
-        ("period9.parquet", ("period9.parquet", "period 9 (row 5)")),
+        ("period9.parquet", ("period9.parquet", "row 5 holds period 9")),
         ("null_id.parquet", ("null_id.parquet", "column 'id'", "empty")),
         ("empty.parquet", ("empty.parquet", "empty (0 bytes)")),
         ("header.csv", ("header.csv", "no records")),

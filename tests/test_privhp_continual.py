@@ -659,7 +659,7 @@ def test_bad_period_input_exits_2_and_leaves_the_state(stream, tmp_path):
     assert snapshot(os.path.join(state, "versions")) == before
     code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
                             "--output", str(tmp_path / "r"), "--horizon", "2"] + OPTIONS)
-    assert code == 2 and "not a period in 1..2" in err
+    assert code == 2 and "row 1901 holds period 3; periods must be 1..2" in err
     code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
                             "--output", str(tmp_path / "r"), "--counter", "block"] + OPTIONS)
     assert code == 2 and "--horizon" in err

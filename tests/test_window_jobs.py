@@ -485,9 +485,9 @@ BAD_RUN_INPUTS = {
     "value-outside-alphabet": (lambda t: _with_value(t, 3 * T + 1, 2), "avro",
                                r"value 2 \(row \d+\) is not in the alphabet \[0, 1\]"),
     "period-0": (lambda t: _with_period(t, 10, 0), "parquet",
-                 rf"period 0 \(row 11\) is outside 1\.\.{T}"),
+                 rf"row 11 holds period 0; periods must be 1\.\.{T}"),
     "period-T+1": (lambda t: _with_period(t, 12, T + 1), "csv",
-                   rf"period {T + 1} \(row 13\) is outside 1\.\.{T}"),
+                   rf"row 13 holds period {T + 1}; periods must be 1\.\.{T}"),
     # before: "must hold whole-number periods without gaps, found type int32" (no row,
     # and an integer type named as the problem)
     "null-period": (_period_column(_fifth_row_null), "parquet",

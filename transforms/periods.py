@@ -5,10 +5,13 @@ types; a CSV column of whole numbers is read as int64): a float column (``2.0``)
 text column (``"2"``) is refused naming the column and its type, an empty value naming
 its row.  A batch without rows holds no periods, whatever its column's type (a
 header-only CSV's column has type null): an empty period is valid input to a step.
-A step's file holds one period, the next period t of its state: a row holding another
-is refused naming it (:func:`check_step_periods`).
+A run's input holds periods 1..T, T the horizon: a row holding another is refused naming
+it (:func:`check_run_periods`).  A step's file holds one period, the next period t of its
+state: a row holding another is refused naming it (:func:`check_step_periods`).
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +19,7 @@ import pyarrow as pa
 from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.transforms.files import first_null
 
-__all__ = ["period_values", "check_step_periods"]
+__all__ = ["period_values", "check_run_periods", "check_step_periods"]
 
 
 def period_values(table: pa.Table, period_col: str, where: str,
@@ -52,3 +55,17 @@ def check_step_periods(periods: np.ndarray, period: int, where: str,
         raise InputError(f"{where}: {row_label(row, first_row)} holds period "
                          f"{int(periods[row])}, but the next period of this state is "
                          f"{period}" + others)
+
+
+def check_run_periods(periods: np.ndarray, horizon: Optional[int], where: str,
+                      first_row: int = 0) -> None:
+    """Refuse a run's batch whose periods (:func:`period_values`) are not all in
+    1..``horizon`` (1 or more when ``horizon`` is None), naming the first row that holds
+    another."""
+    top = np.inf if horizon is None else horizon
+    wrong = (periods < 1) | (periods > top)
+    if wrong.any():
+        row = int(np.flatnonzero(wrong)[0])
+        span = "1 or more" if horizon is None else f"1..{horizon} (the horizon T = {horizon})"
+        raise InputError(f"{where}: {row_label(row, first_row)} holds period "
+                         f"{int(periods[row])}; periods must be {span}")

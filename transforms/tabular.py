@@ -24,14 +24,15 @@ import numpy as np
 import pyarrow as pa
 
 from continual_synth.mechanisms.distributions import model_from_dict
-from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
                                                   workload_histograms)
 from continual_synth.transforms import packed_json, storage
 from continual_synth.transforms.files import table_origin
 from continual_synth.transforms.monitoring import PERIODS_RELEASED, Progress, count
-from continual_synth.transforms.periods import check_step_periods, period_values
+from continual_synth.transforms.periods import (check_run_periods, check_step_periods,
+                                               period_values)
 
 ROWS_PER_SHARD = 500_000
 
@@ -57,12 +58,7 @@ def encode_stream_batch(table: pa.Table, domain: Domain, period_col: str,
     if period is not None:
         check_step_periods(periods, period, where, first_row)
     else:
-        top = np.inf if horizon is None else horizon
-        wrong = np.flatnonzero((periods < 1) | (periods > top))
-        if wrong.size:
-            span = "1 or more" if horizon is None else f"1..{horizon} (--horizon {horizon})"
-            raise InputError(f"{where}: {row_label(wrong[0], first_row)} holds period "
-                             f"{int(periods[wrong[0]])}; periods must be {span}")
+        check_run_periods(periods, horizon, where, first_row)
     return periods, codes
 
 

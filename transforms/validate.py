@@ -17,14 +17,15 @@ from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.panel import encode_values
 from continual_synth.transforms.files import first_null, table_origin
 from continual_synth.transforms.monitoring import counting_rejections
-from continual_synth.transforms.periods import period_values
+from continual_synth.transforms.periods import check_run_periods, period_values
 
 
 def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
                        value_col: str, alphabet: Sequence, period_range: Sequence[int],
                        where: str = "input") -> pa.Table:
     """Validated ``(id, period, code)`` table; ``period_col`` None means the whole
-    batch belongs to the single period ``period_range[0]``."""
+    batch belongs to the single period ``period_range[0]``, else its periods must be
+    1..T, ``period_range`` = (1, T)."""
     where, first_row = table_origin(table, where)
     needed = [c for c in (id_col, period_col, value_col) if c]
     missing = [c for c in needed if c not in table.column_names]
@@ -41,11 +42,7 @@ def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
     first, last = period_range
     if period_col:
         periods = period_values(table, period_col, where, first_row)
-        outside = (periods < first) | (periods > last)
-        if outside.any():
-            row = int(np.flatnonzero(outside)[0])
-            raise InputError(f"{where}: period {periods[row]} ({row_label(row, first_row)}) is "
-                             f"outside {first}..{last}")
+        check_run_periods(periods, last, where, first_row)
     else:
         periods = np.full(table.num_rows, first)
     value_array = values.to_numpy(zero_copy_only=False)
