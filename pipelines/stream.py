@@ -324,6 +324,7 @@ class ReleaseCompletePeriods(beam.DoFn):
                 arrived.setdefault(period, []).append(tuple(candidate))
             known = next(iter(listed.read()), {})
             landed = self._landed(known)
+            self._withdraw_removed(known, arrived)
             try:
                 state = self._resume_pending()
                 for path in landed:
@@ -375,6 +376,24 @@ class ReleaseCompletePeriods(beam.DoFn):
                 known[path] = (mark, True, first_seen)
                 landed.append((first_seen, modified, path))
         return [path for _, _, path in sorted(landed)]
+
+    @staticmethod
+    def _withdraw_removed(known: Dict, arrived: Dict) -> None:
+        """Forget the waiting files no longer listed (removed or renamed away before
+        their period's turn), each with a ``withdrawn`` event: never taken, so neither
+        counted nor dead-lettered (before, such a file stayed queued until its period's
+        turn and was then dead-lettered as unreadable)."""
+        for period in sorted(arrived):
+            kept = [candidate for candidate in arrived[period] if candidate[0] in known]
+            for path, *_ in arrived[period]:
+                if path not in known:
+                    _event("withdrawn", file=path, period=period,
+                           reason="removed from the watched folder before its period's "
+                                  "turn; not counted")
+            if kept:
+                arrived[period] = kept
+            else:
+                del arrived[period]
 
     def _entries(self) -> Dict[str, Tuple[tuple, float]]:
         """{path: (mark, modification time)} of the watched directory's files and folders

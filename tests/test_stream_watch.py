@@ -699,6 +699,28 @@ def test_a_file_landed_again_after_removal_is_checked_again(panel, tmp_path):
     assert seen(state) == 1
 
 
+def test_a_waiting_file_removed_before_its_turn_is_withdrawn(panel, tmp_path):
+    """Period 3's file lands while period 2's has not, then is removed: a ``withdrawn``
+    event, and period 2 is released alone.  Before, the removed file stayed queued until
+    period 3's turn and was then dead-lettered as unreadable."""
+    _, _, periods, _ = panel
+    process, watch, state, out = stream_past_period_1(periods, tmp_path)
+    third = land(periods[3], watch)
+
+    def said(kind):
+        return [e for e in events(state, "window") if e["event"] == kind]
+    wait_until(lambda: any(e.get("period") == 3 for e in said("waiting")), process)
+    os.remove(third)
+    wait_until(lambda: said("withdrawn"), process)
+    assert said("withdrawn")[0]["period"] == 3
+    land(periods[2], watch)
+    wait_until(lambda: seen(state) == 2 and load_state(str(state))["pending"] is None, process)
+    time.sleep(3 * float(POLL))  # old code: period 3's turn comes at the next listing
+    process.send_signal(signal.SIGTERM)
+    assert finish(process, timeout=30)["rejected_files"] == 0
+    assert seen(state) == 2 and rejected(state) == []
+
+
 def test_a_folder_is_a_period_once_its_listing_is_unchanged(tmp_path):
     """A period delivered as a folder of parts (``period_02/part-*.parquet``) was never
     listed: no event, no dead letter, the stream stalled.  It is taken once a listing
