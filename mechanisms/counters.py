@@ -459,6 +459,24 @@ class SimpleCounter(StreamCounter):
         self._shared = self._shared or share != 1.0
         return self._sum.copy()
 
+    def entry_param(self, share: float = 1.0) -> float:
+        """The noise parameter of an entry fed with ``share`` of the budget."""
+        return self._param(float(share))
+
+    def feed_measured(self, noisy, variance: float) -> np.ndarray:
+        """Add an entry that is already a private measurement (post-processing of noise
+        drawn elsewhere, per-coordinate variance ``variance``); this counter adds no noise
+        and spends none of its budget.  Returns S̃^t like :meth:`feed`."""
+        if self.horizon is not None and self._time >= self.horizon:
+            raise ValueError(f"counter {self.kind!r} has reached its horizon T={self.horizon}")
+        arr = self._check_input(noisy)
+        self._time += 1
+        self._sum += arr
+        self._last = float(variance)
+        self._variance += self._last
+        self._shared = True
+        return self._sum.copy()
+
     def _variances(self, ts):
         v = self.node_variance(self.param)
         if not self._shared:

@@ -744,6 +744,27 @@ def test_entry_shares_round_trip_and_default_to_the_budget():
     assert counter.entry_cost() == pytest.approx(EPSILON)   # the budget of a share-1 entry
 
 
+def test_a_measured_entry_adds_its_value_and_variance_and_no_noise():
+    """``feed_measured``: an entry that is already a private measurement (the tabular
+    synthesizer's wide projections) is added as it is, with its stated variance; the
+    counter's own entries before and after keep theirs, and the state round-trips."""
+    counter = make_counter("simple", 4, epsilon=EPSILON, dim=2)
+    first = counter.feed([3, 4], SeededSampler(1))
+    assert counter.entry_param() == counter.param
+    assert counter.entry_param(2.0) == pytest.approx(counter.param / 2)
+    second = counter.feed_measured([1.5, -0.5], 7.0)
+    assert np.array_equal(second, first + [1.5, -0.5])
+    assert counter.time == 2 and counter.last_variance == 7.0
+    assert counter.variance(2) == pytest.approx(counter.node_variance(counter.param) + 7.0)
+    state = json.loads(json.dumps(counter.to_dict()))
+    assert StreamCounter.from_dict(state).variance(2) == counter.variance(2)
+    with pytest.raises(ValueError, match="shape"):
+        counter.feed_measured([1.0], 1.0)
+    counter.feed_measured([0, 0], 1.0), counter.feed_measured([0, 0], 1.0)
+    with pytest.raises(ValueError, match="horizon"):
+        counter.feed_measured([0, 0], 1.0)
+
+
 @pytest.mark.parametrize("kind", sorted(set(counter_kinds()) - SHARE_KINDS))
 def test_only_the_simple_counter_takes_entry_shares(kind):
     assert SHARE_KINDS == {"simple"}
