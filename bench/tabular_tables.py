@@ -202,7 +202,8 @@ def one_run(job):
     run_start = time.perf_counter()
     for period in range(1, horizon + 1):
         rows = codes[period_of == period]
-        flat = np.concatenate(workload_histograms(rows, domain, workloads))
+        flat = np.concatenate(workload_histograms(rows, domain,
+                                                  synthesizer.config.input_workloads))
         start = time.perf_counter()
         state, release = synthesizer.step(state, flat, period_sampler(seed, period))
         step_seconds.append(time.perf_counter() - start)

@@ -111,6 +111,35 @@ measured less than the mean workload, the period's first selection is the public
 :func:`starved_cover` (where its measurements would carry information); ``none``
 (``--rule paper``, states saved before) — the exponential mechanism alone.
 
+Wide measurements (``wide_cells``, proposed method, simple counter; off by default).  A
+workload's interaction is otherwise seen only through the records of the periods that
+selected it (``bench/results/tabular_error_anatomy.md``: on Adult in batches of 50 about
+760 of 48 842 records per workload).  With ``wide_cells`` = c, the selection is unchanged
+(the exponential mechanism over the workloads, Δ = 2), but the selected workload j is
+measured as the marginal of S_j ⊇ j (:attr:`TabularConfig.wide_sets`: j and the smallest
+other attributes while |S_j| ≤ min(c, ``wide_ratio``·|W_j|), a public function of the
+domain): W_{S_j}(∇f_t) + discrete Laplace of the scale of j's counter entry,
+1/((1 − s)·ε/k_t) per cell.  **Sensitivity:** under event-level add/remove one record is
+in exactly one cell of S_j, so the L1 sensitivity is 1 whatever |S_j|, and the wide
+measurement costs (1 − s)·ε/k_t, what feeding C_j costs.  Its projections onto j and onto
+every other workload i ⊆ S_j not yet measured this period with |S_j| ≤ ``wide_ratio``·|W_i|
+(each projected cell sums at most ``wide_ratio`` noisy cells) are post-processing; they
+are fed to those counters as entries without noise of their own
+(:meth:`SimpleCounter.feed_measured`, per-cell variance v·|S_j|/|W_i|).  So a period still
+spends k_t·s·ε/k_t + k_t·(1 − s)·ε/k_t = ε, and one record informs every workload fed
+from its period's wide measurements instead of one.  Under ``wide_fit="inside"`` (the
+default of the option) a fed workload is also fitted only when the model's junction tree
+already holds it; the others wait in their counters until selected (fitting every fed
+workload, ``"all"``, filled the 2^17-cell model with 5-7-attribute cliques: 51 of 78
+workloads fitted at ε = 1000 on Adult, and 27 never selectable).  ``wide_noise`` = c
+(optional) measures only the longest prefix of S_j with |S_j'| ≤ c·B/v, B the public batch
+size estimate and v the per-cell noise variance of the entry (:func:`_wide_set`; the
+exact histogram of S_j' is summed from S_j's before the noise is drawn, so the sensitivity
+is still 1): a projected cell's noise v·|S_j'|/|W_i| then stays within c times the
+sampling variance of a batch's count in it, about B/|W_i|.  The period's input then
+holds the histograms of :attr:`TabularConfig.input_workloads` (the workloads, then the
+wide sets that are not workloads).
+
 Baseline (Algorithm 2, StreamingMWEM, workload form): an independent offline MWEM-style
 synthesizer on each period's new records ∇f_t with budget ε per period: k selections by
 the exponential mechanism (ε/(2k) each, the same utilities with T_i = W_i(∇f_t), same
@@ -192,6 +221,7 @@ BASELINE_STARTS = ("previous", "uniform")
 SELECTION_DISCOUNTS = ("none", "count")
 MODEL_GROWTHS = ("fixed", "horizon")
 SELECTION_SCHEDULES = ("drift", "fixed")
+WIDE_FITS = ("inside", "all")
 # Selections per period k (``selections=None`` in :meth:`TabularSynthesizer.create`, the
 # command line's default): the paper's k = 3, more once a measurement's noise is below one
 # record per cell (see :func:`auto_selections`).
@@ -333,6 +363,10 @@ class TabularConfig:
     selection_schedule: Optional[str] = None
     bias_noise: Optional[str] = None
     coverage: Optional[str] = None
+    wide_cells: Optional[int] = None
+    wide_ratio: float = 4.0
+    wide_fit: str = "inside"
+    wide_noise: Optional[float] = None
 
     def __post_init__(self):
         if not isinstance(self.domain, Domain):
@@ -445,6 +479,26 @@ class TabularConfig:
                                               f"clique and every other attribute's one-way "
                                               f"table), got {self.max_cells}; below that "
                                               f"no workload could be measured")
+        if self.wide_cells is not None and (
+                isinstance(self.wide_cells, bool)
+                or not isinstance(self.wide_cells, (int, np.integer)) or self.wide_cells < 1):
+            raise ParameterError("wide_cells", f"must be a positive whole number, got "
+                                               f"{self.wide_cells!r}")
+        if self.wide_cells is not None and (self.method != "proposed"
+                                            or self.counter != "simple"):
+            raise ParameterError("wide_cells", "wide measurements need the proposed method "
+                                               "and the simple counter")
+        if self.wide_fit not in WIDE_FITS:
+            raise ParameterError("wide_fit", f"must be one of {WIDE_FITS}, got {self.wide_fit!r}")
+        if not (self.wide_ratio >= 1 and math.isfinite(self.wide_ratio)):
+            raise ParameterError("wide_ratio", f"must be a number of at least 1, got "
+                                               f"{self.wide_ratio!r}")
+        if self.wide_noise is not None and not (
+                not isinstance(self.wide_noise, bool)
+                and isinstance(self.wide_noise, (int, float, np.integer, np.floating))
+                and self.wide_noise > 0 and math.isfinite(self.wide_noise)):
+            raise ParameterError("wide_noise", f"must be a positive number, got "
+                                               f"{self.wide_noise!r}")
         if not (self.anchor_weight >= 0 and math.isfinite(self.anchor_weight)):
             raise InputError("anchor_weight must be a non-negative number")
         if not isinstance(self.mixture_components, (int, np.integer)) \
@@ -472,6 +526,37 @@ class TabularConfig:
     @functools.cached_property
     def _cells(self) -> Tuple[int, ...]:
         return tuple(self.domain.size(w) for w in self.workloads)
+
+    @functools.cached_property
+    def wide_sets(self) -> Tuple[Workload, ...]:
+        """S_j for every workload j (``wide_cells``): j and the smallest other attributes
+        (ties in the domain's order, rotated by j) while |S_j| ≤ min(``wide_cells``,
+        ``wide_ratio``·|W_j|) (j's own projection sums at most ``wide_ratio`` cells); S_j = j
+        when none fits or ``wide_cells`` is None.  Public (the domain)."""
+        names = list(self.domain.values)
+        out = []
+        for n, w in enumerate(self.workloads):
+            s = list(w)
+            if self.wide_cells is not None:
+                rest = [a for a in names if a not in w]
+                rest.sort(key=lambda a: (self.domain.size((a,)),
+                                         (names.index(a) - n) % len(names)))
+                cap = min(self.wide_cells, self.wide_ratio * self.domain.size(w))
+                for a in rest:
+                    if self.domain.size(s + [a]) <= cap:
+                        s.append(a)
+            out.append(tuple(s))
+        return tuple(out)
+
+    @functools.cached_property
+    def input_workloads(self) -> Tuple[Workload, ...]:
+        """The histograms a period's input holds: the workloads, then every wide set S_j
+        that is not a workload (in first-use order)."""
+        extra = []
+        for s in self.wide_sets:
+            if s not in self.workloads and s not in extra:
+                extra.append(s)
+        return self.workloads + tuple(extra)
 
     @property
     def wide(self) -> bool:
@@ -590,7 +675,10 @@ class TabularConfig:
                 "selection_discount": self.selection_discount,
                 "model_growth": self.model_growth,
                 "selection_schedule": self.selection_schedule,
-                "bias_noise": self.bias_noise, "coverage": self.coverage}
+                "bias_noise": self.bias_noise, "coverage": self.coverage,
+                **({} if self.wide_cells is None else
+                   {"wide_cells": int(self.wide_cells), "wide_ratio": self.wide_ratio,
+                    "wide_fit": self.wide_fit, "wide_noise": self.wide_noise})}
 
     @classmethod
     def from_dict(cls, data: Dict) -> "TabularConfig":
@@ -757,11 +845,13 @@ def period_cost(config: TabularConfig, period: int) -> float:
 
 def _check_histograms(config: TabularConfig, period_histograms) -> List[np.ndarray]:
     hists = list(period_histograms)
-    if len(hists) != len(config.workloads):
-        raise InputError(f"expected {len(config.workloads)} workload histograms, "
+    inputs = config.input_workloads
+    if len(hists) != len(inputs):
+        raise InputError(f"expected {len(inputs)} workload histograms, "
                          f"got {len(hists)}")
     out = []
-    for w, c, h in zip(config.workloads, config.cells, hists):
+    for w, h in zip(inputs, hists):
+        c = config.domain.size(w)
         arr = np.asarray(h)
         if arr.shape != (c,):
             raise InputError(f"histogram of workload {w} has shape {arr.shape}, "
@@ -1135,7 +1225,8 @@ def _shrunk_share(counter: np.ndarray, imputed: np.ndarray, variance: float) -> 
 def _select_measure_fit(config, sampler, targets, start, bias, measure, measurement,
                         size_of, rescale: bool, counts: Sequence[int], batch: int = 0,
                         margins=None, limit: Optional[int] = None,
-                        selections: Optional[int] = None, cover: bool = False):
+                        selections: Optional[int] = None, cover: bool = False,
+                        fed: Optional[List[int]] = None, wide_cap: float = math.inf):
     """The k select-measure-fit iterations both algorithms share (Algorithm 3 lines 9-18;
     Algorithm 2 lines 6-20): select j among the eligible workloads not yet selected this
     period by the exponential mechanism on the utilities against ``targets``, measure it
@@ -1155,23 +1246,27 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
     fitter's ``max_cells``).  ``selections``: k_t, this period's k (default
     ``config.selections``; :func:`period_selections`), each selection at s·ε/k_t.
     ``cover``: the period's first slot measures :func:`starved_cover` instead, when there
-    is one (a public choice, like a refresh slot).  Returns (selected indices, iterates)."""
+    is one (a public choice, like a refresh slot).  ``fed`` (``wide_cells``): the list
+    that receives the workloads fed from a wide measurement but not fitted
+    (``wide_fit="inside"``); the fitted ones join the selected.  Returns (selected
+    indices, iterates)."""
     fitter = config.fitter()
     workloads, cells = config.workloads, config.cells
     h = start
     k = config.selections if selections is None else selections
     selected, sums, variances, iterates = [], [], [], []
-    for _ in range(k):
+    for slot in range(k):   # slot l − 1 (``selected`` also holds the wide extras)
         structure = fitter.structure(h)
         candidates = [i for i in range(len(workloads)) if i not in selected
+                      and (fed is None or i not in fed)
                       and fitter.fits(structure, workloads[i], limit)]
         if not candidates:
             break
         forced = (starved_cover(config, h, candidates, bias, batch, counts)
-                  if cover and not selected else None)
+                  if cover and slot == 0 else None)
         if forced is not None:  # a public choice (no data used)
             j = forced
-        elif len(selected) >= k - config.refresh:
+        elif slot >= k - config.refresh:
             # a refresh slot: a public choice (no data used)
             j = min(candidates, key=lambda i: _staleness(workloads, counts, selected, i))
         else:
@@ -1180,8 +1275,14 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
                 u = _count_discounted(u, counts, candidates)
             j = candidates[sampler.exponential_mechanism(
                 u, config.selection_epsilon_at(k), config.utility_sensitivity)]
+        wide = _wide_set(config, j, wide_cap)
+        extras = _wide_extras(config, fitter, structure, j, wide, selected + (fed or []), limit)
         selected.append(j)
-        increment, variance = measure(j)
+        increment, variance = measure(j, extras, wide) if extras else measure(j)
+        if extras and config.wide_fit == "inside":   # fit an extra only inside the tree
+            fed.extend(i for i in extras if not fitter.fits(structure, workloads[i], 0))
+            extras = [i for i in extras if i not in fed]
+        selected.extend(extras)
         sums.append(float(increment.sum()))
         variances.append(variance * cells[j])
         total = size_of(_size_estimate(sums, variances))
@@ -1194,6 +1295,43 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
         h = fitter.fit(measurements, total, warm_start=h.scaled(total) if rescale else h)
         iterates.append(h)
     return selected, iterates
+
+
+def _wide_set(config, j: int, cap: float) -> Workload:
+    """The longest prefix of S_j (j, then its added attributes in order) of at most
+    ``cap`` cells, at least j itself (``wide_noise``: cap = c·B̂/v, the batch's expected
+    count over the per-cell noise variance of an entry, both public)."""
+    wide = config.wide_sets[j]
+    n = len(config.workloads[j])
+    while len(wide) > n and config.domain.size(wide) > cap:
+        wide = wide[:-1]
+    return wide
+
+
+def _wide_extras(config, fitter, structure, j, wide, selected, limit) -> List[int]:
+    """The workloads other than j that the wide measurement of S_j feeds this period:
+    those inside S_j, not yet measured this period, whose projection sums at most
+    ``wide_ratio`` cells of S_j per cell; none when S_j = j, or under ``wide_fit="all"``
+    when the model would outgrow ``limit`` with S_j.  Public (the structure, the
+    selections)."""
+    if len(wide) == len(config.workloads[j]) or (
+            config.wide_fit == "all" and not fitter.fits(structure, wide, limit)):
+        return []
+    size = config.domain.size(wide)
+    return [i for i, w in enumerate(config.workloads)
+            if i != j and i not in selected and set(w) <= set(wide)
+            and size <= config.wide_ratio * config.cells[i]]
+
+
+def _project(domain: Domain, wide: Workload, workload: Workload, hist: np.ndarray
+             ) -> np.ndarray:
+    """The histogram of ``workload`` ⊆ ``wide`` summed from ``wide``'s (C order)."""
+    table = hist.reshape([domain.size((a,)) for a in wide])
+    keep = [wide.index(a) for a in workload]
+    drop = tuple(n for n in range(len(wide)) if n not in keep)
+    summed = table.sum(axis=drop)
+    order = sorted(keep)
+    return np.transpose(summed, [order.index(k) for k in keep]).reshape(-1)
 
 
 def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
@@ -1236,11 +1374,28 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
     gamma = (stationary_weight(new.drift)
              if config.remainder == "adaptive" and config.margins == "pooled" else 0.0)
 
-    def measure(j):
-        previous = new.counter_values[j]
-        value = new.counters[j].feed(hists[j], sampler, share)   # line 15
-        new.counter_values[j] = value
-        increments[j] = value - previous
+    def measure(j, extras=(), wide=None):
+        if not extras:
+            previous = new.counter_values[j]
+            value = new.counters[j].feed(hists[j], sampler, share)   # line 15
+            new.counter_values[j] = value
+            increments[j] = value - previous
+            return increments[j], new.counters[j].last_variance
+        # the wide measurement of S_j at the budget of j's entry, projected on j and extras
+        counter = new.counters[j]
+        param = counter.entry_param(share)
+        full = config.wide_sets[j]
+        exact = _project(config.domain, full, wide,
+                         hists[config.input_workloads.index(full)])   # exact, then noise
+        noisy = exact + np.asarray(
+            sampler.discrete_laplace(param, config.domain.size(wide)), dtype=np.float64)
+        v = counter.node_variance(param) * config.domain.size(wide)
+        for i in [j, *extras]:
+            previous = new.counter_values[i]
+            value = new.counters[i].feed_measured(
+                _project(config.domain, wide, workloads[i], noisy), v / config.cells[i])
+            new.counter_values[i] = value
+            increments[i] = value - previous
         return increments[j], new.counters[j].last_variance
 
     def measurement(j, total):
@@ -1264,7 +1419,7 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
             {j: new.counters[j].last_variance for j in selected})
 
     def margins(selected, total):
-        measured = measured_margins(selected)
+        measured = measured_margins(list(selected) + fed)
         pooled = pooled_margins.targets(new.margin_sums, new.margin_levels, measured,
                                         total - g_prev.total, g_prev)
         if gamma > 0:   # an exchangeable stream: its shares, weighted by precision
@@ -1274,16 +1429,19 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
         return [Measurement((a,), values) for a, values in pooled.items()]
 
     pooling = config.margins == "pooled"
+    fed = []
     selected, iterates = _select_measure_fit(
         config, sampler, targets, g_prev, bias, measure, measurement,
         lambda increment: max(g_prev.total + increment, 0.0), rescale=False,
         counts=new.selection_counts, batch=batch, margins=margins if pooling else None,
         limit=config.model_limit(period), selections=selections,
-        cover=config.coverage == "reachable")  # lines 9-18
+        cover=config.coverage == "reachable", fed=fed,   # lines 9-18
+        wide_cap=(math.inf if config.wide_noise is None else config.wide_noise * batch
+                  / new.counters[0].node_variance(new.counters[0].entry_param(share))))
     g = (average_models(config.domain, iterates) if config.combine == "average"
          else iterates[-1])                                      # line 19
     if pooling:
-        measured = measured_margins(selected)
+        measured = measured_margins(selected + fed)
         if period > DRIFT_WARMUP:
             new.drift = _drift_update(new.drift, new.margin_sums, measured,
                                       g.total - g_prev.total)
@@ -1291,9 +1449,9 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
             new.margin_sums, new.margin_levels, measured, g.total - g_prev.total, g_prev)
         new.margin_shares = pooled_margins.shares_update(new.margin_shares, measured, batch)
     if config.remainder in ("adaptive", "increment"):
-        _carry_increment(config, new, g, g.total - g_prev.total, selected, increments)
+        _carry_increment(config, new, g, g.total - g_prev.total, selected, increments, fed)
     for i in range(q):                                           # lines 20-21
-        if i not in selected:
+        if i not in selected and i not in fed:
             if config.remainder == "paper":
                 new.remainders[i] = g.probabilities(workloads[i]) * g.total \
                     - new.counter_values[i]
@@ -1308,7 +1466,7 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
                           selected=tuple(workloads[j] for j in selected), method="proposed")
 
 
-def _carry_increment(config, state, g, batch, selected, increments) -> None:
+def _carry_increment(config, state, g, batch, selected, increments, fed=()) -> None:
     """``remainder="increment"``: the increment model δ_t and the remainders
     R_i(t) = Σ_{s ≤ t, i not selected at s} W_i(δ_s), so that a selected workload is
     measured as m(t, j) = C_j(t) + R_j(t − 1).
@@ -1349,7 +1507,7 @@ def _carry_increment(config, state, g, batch, selected, increments) -> None:
         measurements.append(Measurement(w, expected + lam * (increments[j] - expected), sd))
     delta = fitter.fit(measurements, batch, warm_start=prior)
     state.increment_model = delta
-    chosen = set(selected)
+    chosen = set(selected) | set(fed)
     rest = [i for i in range(len(config.workloads)) if i not in chosen]
     for i, p in zip(rest, delta.probabilities_of([config.workloads[i] for i in rest])):
         state.remainders[i] = state.remainders[i] + batch * p
@@ -1430,7 +1588,11 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
                   f"from earlier releases only; "
                   if config.selection_schedule == "drift" else "")
                + "a period whose model has room for "
-               f"fewer workloads makes fewer and leaves the rest unspent") + "), parallel "
+               f"fewer workloads makes fewer and leaves the rest unspent"
+               + ("; each measurement is the marginal of a wide set S_j holding the "
+                  "selected workload (L1 sensitivity 1: one record is one cell), "
+                  "projected without further noise on the workloads inside it"
+                  if config.wide_cells is not None else "")) + "), parallel "
             "composition across periods"),
         "selections": config.selections,
         "selection_schedule": config.selection_schedule,
@@ -1475,6 +1637,11 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "workloads_never_measured": [list(w) for w, c in
                                      zip(config.workloads, state.selection_counts) if c == 0],
         "release_form": "whole table g_t" if proposed else "increment (appended)",
+        **({} if config.wide_cells is None else
+           {"wide_cells": int(config.wide_cells), "wide_ratio": config.wide_ratio,
+            "wide_fit": config.wide_fit,
+            "wide_sets": {",".join(w): list(s) for w, s in
+                          zip(config.workloads, config.wide_sets) if s != w}}),
     }
 
 

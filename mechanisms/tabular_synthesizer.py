@@ -36,7 +36,7 @@ class TabularSynthesizer:
     def __init__(self, config: tabular.TabularConfig, domain_inferred: bool = False):
         self.config = config
         self.domain_inferred = bool(domain_inferred)
-        edges = np.cumsum([0] + config.cells)
+        edges = np.cumsum([0] + [config.domain.size(w) for w in config.input_workloads])
         self._edges = edges
 
     @classmethod
@@ -63,6 +63,12 @@ class TabularSynthesizer:
     @property
     def workloads(self):
         return self.config.workloads
+
+    @property
+    def input_workloads(self):
+        """The histograms a period's input concatenates: the workloads, then the wide
+        sets (``wide_cells``) that are not workloads."""
+        return self.config.input_workloads
 
     @property
     def horizon(self) -> Optional[int]:
@@ -110,7 +116,7 @@ class TabularSynthesizer:
         if flat.shape != (self.histogram_width,):
             raise ValueError(f"expected {self.histogram_width} histogram cells, got "
                              f"{flat.shape}")
-        parts = [flat[self._edges[i]:self._edges[i + 1]] for i in range(len(self.workloads))]
+        parts = [flat[self._edges[i]:self._edges[i + 1]] for i in range(len(self._edges) - 1)]
         state, release = tabular.step(self.config, state, parts, sampler)
         seed = emission_seed(sampler)
         if not release.increment:

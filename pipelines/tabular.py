@@ -112,7 +112,7 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
                         | "Read" >> reader
                         | "CountRead" >> CountRecords(RECORDS_READ)
                         | "Histograms" >> PeriodWorkloadHistograms(
-                            domain, synthesizer.workloads, period_col,
+                            domain, synthesizer.input_workloads, period_col,
                             horizon=synthesizer.horizon, where=input_path)
                         | "AllPeriods" >> beam.combiners.ToList()
                         | "Synthesize" >> beam.FlatMap(
@@ -294,7 +294,7 @@ def _period_histograms(synthesizer: TabularSynthesizer, input_path: str,
              | "Read" >> reader
              | "CountRead" >> CountRecords(RECORDS_READ)
              | "Histograms" >> PeriodWorkloadHistograms(
-                 synthesizer.domain, synthesizer.workloads, period_col, period=period,
+                 synthesizer.domain, synthesizer.input_workloads, period_col, period=period,
                  where=input_path)
              | "Save" >> beam.MapTuple(lambda _, counts: storage.save_array(result_path, counts)))
     logs.record_metrics(pipeline)

@@ -306,6 +306,34 @@ def test_tabular_baseline_step_calls_the_sampler_with_the_audited_calibration(
         assert size in config.cells
 
 
+def test_tabular_wide_measurement_draws_one_audited_laplace_vector_per_selection():
+    """``wide_cells``: each of the proposed method's selections draws one discrete Laplace
+    vector of |S_j| cells at the counter entry's scale 1/((1 − s)·ε/k) — the calibration
+    :func:`measurement_case` audits for any number of cells (one record is one cell of
+    S_j: L1 sensitivity 1) — and the other workloads fed from it draw nothing (their
+    entries are projections, post-processing)."""
+    from continual_synth.mechanisms import marginals, tabular
+
+    domain = marginals.Domain({"a": (0, 1, 2), "b": (0, 1, 2, 3), "c": (0, 1), "e": (0, 1)})
+    workloads = tuple(marginals.all_workloads(domain, 2))
+    config = tabular.TabularConfig(domain, workloads, epsilon=2.0, horizon=4, selections=2,
+                                   fit="mw", fit_iterations=5, wide_cells=24,
+                                   selection_schedule="fixed", coverage="none")
+    rng = np.random.default_rng(4)
+    codes = np.stack([rng.integers(0, n, 40) for n in domain.sizes], axis=1)
+    histograms = marginals.workload_histograms(codes, domain, config.input_workloads)
+    sampler = RecordingSampler(SeededSampler(6))
+    state, release = tabular.step(config, tabular.initial_state(config), histograms, sampler)
+    selections = [c for c in sampler.calls if c[0] == "exponential_mechanism"]
+    measurements = [c for c in sampler.calls if c[0] == "discrete_laplace"]
+    assert len(selections) == len(measurements) == 2
+    assert len(release.selected) > 2          # more workloads fed than measurements drawn
+    scale = accounting.laplace_scale(1.0, config.measure_epsilon)
+    sizes = {domain.size(config.wide_sets[workloads.index(w)]) for w in release.selected}
+    for _, drawn_scale, size, _ in measurements:
+        assert drawn_scale == pytest.approx(scale) and size in sizes
+
+
 # ------------------------------------------------- the seeded sampler's law where used
 
 def _parameters_used():

@@ -732,3 +732,71 @@ def test_coverage_defaults_and_saved_states():
     assert tabular.TabularConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ParameterError, match="coverage"):
         config(coverage="all")
+
+
+def test_wide_measurement_feeds_every_workload_inside_it_its_exact_projection():
+    """``wide_cells``: a selected workload j is measured as the marginal of S_j ⊇ j (at
+    most min(wide_cells, wide_ratio·|W_j|) cells), and every other workload inside S_j
+    whose projection sums at most ``wide_ratio`` cells of S_j is fed the projection of
+    that one measurement.  Without noise (ε = 10^6) each fed counter holds the batch's own
+    histogram, and the workloads left out hold nothing; the input must then hold the wide
+    sets' histograms too."""
+    cfg = config(epsilon=1e6, selections=2, wide_cells=24, wide_ratio=4.0,
+                 selection_schedule="fixed")
+    for w, s in zip(cfg.workloads, cfg.wide_sets):
+        assert set(w) <= set(s) and DOMAIN.size(s) <= min(24, 4 * DOMAIN.size(w))
+    assert any(len(s) > 2 for s in cfg.wide_sets)
+    assert cfg.input_workloads[:len(WORKLOADS)] == WORKLOADS
+    codes = stream(1, 60, 3)[0]
+    with pytest.raises(InputError, match="workload histograms"):
+        tabular.step(cfg, tabular.initial_state(cfg),
+                     workload_histograms(codes, DOMAIN, WORKLOADS), SeededSampler(1))
+    hists = workload_histograms(codes, DOMAIN, cfg.input_workloads)
+    state, release = tabular.step(cfg, tabular.initial_state(cfg), hists, SeededSampler(1))
+    fed = [i for i, c in enumerate(state.counters) if c.time == 1]
+    assert len(fed) > 2 and set(release.selected) <= {WORKLOADS[i] for i in fed}
+    for i, w in enumerate(WORKLOADS):
+        expected = hists[i] if i in fed else np.zeros(cfg.cells[i])
+        assert np.array_equal(state.counter_values[i], expected), w
+    assert all(state.selection_counts[i] == (i in fed) for i in range(len(WORKLOADS)))
+
+
+def test_wide_measurement_options_are_validated_and_saved():
+    for bad in (0, -3, 2.5, True, "64"):
+        with pytest.raises(ParameterError, match="wide_cells"):
+            config(wide_cells=bad)
+    for bad in (0.5, float("nan"), float("inf")):
+        with pytest.raises(ParameterError, match="wide_ratio"):
+            config(wide_cells=24, wide_ratio=bad)
+    with pytest.raises(ParameterError, match="wide_fit"):
+        config(wide_cells=24, wide_fit="some")
+    with pytest.raises(ParameterError, match="wide_cells"):
+        config(method="baseline", wide_cells=24)
+    with pytest.raises(ParameterError, match="wide_cells"):
+        config(counter="tree", wide_cells=24)
+    off, on = config(), config(wide_cells=24)
+    assert "wide_cells" not in off.to_dict() and off.wide_sets == off.workloads
+    assert off.input_workloads == off.workloads
+    assert tabular.TabularConfig.from_dict(on.to_dict()) == on
+    assert on.to_dict()["wide_fit"] == "inside"
+    fields = tabular.manifest_fields(on, tabular.initial_state(on))
+    assert fields["wide_cells"] == 24 and "wide set" in fields["privacy_statement"]
+    assert all(set(w.split(",")) < set(s) for w, s in fields["wide_sets"].items())
+    assert "wide_cells" not in tabular.manifest_fields(off, tabular.initial_state(off))
+
+
+def test_wide_noise_measures_the_prefix_the_batch_can_carry():
+    """``wide_noise`` = c: the measured set is the longest prefix of S_j of at most
+    c·B/v cells (B the public batch size, v an entry's per-cell noise variance), never
+    less than j; at period 1 (no batch estimate yet) j alone."""
+    cfg = config(wide_cells=24, wide_noise=1.0)
+    j = max(range(len(WORKLOADS)), key=lambda i: len(cfg.wide_sets[i]))
+    full = cfg.wide_sets[j]
+    assert len(full) > 2
+    assert tabular._wide_set(cfg, j, math.inf) == full
+    assert tabular._wide_set(cfg, j, 0.0) == WORKLOADS[j]
+    assert tabular._wide_set(cfg, j, DOMAIN.size(full[:-1])) == full[:-1]
+    for bad in (0, -1.0, float("nan"), True, "1"):
+        with pytest.raises(ParameterError, match="wide_noise"):
+            config(wide_cells=24, wide_noise=bad)
+    assert tabular.TabularConfig.from_dict(cfg.to_dict()) == cfg

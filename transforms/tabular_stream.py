@@ -160,7 +160,7 @@ class SynthesizeTabularStream(beam.PTransform):
                  | "DeadLetter" >> self.late)
         return (encoded.codes
                 | "Histograms" >> beam.CombinePerKey(
-                    WorkloadHistogramsFn(domain, synthesizer.workloads))
+                    WorkloadHistogramsFn(domain, synthesizer.input_workloads))
                 | "Global" >> beam.WindowInto(GlobalWindows())
                 | "OneKey" >> beam.Map(lambda kv: (key, kv))
                 | "Step" >> beam.ParDo(StepTabularStream(synthesizer, seed, clock))
