@@ -9,9 +9,10 @@ cost as much CPU as the whole job on the DirectRunner, and the 16 shards landed 
 hashed partitions, two or three to some and none to others.
 
 Here a ``GroupByKey`` over ``n`` partitions is ``n`` split tasks, ``n × m`` picks and ``m``
-group tasks with ``m = min(n, 2 × worker threads)`` (every thread has work, twice over for
-balance, and the count does not grow along the pipeline); an integer key ``k`` (a shard)
-goes to partition ``k mod m``, so shards spread evenly; any other key by dask's
+group tasks with ``m = 2 × worker threads`` whatever ``n`` is (every thread has work,
+twice over for balance, even after a one-partition input such as a single CSV file or
+the one-element plan; the count does not grow along the pipeline); an integer key ``k``
+(a shard) goes to partition ``k mod m``, so shards spread evenly; any other key by dask's
 deterministic ``tokenize``.  Values keep their input order (partition by partition), as
 in ``dask.bag.groupby``.
 
@@ -61,7 +62,7 @@ def group_pieces(pieces):
 
 def group_by_key(bag: db.Bag, partitions: int) -> db.Bag:
     """Beam's ``GroupByKeyOnly`` on a bag of ``(key, windowed value)`` pairs."""
-    n, m = bag.npartitions, max(1, min(bag.npartitions, partitions))
+    n, m = bag.npartitions, max(1, partitions)
     token = tokenize(bag.name, m)
     split, pick, group = (f"beam-gbk-{part}-{token}" for part in ("split", "pick", "group"))
     layer = {}

@@ -67,18 +67,14 @@ class EmitSyntheticPanel(beam.PTransform):
         self.num_shards, self.synthesizer = num_shards, synthesizer
 
     def expand(self, plan):
-        # the (small) plan joins each shard by key, not as a side input: Beam's Dask runner
-        # recomputes a side input's whole upstream (read, shard, pivot) in every task that
-        # reads it.  The shards come from their own Create (one task each on Dask) so the
-        # join spreads them over the workers.
+        # the (small) plan travels with each shard's key, not as a side input: Beam's Dask
+        # runner recomputes a side input's whole upstream (read, shard, pivot) in every task
+        # that reads it.  Grouping by shard puts the shards where the runner puts keys,
+        # so their emission is spread over the workers (on Dask: shard mod partitions).
         num_shards, model = self.num_shards, self.synthesizer
-        shards = (plan.pipeline
-                  | "Shards" >> beam.Create(range(num_shards))
-                  | "KeyShards" >> beam.Map(lambda shard: (shard, None)))
-        plans = plan | "PlanPerShard" >> beam.FlatMap(
-            lambda p: ((shard, p) for shard in range(num_shards)))
-        return ({"shard": shards, "plan": plans}
-                | "JoinPlan" >> beam.CoGroupByKey()
+        return (plan
+                | "PlanPerShard" >> beam.FlatMap(
+                    lambda p: ((shard, p) for shard in range(num_shards)))
+                | "GroupByShard" >> beam.GroupByKey()
                 | "EmitShard" >> beam.FlatMapTuple(
-                    lambda shard, joined: emit_shard_panel(shard, joined["plan"][0], model)))
-
+                    lambda shard, plans: emit_shard_panel(shard, next(iter(plans)), model)))
