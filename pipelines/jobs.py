@@ -48,14 +48,11 @@ def save_manifest_after(written, plan, path: str):
 
     The manifest is saved last, after the writes, as the pipeline's one leaf, so runners
     that compute only a pipeline's final stage (Beam's Dask runner) run everything.  The
-    plan joins the count of writes by key, not as a side input, which Beam's Dask runner
+    written paths join the plan by key, not as a side input, which Beam's Dask runner
     would recompute from the input in the task that reads it."""
-    done = (written
-            | "WritesDone" >> beam.CombineGlobally(  # no default: a side input on Dask
-                beam.combiners.CountCombineFn()).without_defaults()
-            | "KeyDone" >> beam.Map(lambda count: (None, count)))
+    done = written | "KeyWritten" >> beam.Map(lambda written_path: (None, written_path))
     manifest = plan | "KeyManifest" >> beam.Map(lambda p: (None, p["manifest"]))
-    return ({"done": done, "manifest": manifest}
+    return ({"written": done, "manifest": manifest}
             | "JoinWrites" >> beam.CoGroupByKey()
             | "SaveManifest" >> beam.MapTuple(
                 lambda _, joined: release_dir.write_json_atomic(

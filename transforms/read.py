@@ -37,9 +37,10 @@ class ReadRecordBatches(beam.PTransform):
         if fmt == "parquet":
             tasks = [(path, group) for path in self._files
                      for group in range(parquet_row_groups(path))]
+            # Create reshuffles its elements itself when it has more than one (Beam's
+            # MaybeReshuffle), so the row groups are read in parallel without one here
             return (pbegin
                     | "ListRowGroups" >> beam.Create(tasks)
-                    | "Reshuffle" >> beam.Reshuffle()
                     | "ReadParquet" >> beam.MapTuple(read_row_group))
         return (pbegin
                 | "ListFiles" >> beam.Create(self._files)
