@@ -369,8 +369,24 @@ def exit_process(code=0):
     os._exit(code)
 
 
+def freeze_loaded_objects() -> None:
+    """Move every object alive now out of the garbage collector's sight (``gc.freeze``):
+    the loaded modules' (Apache Beam, pyarrow, pandas: about 230 000 objects, none of them
+    garbage), which each full collection during the job traversed again.  On a 2M x 12
+    ``window run`` on Dask the launching process spent 1.15 CPU s in collections, 0.5 s
+    of them after this point, against 0.07 s with it (2 cores, load 4): serial work
+    while it builds the pipeline and between the workers' tasks.  Dask workers forked
+    later inherit the frozen objects, as Python's ``gc`` documentation advises before a
+    fork.  Only for a process's entry point, which then ends: frozen objects are never
+    collected."""
+    import gc
+    gc.freeze()
+
+
 def console_main() -> None:
-    """The ``continual-synth`` command: :func:`main`, then :func:`exit_process`."""
+    """The ``continual-synth`` command: :func:`freeze_loaded_objects`, :func:`main`, then
+    :func:`exit_process`."""
+    freeze_loaded_objects()
     try:
         code = main()
     except SystemExit as stop:  # argparse: --help, usage errors

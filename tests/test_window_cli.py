@@ -362,6 +362,24 @@ def test_the_commands_exit_without_teardown_but_finish_their_work(tmp_path):
         assert ran.stderr.strip().endswith("bye") == (code == "bye")
 
 
+def test_the_command_freezes_the_loaded_modules_before_the_job(monkeypatch):
+    """The console command moves the objects alive before the job (the loaded modules:
+    Beam, pyarrow, pandas) out of the garbage collector's sight, so its collections
+    during the job do not traverse them again (serial work of the launching process)."""
+    import gc
+    from continual_synth.pipelines import cli
+    assert gc.get_freeze_count() == 0
+    seen = []
+    monkeypatch.setattr(cli, "main", lambda: seen.append(gc.get_freeze_count()) or 0)
+    monkeypatch.setattr(cli, "exit_process", seen.append)
+    try:
+        cli.console_main()
+    finally:
+        gc.unfreeze()
+    frozen, code = seen
+    assert frozen > 10_000 and code == 0
+
+
 def test_a_step_on_a_state_another_step_owns_exits_2_before_reading(tmp_path, capsys):
     """Ownership: a held state is refused at once (exit 2, nothing read or written), or
     waited for with --wait; a bad --wait is refused."""
