@@ -222,6 +222,7 @@ SELECTION_DISCOUNTS = ("none", "count")
 MODEL_GROWTHS = ("fixed", "horizon")
 SELECTION_SCHEDULES = ("drift", "fixed")
 WIDE_FITS = ("inside", "all")
+WIDE_RATIO = 4.0  # wide_ratio's default: a projected cell sums at most 4 noisy cells
 # Selections per period k (``selections=None`` in :meth:`TabularSynthesizer.create`, the
 # command line's default): the paper's k = 3, more once a measurement's noise is below one
 # record per cell (see :func:`auto_selections`).
@@ -364,7 +365,7 @@ class TabularConfig:
     bias_noise: Optional[str] = None
     coverage: Optional[str] = None
     wide_cells: Optional[int] = None
-    wide_ratio: float = 4.0
+    wide_ratio: float = WIDE_RATIO
     wide_fit: str = "inside"
     wide_noise: Optional[float] = None
 
@@ -488,6 +489,11 @@ class TabularConfig:
                                             or self.counter != "simple"):
             raise ParameterError("wide_cells", "wide measurements need the proposed method "
                                                "and the simple counter")
+        shaped = (self.wide_noise is not None or self.wide_ratio != WIDE_RATIO
+                  or self.wide_fit != "inside")
+        if self.wide_cells is None and shaped:
+            raise ParameterError("wide_cells", "wide_noise, wide_ratio and wide_fit shape "
+                                               "wide measurements: give wide_cells too")
         if self.wide_fit not in WIDE_FITS:
             raise ParameterError("wide_fit", f"must be one of {WIDE_FITS}, got {self.wide_fit!r}")
         if not (self.wide_ratio >= 1 and math.isfinite(self.wide_ratio)):

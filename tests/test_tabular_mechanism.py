@@ -774,6 +774,9 @@ def test_wide_measurement_options_are_validated_and_saved():
         config(method="baseline", wide_cells=24)
     with pytest.raises(ParameterError, match="wide_cells"):
         config(counter="tree", wide_cells=24)
+    for shaping in ({"wide_noise": 1.0}, {"wide_ratio": 2.0}, {"wide_fit": "all"}):
+        with pytest.raises(ParameterError, match="give wide_cells too"):
+            config(counter="tree", **shaping)  # before: wide_noise alone failed mid-step
     off, on = config(), config(wide_cells=24)
     assert "wide_cells" not in off.to_dict() and off.wide_sets == off.workloads
     assert off.input_workloads == off.workloads
