@@ -1382,26 +1382,21 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
 
     def measure(j, extras=(), wide=None):
         if not extras:
-            previous = new.counter_values[j]
-            value = new.counters[j].feed(hists[j], sampler, share)   # line 15
-            new.counter_values[j] = value
-            increments[j] = value - previous
-            return increments[j], new.counters[j].last_variance
-        # the wide measurement of S_j at the budget of j's entry, projected on j and extras
-        counter = new.counters[j]
-        param = counter.entry_param(share)
-        full = config.wide_sets[j]
-        exact = _project(config.domain, full, wide,
-                         hists[config.input_workloads.index(full)])   # exact, then noise
-        noisy = exact + np.asarray(
-            sampler.discrete_laplace(param, config.domain.size(wide)), dtype=np.float64)
-        v = counter.node_variance(param) * config.domain.size(wide)
-        for i in [j, *extras]:
-            previous = new.counter_values[i]
-            value = new.counters[i].feed_measured(
+            values = {j: new.counters[j].feed(hists[j], sampler, share)}   # line 15
+        else:  # the wide measurement of S_j at the budget of j's entry, projected
+            param = new.counters[j].entry_param(share)
+            full = config.wide_sets[j]
+            exact = _project(config.domain, full, wide,
+                             hists[config.input_workloads.index(full)])   # exact, then noise
+            noisy = exact + np.asarray(
+                sampler.discrete_laplace(param, config.domain.size(wide)), dtype=np.float64)
+            v = new.counters[j].node_variance(param) * config.domain.size(wide)
+            values = {i: new.counters[i].feed_measured(
                 _project(config.domain, wide, workloads[i], noisy), v / config.cells[i])
+                for i in [j, *extras]}
+        for i, value in values.items():
+            increments[i] = value - new.counter_values[i]
             new.counter_values[i] = value
-            increments[i] = value - previous
         return increments[j], new.counters[j].last_variance
 
     def measurement(j, total):
