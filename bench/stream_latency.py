@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from continual_synth.mechanisms.errors import StateError
 from continual_synth.pipelines.lifecycle import load_state
 
-CLI = [sys.executable, "-m", "continual_synth.pipelines.cli"]
+CLI = [sys.executable, "-m", "continual_synth"]
 
 
 def write_period_files(people: int, periods: int, directory: str, seed: int = 0) -> list:

@@ -337,63 +337,6 @@ def main(argv: Optional[List[str]] = None) -> int:
                    _command_options(parser, args))
 
 
-def exit_process(code=0):
-    """Leave the process with ``code`` as ``sys.exit(code)`` would, but without the
-    interpreter's teardown: with Apache Beam, pandas and pyarrow loaded, freeing every
-    module at exit took 1-1.5 s, a fifth of a ``tabular step``.  What the teardown
-    would do that matters is done first, as ``Py_FinalizeEx`` does it: the threading
-    module's exit hooks run and non-daemon threads are joined (``threading._shutdown``),
-    then the ``atexit`` handlers (Dask clusters, temporary directories, logging), then
-    stdout and stderr are flushed.  Only for a process's last act: the console command,
-    ``python -m continual_synth`` and the job modules."""
-    import atexit
-    import os
-    import threading
-
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):  # sys.exit("message"): printed, status 1
-        print(code, file=sys.stderr)
-        code = 1
-    shutdown = getattr(threading, "_shutdown", None)
-    run_exit_functions = getattr(atexit, "_run_exitfuncs", None)
-    if shutdown is None or run_exit_functions is None:  # not CPython: the normal exit
-        sys.exit(code)
-    shutdown()
-    run_exit_functions()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # closed, or a broken pipe: nothing more to say
-            pass
-    os._exit(code)
-
-
-def freeze_loaded_objects() -> None:
-    """Move every object alive now out of the garbage collector's sight (``gc.freeze``):
-    the loaded modules' (Apache Beam, pyarrow, pandas: about 230 000 objects, none of them
-    garbage), which each full collection during the job traversed again.  On a 2M x 12
-    ``window run`` on Dask the launching process spent 1.15 CPU s in collections, 0.5 s
-    of them after this point, against 0.07 s with it (2 cores, load 4): serial work
-    while it builds the pipeline and between the workers' tasks.  Dask workers forked
-    later inherit the frozen objects, as Python's ``gc`` documentation advises before a
-    fork.  Only for a process's entry point, which then ends: frozen objects are never
-    collected."""
-    import gc
-    gc.freeze()
-
-
-def console_main() -> None:
-    """The ``continual-synth`` command: :func:`freeze_loaded_objects`, :func:`main`, then
-    :func:`exit_process`."""
-    freeze_loaded_objects()
-    try:
-        code = main()
-    except SystemExit as stop:  # argparse: --help, usage errors
-        code = stop.code
-    exit_process(code)
-
-
 def execute(args, beam_args: List[str], command: str, command_options: List[str]) -> int:
     """Run parsed options (``args.command`` and ``args.action`` say which job) with the
     rest of the arguments as Beam's options; print the result as JSON and return 0, or
@@ -439,4 +382,5 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
 
 
 if __name__ == "__main__":
+    from continual_synth.launch import console_main
     console_main()

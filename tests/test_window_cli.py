@@ -345,7 +345,7 @@ def test_the_commands_exit_without_teardown_but_finish_their_work(tmp_path):
     marker = tmp_path / "atexit.txt"
     script = (
         "import atexit, sys, threading, time\n"
-        "from continual_synth.pipelines.cli import exit_process\n"
+        "from continual_synth.launch import exit_process\n"
         f"atexit.register(lambda: open({str(marker)!r}, 'a').write('atexit\\n'))\n"
         f"def late():\n    time.sleep(0.5)\n    open({str(marker)!r}, 'a').write('thread\\n')\n"
         "threading.Thread(target=late).start()\n"
@@ -362,22 +362,36 @@ def test_the_commands_exit_without_teardown_but_finish_their_work(tmp_path):
         assert ran.stderr.strip().endswith("bye") == (code == "bye")
 
 
-def test_the_command_freezes_the_loaded_modules_before_the_job(monkeypatch):
-    """The console command moves the objects alive before the job (the loaded modules:
-    Beam, pyarrow, pandas) out of the garbage collector's sight, so its collections
-    during the job do not traverse them again (serial work of the launching process)."""
+def test_the_commands_import_uncollected_and_freeze_the_loaded_modules(monkeypatch):
+    """The console command, ``python -m continual_synth`` and the job modules import the
+    command line with the garbage collector off, then move the objects alive (the loaded
+    modules: Beam, pyarrow, pandas) out of its sight and switch it back on for the job:
+    no collection traverses the modules while they load or during the job (serial work
+    of the launching process)."""
     import gc
-    from continual_synth.pipelines import cli
-    assert gc.get_freeze_count() == 0
+    from importlib import metadata
+    from continual_synth import launch
+    (script,) = [entry for entry in metadata.entry_points(group="console_scripts")
+                 if entry.name == "continual-synth"]
+    assert script.value == "continual_synth.launch:console_main"
+    assert gc.isenabled() and gc.get_freeze_count() == 0
     seen = []
-    monkeypatch.setattr(cli, "main", lambda: seen.append(gc.get_freeze_count()) or 0)
-    monkeypatch.setattr(cli, "exit_process", seen.append)
+
+    def load():
+        seen.append(gc.isenabled())
+        return lambda: seen.append((gc.isenabled(), gc.get_freeze_count())) or 3
+
+    monkeypatch.setattr(launch, "exit_process", seen.append)
     try:
-        cli.console_main()
+        launch.run_command(load)
     finally:
         gc.unfreeze()
-    frozen, code = seen
-    assert frozen > 10_000 and code == 0
+    loading, (running, frozen), code = seen
+    assert not loading and running and frozen > 10_000 and code == 3
+    assert gc.isenabled()
+    for module in ("continual_synth.__main__", "continual_synth.jobs.window_step"):
+        source = open(__import__(module, fromlist=["_"]).__file__).read()
+        assert "from continual_synth.launch import" in source, module
 
 
 def test_a_step_on_a_state_another_step_owns_exits_2_before_reading(tmp_path, capsys):

@@ -1,7 +1,6 @@
 """``python -m continual_synth.jobs.cumulative_init --key=value …``: ``continual-synth cumulative init``
 for platforms (see :mod:`continual_synth.jobs`)."""
-from continual_synth.jobs import main
-from continual_synth.pipelines.cli import exit_process
+from continual_synth.launch import job_main
 
 if __name__ == "__main__":
-    exit_process(main("cumulative_init"))
+    job_main("cumulative_init")
