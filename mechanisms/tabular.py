@@ -1589,7 +1589,7 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
                   f"from earlier releases only; "
                   if config.selection_schedule == "drift" else "")
                + "a period whose model has room for "
-               f"fewer workloads makes fewer and leaves the rest unspent"
+               "fewer workloads makes fewer and leaves the rest unspent"
                + ("; each measurement is the marginal of a wide set S_j holding the "
                   "selected workload (L1 sensitivity 1: one record is one cell), "
                   "projected without further noise on the workloads inside it"
