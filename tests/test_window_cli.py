@@ -394,6 +394,40 @@ def test_the_commands_import_uncollected_and_freeze_the_loaded_modules(monkeypat
         assert "from continual_synth.launch import" in source, module
 
 
+def test_a_one_job_command_restarts_with_malloc_keeping_freed_memory(monkeypatch):
+    """On Linux with glibc the console command and the job modules restart themselves
+    (exec: same pid, same arguments) with glibc's malloc told to keep freed memory
+    (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), once; not for ``stream``, nor
+    when the user set either variable."""
+    from continual_synth import launch
+    if not (sys.platform.startswith("linux") and launch._glibc()
+            and hasattr(sys, "orig_argv")):
+        pytest.skip("glibc on Linux, Python >= 3.10")
+    execs = []
+    monkeypatch.setattr(launch.os, "execv", lambda path, argv: execs.append((path, argv)))
+    environ = {name: value for name, value in os.environ.items()
+               if name not in launch.ALLOCATOR_ENVIRON}
+    monkeypatch.setattr(launch.os, "environ", environ)  # this process's stays as it is
+    line = ["/usr/bin/python3", "-m", "continual_synth", "-v", "window", "run", "--input", "x"]
+    monkeypatch.setattr(sys, "orig_argv", line)
+    monkeypatch.setattr(sys, "argv", ["continual-synth", *line[3:]])
+    launch.allocate_for_one_job()
+    assert execs == [(sys.executable, [sys.executable, *line[1:]])]
+    assert all(environ[name] == value for name, value in launch.ALLOCATOR_ENVIRON.items())
+    launch.allocate_for_one_job()  # the restarted process: already set, no second restart
+    assert len(execs) == 1
+    for name in launch.ALLOCATOR_ENVIRON:
+        del environ[name]
+    monkeypatch.setattr(sys, "argv", ["continual-synth", "-v", "tabular", "stream", "--x"])
+    launch.allocate_for_one_job()
+    assert len(execs) == 1 and not any(name in environ for name in launch.ALLOCATOR_ENVIRON)
+    environ["MALLOC_TRIM_THRESHOLD_"] = "131072"  # the user's own choice
+    monkeypatch.setattr(sys, "argv", ["continual-synth", "window", "run"])
+    launch.allocate_for_one_job()
+    assert len(execs) == 1 and environ["MALLOC_TRIM_THRESHOLD_"] == "131072"
+    assert "MALLOC_MMAP_THRESHOLD_" not in environ
+
+
 def test_a_step_on_a_state_another_step_owns_exits_2_before_reading(tmp_path, capsys):
     """Ownership: a held state is refused at once (exit 2, nothing read or written), or
     waited for with --wait; a bad --wait is refused."""
