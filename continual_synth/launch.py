@@ -84,13 +84,13 @@ def allocate_for_one_job() -> None:
     ``mmap``, and the heap's free top is not handed back to the system.  Only on Linux
     with glibc, and not for ``stream`` (it runs until it is stopped) or when either
     variable is already set (the user's choice).  The restart comes before the heavy
-    imports: about 0.04 s.
+    imports: about 0.04 s (``window init --help``: median 1.26 s against 1.22 s).
 
     By default every numpy array above malloc's adaptive threshold (at most 32 MiB) is
     a fresh ``mmap`` and a free heap top over 128 KiB is trimmed, so the next array
     faults its pages in again, zeroed by the kernel.  A 2M x 12 ``window run`` spent
-    2.4-2.7 s of its 12.5-13.9 s in the kernel; with these settings 1.3-1.5 s, a wall of
-    10.9-12.5 s and a lower peak (1.61-1.63 GiB against 1.82 GiB).  A process that runs
+    2.4-2.9 s of its 12.7-13.9 s in the kernel; restarted, 1.3-2.5 s, a wall of
+    10.6-12.4 s and a lower peak (1.61-1.63 GiB against 1.82 GiB).  A process that runs
     one job and ends needs nothing back before it exits.  glibc reads the variables
     only when a process starts (``mallopt`` later, tried first, gave 11.4-14.0 s and
     peaks up to 1.88 GiB), hence the restart; processes the job starts (Dask or Beam
