@@ -145,11 +145,12 @@ def main():
                "best_wall_s": best}
     if 1 in args.workers and 2 in args.workers:
         first = len(configurations) - len(args.workers)
-        one, two = (best[configurations[first + args.workers.index(n)][0]] for n in (1, 2))
+        names = {n: configurations[first + args.workers.index(n)][0] for n in (1, 2)}
+        one, two = best[names[1]], best[names[2]]
         summary["speedup_1_to_2_workers"] = one / two
         median = {n: statistics.median(r["wall_s"] for r in rows
-                                       if r["configuration"] == configurations[first + args.workers.index(n)][0])
-                  for n in (1, 2)}
+                                       if r["configuration"] == name)
+                  for n, name in names.items()}
         summary["speedup_1_to_2_workers_median"] = median[1] / median[2]
         print(f"speed-up 1 -> 2 workers: {one / two:.2f}x best, {median[1] / median[2]:.2f}x "
               f"median (target >= 1.6)")

@@ -188,6 +188,7 @@ from continual_synth.mechanisms.counters import (
 from continual_synth.mechanisms.distributions import (
     FittedModel,
     average_models,
+    marginal_table,
     model_from_dict,
 )
 from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
@@ -1336,11 +1337,7 @@ def _project(domain: Domain, wide: Workload, workload: Workload, hist: np.ndarra
              ) -> np.ndarray:
     """The histogram of ``workload`` ⊆ ``wide`` summed from ``wide``'s (C order)."""
     table = hist.reshape([domain.size((a,)) for a in wide])
-    keep = [wide.index(a) for a in workload]
-    drop = tuple(n for n in range(len(wide)) if n not in keep)
-    summed = table.sum(axis=drop)
-    order = sorted(keep)
-    return np.transpose(summed, [order.index(k) for k in keep]).reshape(-1)
+    return marginal_table(table, wide, workload).reshape(-1)
 
 
 def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
