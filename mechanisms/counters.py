@@ -282,8 +282,7 @@ class StreamCounter:
         every entry has its own node) releases this entry with noise calibrated to m times
         the budget: the entry then costs m·(its budget), which the caller accounts for
         (the tabular synthesizer's per-period selections, :func:`tabular.period_selections`)."""
-        if self.horizon is not None and self._time >= self.horizon:
-            raise ValueError(f"counter {self.kind!r} has reached its horizon T={self.horizon}")
+        self._check_room()
         share = float(share)
         if share != 1.0:
             if not self.entry_shares:
@@ -296,6 +295,11 @@ class StreamCounter:
         noisy = (self._feed(arr, sampler, self._time) if share == 1.0
                  else self._feed_share(arr, sampler, self._time, share))
         return np.asarray(noisy, dtype=np.float64)
+
+    def _check_room(self) -> None:
+        """An entry may still be fed (``time`` < T, or no horizon)."""
+        if self.horizon is not None and self._time >= self.horizon:
+            raise ValueError(f"counter {self.kind!r} has reached its horizon T={self.horizon}")
 
     def _feed(self, z: np.ndarray, sampler: Sampler, t: int) -> np.ndarray:
         raise NotImplementedError
@@ -453,10 +457,15 @@ class SimpleCounter(StreamCounter):
 
     def _feed_share(self, z, sampler, t, share):
         param = self._param(share)
-        self._sum += z + self._draw(sampler, param, 1)[0]
-        self._last = self.node_variance(param)
-        self._variance += self._last
-        self._shared = self._shared or share != 1.0
+        return self._add(z + self._draw(sampler, param, 1)[0], self.node_variance(param),
+                         share != 1.0)
+
+    def _add(self, entry, variance: float, shared: bool) -> np.ndarray:
+        """S̃^t = S̃^{t−1} + ``entry``, whose per-coordinate variance is ``variance``."""
+        self._sum += entry
+        self._last = variance
+        self._variance += variance
+        self._shared = self._shared or shared
         return self._sum.copy()
 
     def entry_param(self, share: float = 1.0) -> float:
@@ -467,15 +476,10 @@ class SimpleCounter(StreamCounter):
         """Add an entry that is already a private measurement (post-processing of noise
         drawn elsewhere, per-coordinate variance ``variance``); this counter adds no noise
         and spends none of its budget.  Returns S̃^t like :meth:`feed`."""
-        if self.horizon is not None and self._time >= self.horizon:
-            raise ValueError(f"counter {self.kind!r} has reached its horizon T={self.horizon}")
+        self._check_room()
         arr = self._check_input(noisy)
         self._time += 1
-        self._sum += arr
-        self._last = float(variance)
-        self._variance += self._last
-        self._shared = True
-        return self._sum.copy()
+        return self._add(arr, float(variance), True)
 
     def _variances(self, ts):
         v = self.node_variance(self.param)
