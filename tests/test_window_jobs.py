@@ -10,6 +10,7 @@ import shutil
 from types import SimpleNamespace
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -23,6 +24,7 @@ from continual_synth.pipelines import jobs, window as window_jobs
 from continual_synth.pipelines.lifecycle import StateDir, load_state
 from continual_synth.pipelines.options import PanelColumns
 from continual_synth.pipelines.sipp_like import all_ones_panel
+from continual_synth.transforms import files
 from continual_synth.transforms.files import write_file
 
 from helpers_panels import (check_release, clone_incremental, data_files,
@@ -176,6 +178,24 @@ def test_avro_output_declares_int64_ids_and_int32_periods(strings):
         schema = fastavro.reader(handle).writer_schema
     types = {field["name"]: field["type"] for field in schema["fields"]}
     assert types == {"synthetic_id": "long", "period": "int", "value": "string"}
+
+
+def test_parquet_files_stop_hashing_many_valued_columns(tmp_path):
+    """write_file caps each column's dictionary page (files.PARQUET_DICTIONARY_PAGE_BYTES):
+    an id column falls back to plain encoding after that many bytes of distinct values
+    (pyarrow's default page of 1 MiB hashed 131 072 ids per shard file first), while a
+    few-valued column stays dictionary-encoded; the rows read back unchanged."""
+    rng = np.random.default_rng(0)
+    table = pa.table({"synthetic_id": pa.array(rng.permutation(200_000), pa.int64()),
+                      "value": pa.array(rng.integers(0, 3, 200_000))})
+    path = str(tmp_path / "records.parquet")
+    write_file(table, path, "parquet")
+    assert pq.read_table(path).equals(table)
+    ids, values = (pq.ParquetFile(path).metadata.row_group(0).column(j) for j in (0, 1))
+    assert ids.has_dictionary_page and "PLAIN" in ids.encodings
+    dictionary_page = ids.data_page_offset - ids.dictionary_page_offset
+    assert dictionary_page <= files.PARQUET_DICTIONARY_PAGE_BYTES + 1024  # + the page header
+    assert values.has_dictionary_page and values.data_page_offset - values.dictionary_page_offset < 100
 
 
 # ------------------------------------------------------------ 2. same algorithm

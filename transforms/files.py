@@ -23,6 +23,14 @@ from continual_synth.mechanisms.errors import InputError, row_label  # noqa: F40
 from continual_synth.transforms import storage
 
 FORMATS = ("parquet", "csv", "avro")
+# Parquet's dictionary page limit per column chunk.  A column with more distinct values
+# than fit falls back to plain encoding, which every reader reads: the writer then stops
+# hashing its values.  pyarrow's default (1 MiB: 131 072 distinct int64) hashed every
+# synthetic id of a 250 000-person shard file before falling back, 25 ms of the file's
+# 26; at 64 KiB (8 192 int64) the file takes 9 ms, is 20 % smaller, and columns with
+# fewer distinct values (periods, categories, codes) stay dictionary-encoded
+# (bench/results/perf_orders_2m_s43.md).
+PARQUET_DICTIONARY_PAGE_BYTES = 1 << 16
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".avro": "avro"}
 
 
@@ -319,11 +327,17 @@ def write_file(table: pa.Table, path: str, fmt: str) -> None:
     fmt = detect_format(path, fmt)
     with storage.create(path) as handle:
         if fmt == "parquet":
-            pq.write_table(table, handle)
+            write_parquet(table, handle)
         elif fmt == "csv":
             pacsv.write_csv(table, handle)
         else:
             fastavro.writer(handle, avro_schema(table.schema), records(table))
+
+
+def write_parquet(table: pa.Table, handle) -> None:
+    """Write ``table`` to an open binary file as Parquet, with the project's one encoding
+    rule (:data:`PARQUET_DICTIONARY_PAGE_BYTES`)."""
+    pq.write_table(table, handle, dictionary_pagesize_limit=PARQUET_DICTIONARY_PAGE_BYTES)
 
 
 def records(table: pa.Table) -> Iterable[dict]:

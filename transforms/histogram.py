@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.panel import count_scope, pivot_people, shown
 from continual_synth.transforms import storage
+from continual_synth.transforms.files import write_parquet
 
 
 def dictionary_encode(ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -138,5 +139,5 @@ def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], 
         codes = full.astype(np.int8)
     new_history, statistics = model.advance(history, codes.astype(np.int64), period)
     with storage.create(history_after) as handle:
-        pq.write_table(pa.table({"id": people, "code": new_history}), handle)
+        write_parquet(pa.table({"id": people, "code": new_history}), handle)
     return int(people.size), statistics
