@@ -11,8 +11,12 @@ same options; its latency is the process's wall time.  Both use the seeded sampl
 the same per-period seeds, so the two releases are checked equal at the end.
 
 Reported: per-period latency (stream and step, and their ratio), records per second
-(people × periods / the stream's total release time), and peak memory (max RSS) of the
-stream process and of the largest step process, from ``wait4``.  The machine is shared
+(people × periods / the stream's total release time), peak memory (max RSS) of the
+stream process and of the largest step process, from ``wait4``, and the stream's resident
+memory after each release (``VmRSS``), to show whether a long-running stream grows.
+
+    python bench/stream_latency.py --people 200000 --periods 120 --skip-steps \
+        --output bench/results/stream_memory.md      # a long stream's memory only  The machine is shared
 (2 cores, several engineers): the load average at start and end is in the report.
 """
 from __future__ import annotations
@@ -67,6 +71,15 @@ def finish(process: subprocess.Popen):
     return process.returncode, usage.ru_maxrss / 1024
 
 
+def resident_mib(pid: int) -> float:
+    """The process's resident memory now (``VmRSS``, Linux), in MiB."""
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def run_stream(paths, root, options, poll):
     watch, state, out = (os.path.join(root, name) for name in ("watch", "state", "out"))
     os.makedirs(watch)
@@ -78,7 +91,7 @@ def run_stream(paths, root, options, poll):
     while not os.path.exists(os.path.join(state, "versions")):  # started and initialised
         time.sleep(0.05)
     time.sleep(2 * poll)
-    latencies = []
+    latencies, resident = [], []
     for period, path in enumerate(paths, start=1):
         hidden = os.path.join(watch, "." + os.path.basename(path))
         shutil.copyfile(path, hidden)
@@ -89,14 +102,16 @@ def run_stream(paths, root, options, poll):
                 raise SystemExit(f"the stream exited ({process.returncode}); see {log.name}")
             time.sleep(0.02)
         latencies.append(time.monotonic() - landed)
-        print(f"stream period {period}: {latencies[-1]:.2f} s", flush=True)
+        resident.append(resident_mib(process.pid))
+        print(f"stream period {period}: {latencies[-1]:.2f} s, {resident[-1]:.0f} MiB",
+              flush=True)
     status, rss = finish(process)
     if status != 0:
         raise SystemExit(f"the stream exited with {status}; see {log.name}")
     with open(log.name) as handle:  # the lifecycle step's own time inside the stream
         events = [json.loads(line) for line in handle if line.startswith("{")]
     inside = {e["period"]: e["seconds"] for e in events if "seconds" in e}
-    return latencies, [inside.get(p) for p in range(1, len(paths) + 1)], rss, out
+    return latencies, [inside.get(p) for p in range(1, len(paths) + 1)], rss, resident, out
 
 
 def run_steps(paths, root, options):
@@ -133,6 +148,8 @@ def main():
     parser.add_argument("--window", type=int, default=3)
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--poll-interval", type=float, default=0.5)
+    parser.add_argument("--skip-steps", action="store_true",
+                        help="run the stream only (its latency and memory), no step baseline")
     parser.add_argument("--output", default="bench/results/stream_latency.md")
     parser.add_argument("--workdir", default=None, help="scratch (default: a temp dir)")
     args = parser.parse_args()
@@ -141,56 +158,84 @@ def main():
                "--seed", "1", "--shards", str(args.shards)]
     load_start = os.getloadavg()
     paths = write_period_files(args.people, args.periods, os.path.join(root, "periods"))
-    stream_lat, stream_step, stream_rss, stream_out = run_stream(
+    stream_lat, stream_step, stream_rss, resident, stream_out = run_stream(
         paths, os.path.join(root, "stream"), options, args.poll_interval)
-    step_lat, step_rss, step_out = run_steps(paths, os.path.join(root, "steps"), options)
-    load_end = os.getloadavg()
-    equal = same_release(stream_out, step_out)
     records = args.people * args.periods
     result = {"people": args.people, "periods": args.periods, "window": args.window,
               "shards": args.shards, "poll_interval": args.poll_interval,
               "stream_latency_s": stream_lat, "stream_step_s": stream_step,
-              "step_latency_s": step_lat,
-              "ratio": [s / t for s, t in zip(stream_lat, step_lat)],
+              "stream_resident_mib": resident,
               "stream_records_per_s": records / sum(stream_lat),
-              "step_records_per_s": records / sum(step_lat),
-              "stream_peak_rss_mib": stream_rss, "step_peak_rss_mib": step_rss,
-              "releases_equal": equal, "load_average_start": load_start,
-              "load_average_end": load_end, "cpus": os.cpu_count()}
+              "stream_peak_rss_mib": stream_rss, "cpus": os.cpu_count()}
+    if not args.skip_steps:
+        step_lat, step_rss, step_out = run_steps(paths, os.path.join(root, "steps"), options)
+        result.update({"step_latency_s": step_lat,
+                       "ratio": [s / t for s, t in zip(stream_lat, step_lat)],
+                       "step_records_per_s": records / sum(step_lat),
+                       "step_peak_rss_mib": step_rss,
+                       "releases_equal": same_release(stream_out, step_out)})
+    result.update({"load_average_start": load_start, "load_average_end": os.getloadavg()})
     write_report(result, args.output)
     shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({k: v for k, v in result.items() if not isinstance(v, list)}, indent=2))
 
 
+def resident_growth(resident) -> float:
+    """MiB per period of the least-squares line through the second half's resident memory
+    (after the warm-up: the first half holds the imports' and first bundles' growth)."""
+    half = np.asarray(resident[len(resident) // 2:], dtype=float)
+    if half.size < 2:
+        return float("nan")
+    return float(np.polyfit(np.arange(half.size), half, 1)[0])
+
+
 def write_report(result: dict, path: str) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    rows = "\n".join(f"| {p} | {s:.2f} | {i:.2f} | {t:.2f} | {s / t:.2f} |"
-                     for p, (s, i, t) in enumerate(zip(result["stream_latency_s"],
-                                                       result["stream_step_s"],
-                                                       result["step_latency_s"]), start=1))
-    median = float(np.median(result["ratio"]))
-    text = f"""## `window stream` vs `window step`: {result['people']:,} people × {result['periods']} periods
-
-Command: `python bench/stream_latency.py --people {result['people']} --periods {result['periods']} --window {result['window']} --shards {result['shards']} --poll-interval {result['poll_interval']}`
-
-Machine: {result['cpus']} cores shared with other engineers; load average
-{result['load_average_start'][0]:.1f} at start, {result['load_average_end'][0]:.1f} at end.
-
-| period | stream: landing → release (s) | of which the lifecycle step (s) | `window step` process (s) | ratio stream / step |
-|---|---|---|---|---|
-{rows}
-
-- landing → release includes the wait for two listings (a file is taken when it is
-  unchanged one listing after it appeared: between 1 and 2 poll intervals); the
-  `step` column is a whole `window step` process (start-up, imports, the same lifecycle step),
-  as a scheduler runs it once per period.
-- median ratio stream / step: **{median:.2f}** (target ≤ 1.2); worst {max(result['ratio']):.2f}
-- records per second: stream {result['stream_records_per_s']:,.0f}, step {result['step_records_per_s']:,.0f}
-- peak memory (max RSS): stream process {result['stream_peak_rss_mib']:.0f} MiB (the whole run),
-  largest step process {result['step_peak_rss_mib']:.0f} MiB
-- the two releases are identical: {result['releases_equal']}
-
-"""
+    steps = "step_latency_s" in result
+    periods = range(1, result["periods"] + 1)
+    shown = [p for p in periods if result["periods"] <= 24 or p <= 3 or p % 10 == 0
+             or p == result["periods"]]
+    rows = []
+    for p in shown:
+        cells = [f"{result['stream_latency_s'][p - 1]:.2f}", f"{result['stream_step_s'][p - 1]:.2f}",
+                 f"{result['stream_resident_mib'][p - 1]:.0f}"]
+        if steps:
+            cells += [f"{result['step_latency_s'][p - 1]:.2f}", f"{result['ratio'][p - 1]:.2f}"]
+        rows.append(f"| {p} | " + " | ".join(cells) + " |")
+    header = ("| period | stream: landing → release (s) | of which the lifecycle step (s) | "
+              "stream resident after the release (MiB) |")
+    rule = "|---|---|---|---|"
+    if steps:
+        header += " `window step` process (s) | ratio stream / step |"
+        rule += "---|---|"
+    title = "`window stream` vs `window step`" if steps else "`window stream` alone"
+    command = (f"python bench/stream_latency.py --people {result['people']} --periods "
+               f"{result['periods']} --window {result['window']} --shards {result['shards']} "
+               f"--poll-interval {result['poll_interval']}" + ("" if steps else " --skip-steps"))
+    resident = result["stream_resident_mib"]
+    lines = [
+        "- landing → release includes the wait for two listings (a file is taken when it is",
+        "  unchanged one listing after it appeared: between 1 and 2 poll intervals).",
+        f"- stream resident memory: {resident[0]:.0f} MiB after period 1, "
+        f"{max(resident):.0f} MiB at most, {resident[-1]:.0f} MiB after the last; "
+        f"growth over the second half {resident_growth(resident):+.2f} MiB per period",
+        f"- records per second: stream {result['stream_records_per_s']:,.0f}"
+        + (f", step {result['step_records_per_s']:,.0f}" if steps else ""),
+        f"- peak memory (max RSS): stream process {result['stream_peak_rss_mib']:.0f} MiB "
+        f"(the whole run)" + (f", largest step process {result['step_peak_rss_mib']:.0f} MiB"
+                              if steps else "")]
+    if steps:
+        lines[1:1] = ["- the `step` column is a whole `window step` process (start-up, imports, "
+                      "the same lifecycle step), as a scheduler runs it once per period."]
+        lines += [f"- median ratio stream / step: **{float(np.median(result['ratio'])):.2f}** "
+                  f"(target ≤ 1.2); worst {max(result['ratio']):.2f}",
+                  f"- the two releases are identical: {result['releases_equal']}"]
+    text = (f"## {title}: {result['people']:,} people × {result['periods']} periods\n\n"
+            f"Command: `{command}`\n\n"
+            f"Machine: {result['cpus']} cores; load average "
+            f"{result['load_average_start'][0]:.1f} at start, "
+            f"{result['load_average_end'][0]:.1f} at end.\n\n"
+            + "\n".join([header, rule, *rows]) + "\n\n" + "\n".join(lines) + "\n\n")
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(text)
     with open(os.path.splitext(path)[0] + ".json", "a", encoding="utf-8") as handle:
