@@ -6,7 +6,9 @@ each holding one period's records; a period is *complete* when its file has land
 complete periods are released in order, each by exactly the write-ahead step
 (:func:`~continual_synth.pipelines.lifecycle.incremental_step`) that ``step`` runs::
 
-    PeriodicImpulse(--poll-interval)                    the watcher's clock (Beam, streaming)
+    Ticks(--poll-interval)                              the watcher's clock (Beam's
+                                                        PeriodicImpulse, paced:
+                                                        transforms/ticks.py)
       ─ key every tick to one key ("stream")
       ─ ReleaseCompletePeriods (stateful DoFn)          lists DIR/* and the folders'
                                                         files: a file or folder new or
@@ -101,9 +103,7 @@ import pyarrow as pa
 from apache_beam.coders import PickleCoder, VarIntCoder
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
-from apache_beam.transforms.periodicsequence import PeriodicImpulse
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, on_timer
-from apache_beam.utils.timestamp import Timestamp
 
 from continual_synth.mechanisms.errors import InputError, StateBusy, StateError, one_line
 from continual_synth.pipelines import lifecycle, release_dir
@@ -112,6 +112,7 @@ from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_dataset, read_file, write_file
 from continual_synth.transforms.periods import period_values
+from continual_synth.transforms.ticks import Ticks
 from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods, PeriodClock,
                                                        UnreadableBatch, check_event_source,
                                                        read_event_records)
@@ -904,8 +905,7 @@ def _run_watcher(job, watch_dir, state_dir, output_dir, until_period, poll_secon
                                      beam_args=beam_args, wait=wait)
     with _stopping(), beam.Pipeline(options=options) as pipeline:
         _ = (pipeline
-             | "Tick" >> PeriodicImpulse(start_timestamp=Timestamp.now(),
-                                         fire_interval=poll_seconds)
+             | "Tick" >> Ticks(poll_seconds)
              | "OneKey" >> beam.WithKeys(lambda _: "stream")
              | "ListAndRelease" >> beam.ParDo(release))
 
