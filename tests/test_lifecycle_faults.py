@@ -39,6 +39,7 @@ from continual_synth.pipelines import cli, jobs, lifecycle, release_dir, tabular
 from continual_synth.pipelines import cumulative as cumulative_jobs
 from continual_synth.pipelines import window as window_jobs
 from continual_synth.pipelines.lifecycle import PHASES, StateDir, load_state
+from continual_synth.transforms import storage
 from continual_synth.transforms.files import (read_dataset, read_release, release_file_names,
                                               write_file)
 
@@ -316,6 +317,20 @@ def test_old_versions_are_retired_but_stay_fenced(tmp_path):
         with pytest.raises(StateError, match="another step committed"):
             store.commit(stale, {"kind": "test", "files": {}, "n": -1})
     assert store.read()[0] == 5
+
+
+def test_retiring_versions_reads_their_sizes_from_one_listing(tmp_path, monkeypatch):
+    """retire_old_versions asks no store for one version's size: on an object store that
+    was a request per earlier step, every step (2 more requests a period)."""
+    store = StateDir(str(tmp_path / "state"))
+    store.create({"kind": "test", "files": {}, "n": 0})
+    for n in range(1, 6):
+        store.commit(n - 1, {"kind": "test", "files": {}, "n": n})
+    monkeypatch.setattr(storage, "size", lambda path: pytest.fail(f"asked the size of {path}"))
+    store.retire_old_versions()
+    store.retire_old_versions()  # nothing left to empty: writes nothing
+    sizes = [os.path.getsize(store.version_path(v)) for v in range(6)]
+    assert sizes[:4] == [0, 0, 0, 0] and min(sizes[4:]) > 0
 
 
 def test_a_stale_owner_publishes_nothing(history, tmp_path, monkeypatch):

@@ -240,6 +240,14 @@ def list_files(directory: str, pattern: str = "**") -> List[str]:
     return sorted(m.path for m in _match(join(directory, pattern)))
 
 
+def file_sizes(directory: str, pattern: str = "*") -> Dict[str, int]:
+    """``{path: size in bytes}`` of the files :func:`list_files` would list: one listing
+    (on an object store a LIST returns the sizes; no request per file)."""
+    if is_local(directory) and not os.path.isdir(directory):
+        return {}
+    return {m.path: m.size_in_bytes for m in _match(join(directory, pattern))}
+
+
 def relative_parts(directory: str, path: str) -> List[str]:
     """The folder names and file name of ``path`` below ``directory``."""
     return path[len(_prefix(directory)):].split("/")
