@@ -225,7 +225,7 @@ def write_report(result: dict, path: str) -> None:
         f"(the whole run)" + (f", largest step process {result['step_peak_rss_mib']:.0f} MiB"
                               if steps else "")]
     if steps:
-        lines[1:1] = ["- the `step` column is a whole `window step` process (start-up, imports, "
+        lines[2:2] = ["- the `step` column is a whole `window step` process (start-up, imports, "
                       "the same lifecycle step), as a scheduler runs it once per period."]
         lines += [f"- median ratio stream / step: **{float(np.median(result['ratio'])):.2f}** "
                   f"(target ≤ 1.2); worst {max(result['ratio']):.2f}",
