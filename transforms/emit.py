@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from continual_synth.mechanisms.emission import ShardPeople, shard_rng
+from continual_synth.transforms.arrow_coder import TABLE
 
 
 def records_table(ids: np.ndarray, period: int, codes: np.ndarray, alphabet: Sequence) -> pa.Table:
@@ -77,4 +78,5 @@ class EmitSyntheticPanel(beam.PTransform):
                     lambda p: ((shard, p) for shard in range(num_shards)))
                 | "GroupByShard" >> beam.GroupByKey()
                 | "EmitShard" >> beam.FlatMapTuple(
-                    lambda shard, plans: emit_shard_panel(shard, next(iter(plans)), model)))
+                    lambda shard, plans: emit_shard_panel(shard, next(iter(plans)), model)
+                ).with_output_types(Tuple[str, TABLE]))

@@ -60,7 +60,9 @@ class CountRecords(beam.PTransform):
         self.name, self.progress = name, progress
 
     def expand(self, elements):
-        return elements | beam.ParDo(_CountRecordsFn(self.name, self.progress))
+        # the elements pass through: their type (and so their coder) too
+        return elements | beam.ParDo(_CountRecordsFn(self.name, self.progress)).with_output_types(
+            elements.element_type)
 
 
 class _CountRecordsFn(beam.DoFn):

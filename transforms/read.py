@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 
 import apache_beam as beam
 
+from continual_synth.transforms.arrow_coder import TABLE
 from continual_synth.transforms.files import (check_dataset, detect_format, parquet_row_groups,
                                               read_file, read_row_group, with_origin)
 
@@ -41,9 +42,9 @@ class ReadRecordBatches(beam.PTransform):
             # MaybeReshuffle), so the row groups are read in parallel without one here
             return (pbegin
                     | "ListRowGroups" >> beam.Create(tasks)
-                    | "ReadParquet" >> beam.MapTuple(read_row_group))
+                    | "ReadParquet" >> beam.MapTuple(read_row_group).with_output_types(TABLE))
         return (pbegin
                 | "ListFiles" >> beam.Create(self._files)
                 | f"Read{fmt.capitalize()}" >> beam.Map(
                     lambda path, strings: with_origin(read_file(path, fmt, strings), path),
-                    self._strings))
+                    self._strings).with_output_types(TABLE))

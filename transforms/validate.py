@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.panel import encode_values
+from continual_synth.transforms.arrow_coder import TABLE
 from continual_synth.transforms.files import first_null, table_origin
 from continual_synth.transforms.monitoring import counting_rejections
 from continual_synth.transforms.periods import check_run_periods, period_values
@@ -64,4 +65,5 @@ class ValidatePanelBatches(beam.PTransform):
         args = self._args
         return (batches
                 | "DropEmpty" >> beam.Filter(lambda table: table.num_rows > 0)
-                | "Encode" >> beam.Map(counting_rejections(encode_panel_batch), *args))
+                | "Encode" >> beam.Map(counting_rejections(encode_panel_batch),
+                                       *args).with_output_types(TABLE))
