@@ -136,9 +136,14 @@ class StateDir:
     def exists(self) -> bool:
         return bool(self._version_numbers())
 
+    def _version_sizes(self) -> Dict[int, int]:
+        """``{version number: bytes}`` of the versions, from one listing (an object store's
+        LIST returns the sizes: no request per version)."""
+        return {int(storage.basename(path)[1:-5]): size
+                for path, size in storage.file_sizes(self.versions, "v*.json").items()}
+
     def _version_numbers(self):
-        names = [storage.basename(path) for path in storage.list_files(self.versions, "v*.json")]
-        return sorted(int(name[1:-5]) for name in names)
+        return sorted(self._version_sizes())
 
     def create(self, state: Dict) -> None:
         """Initialise: version 0 (exclusive: of two ``init`` runs one fails)."""
@@ -221,14 +226,12 @@ class StateDir:
         A retired version is emptied, not removed: its name must stay taken, or a stale
         run that read it long ago could still create the next one (fencing).  So the
         state directory grows by two empty files per step, not by two states.  The sizes
-        come from one listing: a request per version made a step on an object store cost
-        two more requests for every step before it."""
-        sizes = {storage.basename(path): size
-                 for path, size in storage.file_sizes(self.versions, "v*.json").items()}
-        for number in self._version_numbers()[:-2]:
-            path = self.version_path(number)
-            if sizes.get(storage.basename(path)):
-                self.conditional_create().put(path, b"")
+        come from the one listing (a request per version made a step on an object store
+        cost two more requests for every step before it)."""
+        sizes = self._version_sizes()
+        for number in sorted(sizes)[:-2]:
+            if sizes[number]:
+                self.conditional_create().put(self.version_path(number), b"")
 
     def collect_garbage(self, state: Dict) -> None:
         """Remove the run folders the current state does not name (left by runs that

@@ -35,17 +35,8 @@ class ArrowTableCoder(beam.coders.Coder):
     def estimate_size(self, table: pa.Table) -> int:
         return table.nbytes
 
-    def is_deterministic(self) -> bool:
-        return False
-
     def to_type_hint(self):
         return pa.Table
-
-    def __eq__(self, other):
-        return type(self) is type(other)
-
-    def __hash__(self):
-        return hash(type(self))
 
 
 beam.coders.registry.register_coder(pa.Table, ArrowTableCoder)

@@ -98,7 +98,7 @@ def reuse_s3_clients() -> None:
     """Make Beam's S3 filesystem reuse one boto3 session per thread and its clients
     (see the module docstring); nothing without Beam's AWS extra.  Called by
     :func:`configure` (every command) and for every ``s3://`` path (Beam workers)."""
-    if _S3_REUSED:
+    if _s3["reused"]:
         return
     try:
         from apache_beam.io.aws.clients.s3 import boto3_client
@@ -106,16 +106,16 @@ def reuse_s3_clients() -> None:
         return
     if boto3_client.boto3 is not None and not isinstance(boto3_client.boto3, _SessionPerThread):
         boto3_client.boto3 = _SessionPerThread(boto3_client.boto3)
-    _S3_REUSED.append(True)
+    _s3["reused"] = True
 
 
-_S3_REUSED: List[bool] = []
+_s3 = {"reused": False}  # reuse_s3_clients has run in this process
 
 
 def _available(path: str) -> str:
     """``path``, or a one-line :class:`InputError` if Beam has no filesystem for it here
     (``hdfs://`` without Beam's hadoop extra …)."""
-    if not _S3_REUSED and path.startswith("s3://"):
+    if not _s3["reused"] and path.startswith("s3://"):
         reuse_s3_clients()
     try:
         FileSystems.get_filesystem(path)
@@ -235,14 +235,12 @@ def _match(pattern: str) -> list:
 def list_files(directory: str, pattern: str = "**") -> List[str]:
     """The files under ``directory`` (recursively with ``**``; ``*`` stays in one
     folder, ``synthetic-*`` names a glob of file names), sorted."""
-    if is_local(directory) and not os.path.isdir(directory):
-        return []
-    return sorted(m.path for m in _match(join(directory, pattern)))
+    return sorted(file_sizes(directory, pattern))
 
 
-def file_sizes(directory: str, pattern: str = "*") -> Dict[str, int]:
-    """``{path: size in bytes}`` of the files :func:`list_files` would list: one listing
-    (on an object store a LIST returns the sizes; no request per file)."""
+def file_sizes(directory: str, pattern: str = "**") -> Dict[str, int]:
+    """``{path: size in bytes}`` of the files :func:`list_files` lists: one listing (on
+    an object store a LIST returns the sizes; no request per file)."""
     if is_local(directory) and not os.path.isdir(directory):
         return {}
     return {m.path: m.size_in_bytes for m in _match(join(directory, pattern))}
