@@ -10,6 +10,7 @@ One Dask cluster serves the whole session (starting one takes seconds).
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -28,8 +29,8 @@ from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer  #
 from continual_synth.mechanisms.window import WindowConfig  # noqa: E402
 from continual_synth.pipelines import jobs, tabular  # noqa: E402
 from continual_synth.pipelines.bounded import run_bounded  # noqa: E402
-from continual_synth.runners.presets import (DASK_RUNNER, local_dask_cluster,  # noqa: E402
-                                             quiet_own_cluster)
+from continual_synth.runners.presets import (DASK_RUNNER, QUIET_WORKERS_ENV,  # noqa: E402
+                                             local_dask_cluster, quiet_own_cluster)
 from continual_synth.transforms.files import list_data_files, read_file, write_file  # noqa: E402
 
 from helpers_panels import long_table, markov_codes, without_provenance  # noqa: E402
@@ -42,9 +43,19 @@ RUNNERS = ["direct", "multi_processing", "dask_processes"]
 @pytest.fixture(scope="session")
 def dask_address():
     """A local dask.distributed cluster of two single-threaded worker processes, spawned
-    (fresh interpreters: nothing of this process is inherited)."""
+    (fresh interpreters: nothing of this process is inherited).
+
+    The workers read ``quiet_own_cluster``'s environment variable as they start; it is
+    taken out of this process's environment while the cluster serves the session, or
+    every command a later test starts would inherit it (a ``--verbose`` command then
+    showed no ``distributed`` line, so ``test_dask_runner``'s verbose test failed
+    whenever this file ran before it)."""
     with quiet_own_cluster(), local_dask_cluster(2, fork=False) as address:
-        yield address
+        quiet = os.environ.pop(QUIET_WORKERS_ENV)
+        try:
+            yield address
+        finally:
+            os.environ[QUIET_WORKERS_ENV] = quiet
 
 
 @pytest.fixture
