@@ -61,3 +61,16 @@ def test_split_by_shard_narrows_ids_and_keeps_people_together():
     every = np.sort(np.concatenate([concat_columns(p)["id"] for p in shards.values()]))
     expected = np.sort(np.concatenate([b.column("id").to_numpy() for b in batches]))
     assert (every == expected).all()
+
+
+@pytest.mark.parametrize("horizon, period_type", [(12, np.int8), (127, np.int8),
+                                                  (128, np.int16), (1000, np.int16)])
+def test_validated_periods_are_as_narrow_as_the_horizon_allows(horizon, period_type):
+    """What crosses the shuffle with the ids: the validated period, one byte up to 127
+    periods; the values are the periods read, up to the last one."""
+    from continual_synth.transforms.validate import encode_panel_batch
+    periods = np.array([1, horizon // 2 + 1, horizon])
+    table = pa.table({"id": [1, 2, 3], "period": periods, "value": ["a", "b", "a"]})
+    encoded = encode_panel_batch(table, "id", "period", "value", ["a", "b"], (1, horizon))
+    assert encoded.column("period").type == pa.from_numpy_dtype(period_type)
+    assert encoded.column("period").to_pylist() == periods.tolist()

@@ -1,7 +1,7 @@
 """Validate stage: check columns and domains of panel batches and encode values.
 
 Each output batch is an Arrow table with columns ``id`` (as given), ``period``
-(int16) and ``code`` (int8 alphabet index).  Problems raise
+(int8, int16 beyond 127 periods) and ``code`` (int8 alphabet index).  Problems raise
 :class:`~continual_synth.mechanisms.errors.InputError` naming the column, the value
 and the row, before anything is written.
 """
@@ -49,7 +49,8 @@ def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
     value_array = values.to_numpy(zero_copy_only=False)
     codes = encode_values(value_array, alphabet, where=f"{where}, column {value_col!r}",
                           first_row=first_row)
-    return pa.table({"id": ids, "period": pa.array(periods.astype(np.int16)),
+    period_type = np.int8 if last <= np.iinfo(np.int8).max else np.int16  # less to shuffle
+    return pa.table({"id": ids, "period": pa.array(periods.astype(period_type)),
                      "code": pa.array(codes)})
 
 
