@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.test_stream import TestStream as BeamTestStream  # not "Test*": pytest would collect it
 from apache_beam.transforms.window import TimestampedValue
 
 from continual_synth.mechanisms.errors import InputError
@@ -54,7 +54,7 @@ def panel(tmp_path_factory):
     return root, records, run_dir
 
 
-def run_events(events: TestStream, state: str, out: str, before=lambda: None,
+def run_events(events: BeamTestStream, state: str, out: str, before=lambda: None,
                until_period=None):
     """The command's event pipeline (as ``follow_events`` builds it: the horizon, the
     periods the state had released) on ``events``; stops as the command does."""
@@ -81,7 +81,7 @@ def rejected(state):
 
 def test_out_of_order_duplicated_and_late_records_equal_run(panel, tmp_path):
     _, records, run_dir = panel
-    events = TestStream()
+    events = BeamTestStream()
     # period 2's first half arrives before period 1's records, within period 1's time
     events = events.add_elements(records[2][: N // 2] + records[1][::-1])
     events = events.advance_watermark_to(ORIGIN + LENGTH)  # period 1 complete
@@ -105,7 +105,7 @@ def test_out_of_order_duplicated_and_late_records_equal_run(panel, tmp_path):
 
 def test_empty_period_is_dead_lettered_and_holds_later_periods(panel, tmp_path):
     _, records, _ = panel
-    events = (TestStream()
+    events = (BeamTestStream()
               .add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
               .advance_watermark_to(ORIGIN + 2 * LENGTH)  # period 2: nothing arrived
               .add_elements(records[3]).advance_watermark_to_infinity())
@@ -127,7 +127,7 @@ def test_bad_messages_are_dead_lettered_and_the_stream_goes_on(panel, tmp_path):
            {"id": 1, "value": 0, "ts": "1001"}, {"id": 1, "value": 0, "ts": float("nan")},
            {"id": 1, "value": 0, "ts": ORIGIN - 1}, {"id": 1, "value": 0, "ts": ORIGIN * 1000}]
     good = [json.dumps(r) for r in records[1]]  # as Pub/Sub delivers them: JSON text
-    events = TestStream().add_elements(good[:5] + bad + good[5:])
+    events = BeamTestStream().add_elements(good[:5] + bad + good[5:])
     for period in range(1, T + 1):
         events = events.add_elements(records[period] if period > 1 else []).advance_watermark_to(
             ORIGIN + period * LENGTH)
@@ -149,7 +149,7 @@ def test_records_that_do_not_make_a_table_dead_letter_their_period(panel, tmp_pa
     reason (as ``step`` refuses such a file), not the stream ended."""
     _, records, _ = panel
     odd = [dict(records[2][0], value=str(records[2][0]["value"]))] + records[2][1:]
-    events = (TestStream().add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
+    events = (BeamTestStream().add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
               .add_elements(odd).advance_watermark_to(ORIGIN + 2 * LENGTH)
               .add_elements(records[3]).advance_watermark_to_infinity())
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
@@ -165,7 +165,7 @@ def test_an_empty_period_closes_at_its_own_end(panel, tmp_path):
     then, so its records arriving afterwards are all late (none is released as a part
     of the period), and the empty period is dead-lettered once."""
     _, records, _ = panel
-    events = (TestStream().add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
+    events = (BeamTestStream().add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
               .advance_watermark_to(ORIGIN + 2.5 * LENGTH)
               .add_elements(records[2][:5]).advance_watermark_to(ORIGIN + 2.9 * LENGTH)
               .add_elements(records[2][5:] + records[3]).advance_watermark_to_infinity())
@@ -218,7 +218,7 @@ def test_a_restarted_stream_publishes_the_pending_period_and_refuses_released_on
     root, records, run_dir = panel
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
 
-    events = (TestStream().add_elements(records[1][:3] + records[2][:4])  # redelivered
+    events = (BeamTestStream().add_elements(records[1][:3] + records[2][:4])  # redelivered
               .add_elements(records[3]).advance_watermark_to(ORIGIN + 3 * LENGTH)
               .add_elements(records[4]).advance_watermark_to_infinity())
     run_events(events, state, out, lambda: step_periods(records, tmp_path, state, out, 2),
@@ -400,7 +400,7 @@ def test_tabular_state_in_beam_late_batch_and_empty_period_equal_run(tmp_path):
     tabular.run(synthesizer, str(tmp_path / "stream.parquet"), str(tmp_path / "run"), seed=4)
     late = parts[1].slice(0, 7)
     outside = pa.table({"a": [7], "b": ["x"]})  # a value the domain does not hold
-    events = (TestStream()
+    events = (BeamTestStream()
               .add_elements([TimestampedValue(parts[1].slice(20), 8),
                              TimestampedValue(parts[1].slice(0, 20), 1)])
               .advance_watermark_to(10).advance_watermark_to(20)  # period 2: no records
@@ -458,7 +458,7 @@ def test_event_periods_are_spooled_next_to_the_state_and_removed(panel, tmp_path
         return real(job, state_dir, output_dir, path, period, **kw)
 
     monkeypatch.setattr(stream, "release_period", spy)
-    events = TestStream()
+    events = BeamTestStream()
     for period in range(1, T + 1):
         events = events.add_elements(records[period]).advance_watermark_to(
             ORIGIN + period * LENGTH)

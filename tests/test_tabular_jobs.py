@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.test_stream import TestStream as BeamTestStream  # not "Test*": pytest would collect it
 from apache_beam.transforms.window import TimestampedValue
 
 from continual_synth.mechanisms.errors import StateError
@@ -132,7 +132,7 @@ def test_streaming_form_releases_the_batch_tables(batch_and_steps, stream_files,
     arriving out of order within the period: the same tables as the batch run."""
     method, root, _, _ = batch_and_steps
     stream = read_dataset(str(stream_files / "stream.parquet"))
-    events = TestStream()
+    events = BeamTestStream()
     for period in range(1, PERIODS + 1):
         part = stream.filter(pc.equal(stream["period"], period)).drop(["period"])
         half = part.num_rows // 2
