@@ -23,12 +23,16 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
 
 import numpy as np
 import psutil
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stream_latency import resident_growth  # noqa: E402  (one rule for the slope)
 
 LENGTH, ORIGIN = 10.0, 1000.0
 
@@ -122,13 +126,16 @@ def main() -> None:
     released = manifest_periods(out)
     shutil.rmtree(work)
 
-    # the peak resident memory seen while each number of periods was released
+    # the peak resident memory seen while each number of periods was released (a period
+    # released between two samples has the figure of the one before it)
     by_period = {}
     for _, periods, rss in samples:
         by_period[periods] = max(rss, by_period.get(periods, 0.0))
+    resident = []
+    for period in range(1, released + 1):
+        resident.append(by_period.get(period, resident[-1] if resident else float("nan")))
     marks = [p for p in (10, 25, 50, 100, 150, 200, 300, 500) if p <= released]
-    half = [(p, r) for p, r in sorted(by_period.items()) if p >= released // 2 and p > 0]
-    slope = float(np.polyfit(*zip(*half), 1)[0]) if len(half) >= 2 else float("nan")
+    slope = resident_growth(resident)
     first_release = next((s for s, p, _ in samples if p >= 1), float("nan"))
     figures = {"people": args.people, "periods": args.periods, "released": released,
                "window": args.window, "shards": args.shards, "wall_s": round(wall, 1),
@@ -136,7 +143,7 @@ def main() -> None:
                "seconds_per_period_after_first": round((wall - first_release)
                                                        / max(released - 1, 1), 3),
                "rss_mib_before_run": round(start_rss, 1),
-               "rss_mib_at_period": {p: round(by_period.get(p, float("nan")), 1) for p in marks},
+               "rss_mib_at_period": {p: round(resident[p - 1], 1) for p in marks},
                "rss_mib_peak": round(max(r for _, _, r in samples), 1),
                "slope_mib_per_period_second_half": round(slope, 3)}
     print(json.dumps(figures, indent=2))

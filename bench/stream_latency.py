@@ -16,8 +16,10 @@ stream process and of the largest step process, from ``wait4``, and the stream's
 memory after each release (``VmRSS``), to show whether a long-running stream grows.
 
     python bench/stream_latency.py --people 200000 --periods 120 --skip-steps \
-        --output bench/results/stream_memory.md      # a long stream's memory only  The machine is shared
-(2 cores, several engineers): the load average at start and end is in the report.
+        --output bench/results/stream_memory.md      # a long stream's memory only
+
+The machine is shared (2 cores, several engineers): the load average at start and end is
+in the report.
 """
 from __future__ import annotations
 
