@@ -50,25 +50,32 @@ class Domain:
         self.sizes: Tuple[int, ...] = tuple(len(v) for v in self.values.values())
 
     @classmethod
-    def from_json(cls, path: str) -> "Domain":
+    def from_json(cls, text, where: str) -> "Domain":
+        """The domain a JSON document (``text``: str or bytes) describes; ``where`` names
+        the document in errors (reading it is the caller's:
+        :func:`continual_synth.pipelines.tabular.read_domain` reads a file on any
+        filesystem)."""
         try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
-        except FileNotFoundError:
-            raise InputError(f"domain file {path} does not exist") from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"domain file {path} is not valid JSON: {exc}") from None
+            data = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"{where} is not valid JSON: {exc}") from None
+        return cls.from_mapping(data, where)
+
+    @classmethod
+    def from_mapping(cls, data, where: str) -> "Domain":
+        """The domain of a JSON object ``{attribute: [values]}`` (numbers, strings or
+        null), checked; ``where`` names it in errors."""
         if not isinstance(data, dict) or not all(
                 isinstance(values, list) and all(v is None or isinstance(v, (str, int, float))
                                                  for v in values)
                 for values in data.values()):
-            raise InputError(f"domain file {path} must be a JSON object mapping each "
+            raise InputError(f"{where} must be a JSON object mapping each "
                              f"attribute to the list of its values (numbers, strings or "
                              f"null)")
         try:
             return cls(data)
         except InputError as exc:
-            raise InputError(f"domain file {path}: {exc}") from None
+            raise InputError(f"{where}: {exc}") from None
 
     def to_dict(self) -> Dict[str, List]:
         return {name: list(values) for name, values in self.values.items()}

@@ -88,6 +88,20 @@ def _read_manifest(synthetic_dir: str) -> Optional[dict]:
     return manifest
 
 
+def _domain(domain_path: Optional[str], manifest: Optional[dict], synthetic_dir: str
+            ) -> Domain:
+    """``--domain``'s file, or else the domain the release's manifest records."""
+    if domain_path is not None:
+        from continual_synth.pipelines.tabular import read_domain
+        return read_domain(domain_path)
+    where = f"{synthetic_dir}/{MANIFEST_NAME}"
+    if manifest is None or "domain" not in manifest:
+        raise InputError(f"{where} " + ("does not exist" if manifest is None else
+                                       "records no domain") +
+                         ": give the domain file with --domain")
+    return Domain.from_mapping(manifest["domain"], f"the domain of {where}")
+
+
 def _count_release(synthetic_dir: str, domain: Domain, positions: List[List[int]],
                    period_col: str, fmt: Optional[str]) -> Dict[int, List[np.ndarray]]:
     """Per released period t, the workload histograms of g_t (read file by file)."""
@@ -115,7 +129,8 @@ def _count_release(synthetic_dir: str, domain: Domain, positions: List[List[int]
 
 
 def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[str] = None, *,
-                     domain_path: str, marginals: str = "2", period_col: str = "period",
+                     domain_path: Optional[str] = None, marginals: str = "2",
+                     period_col: str = "period",
                      last: int = 10, truth_format: Optional[str] = None,
                      synthetic_format: Optional[str] = None, scale: str = "proportion",
                      zero_truth: str = "skip", label: Optional[str] = None,
@@ -134,16 +149,18 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     periods; the releases of earlier versions of the ``tabular`` and ``bounded`` jobs
     hold the number N of periods released, read as 1..N; a listed period without
     rows is an empty table or increment), else every period 1..t_max of the release; in
-    ``"table"`` form each of them must then have rows.  The truth must cover every
+    ``"table"`` form each of them must then have rows.  ``domain_path``: the public
+    domain's JSON file (``--domain``); default: the domain the release's manifest records
+    (the one it was synthesized over, given or inferred).  The truth must cover every
     released period; its later periods are ignored.  ``scale`` and ``zero_truth`` are
     passed to :func:`continual_synth.mechanisms.workload_error.stream_metrics`.
     """
     if int(last) != last or last < 1:
         raise InputError(f"--last must be a positive integer, got {last!r}")
-    domain = Domain.from_json(domain_path)
+    manifest = _read_manifest(synthetic_dir)
+    domain = _domain(domain_path, manifest, synthetic_dir)
     workloads = parse_workloads(marginals, domain)
     positions = [domain.index(w) for w in workloads]
-    manifest = _read_manifest(synthetic_dir)
     synthetic_form = _release_form(synthetic_form, manifest)
 
     truth = read_dataset(truth_path, truth_format)
@@ -215,7 +232,8 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
         shown["periods_released"] = [int(t) for t in periods]
     summary = {
         "label": label or _default_label(manifest, synthetic_dir),
-        "truth": truth_path, "synthetic": synthetic_dir, "domain": domain_path,
+        "truth": truth_path, "synthetic": synthetic_dir,
+        "domain": domain_path or f"{synthetic_dir}/{MANIFEST_NAME}",
         **truth_check(truth_path, manifest),
         "marginals": str(marginals), "num_workloads": len(workloads),
         "scale": scale, "zero_truth": zero_truth, "period_col": period_col,

@@ -77,7 +77,6 @@ over for the paper's batch sizes).
 from __future__ import annotations
 
 import json
-import os
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -136,11 +135,11 @@ def table_domain(name: str = "cces2016") -> Dict[str, List]:
 
 
 def write_domain(path: str, name: str = "cces2016") -> str:
-    """Write :func:`table_domain` as JSON (the ``--domain`` file); return ``path``."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(table_domain(name), handle, indent=2)
-        handle.write("\n")
+    """Write :func:`table_domain` as JSON (the ``--domain`` file), through Beam's
+    FileSystems (a local path, ``gs://``, ``s3://`` …); return ``path``."""
+    from continual_synth.transforms import storage
+    text = json.dumps(table_domain(name), indent=2) + "\n"
+    storage.write_bytes(path, text.encode("utf-8"))
     return path
 
 
@@ -300,9 +299,10 @@ def write_example(output_dir: str, construction: str = "randomized", batch_size:
     domain = table_domain(name)
     stream = make_stream(load_table(name), construction, batch_size, seed, periods,
                          period_col, domain=domain)
-    stream_path = os.path.join(output_dir, f"{name}-{construction}-bs{batch_size}.{fmt}")
+    from continual_synth.transforms import storage
+    stream_path = storage.join(output_dir, f"{name}-{construction}-bs{batch_size}.{fmt}")
     write_file(stream, stream_path, fmt)
-    domain_path = write_domain(os.path.join(output_dir, "domain.json"), name)
+    domain_path = write_domain(storage.join(output_dir, "domain.json"), name)
     num_periods = stream.num_rows // batch_size
     return {"dataset": name, "construction": construction, "batch_size": batch_size,
             "seed": seed if construction == "randomized" else None,

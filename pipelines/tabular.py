@@ -53,6 +53,14 @@ KIND = "tabular"
 NO_HORIZON = "none: no --horizon was given (unbounded counters)"
 
 
+def read_domain(path: str) -> Domain:
+    """The public domain in the JSON file ``path`` (``--domain``), read through Beam's
+    FileSystems: a local path, ``gs://``, ``s3://`` …"""
+    if not storage.is_file(path):
+        raise InputError(f"domain file {path} does not exist")
+    return Domain.from_json(storage.read_bytes(path), f"domain file {path}")
+
+
 def infer_domain(input_path: str, period_col: str = "period",
                  in_format: Optional[str] = None) -> Domain:
     """The values that occur in every non-period column (``--infer-domain``).

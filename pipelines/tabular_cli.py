@@ -170,10 +170,15 @@ def add_commands(commands, evaluate) -> None:
                              "(Kumar et al. 2024 §7.3)")
     ev.add_argument("--truth", required=True, help="the real stream (with a period column)")
     ev.add_argument("--synthetic", required=True, help="release directory")
-    ev.add_argument("--domain", required=True)
-    ev.add_argument("--marginals", default="2")
+    ev.add_argument("--domain", default=None,
+                    help="the public domain's JSON file (default: the domain the "
+                         "release's manifest records)")
+    ev.add_argument("--marginals", default="2",
+                    help="the workloads scored: 2 (all 2-way, default), 3, or "
+                         "\"a,b;a,c\"")
     ev.add_argument("--report", default=None, help="directory for summary.json and plots")
-    ev.add_argument("--period-col", default="period")
+    ev.add_argument("--period-col", default="period",
+                    help="the period column of the truth and the release (default period)")
     ev.add_argument("--last", type=POSITIVE_INT, default=10,
                     help="average the metrics over the last N periods (default 10)")
 
@@ -185,7 +190,7 @@ HORIZON_FROM_INPUT = ("the input's last period: read from the data, so the priva
 
 def synthesizer_from_args(args, input_path: Optional[str] = None):
     """The synthesizer the options describe (the domain read or, if asked, inferred)."""
-    from continual_synth.mechanisms.marginals import Domain, parse_workloads
+    from continual_synth.mechanisms.marginals import parse_workloads
     from continual_synth.mechanisms.errors import InputError
     from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
     if args.counter is not None and args.method == "baseline":
@@ -198,7 +203,8 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         check_dataset(input_path, getattr(args, "input_format", None))  # names an empty file
         domain = infer_domain(input_path, args.period_col, getattr(args, "input_format", None))
     else:
-        domain = Domain.from_json(args.domain)
+        from continual_synth.pipelines.tabular import read_domain
+        domain = read_domain(args.domain)
     from continual_synth.mechanisms.tabular import PAPER_SELECTIONS, RULES
     workloads = parse_workloads(args.marginals, domain)
     options = dict(RULES[args.rule])

@@ -85,6 +85,31 @@ def test_metrics_per_period_summary_and_plot(files):
     assert (report / "tabular_metrics.png").stat().st_size > 1000
 
 
+def test_the_domain_defaults_to_the_one_the_manifest_records(files):
+    """Without ``--domain`` (a release made with ``--infer-domain`` has no domain file)
+    the release is scored over the domain its manifest records: the same figures; a
+    manifest without one is a clear error naming ``--domain``."""
+    _, domain, truth, release = files
+    given = evaluate_tabular(truth, release, domain_path=domain, last=2)
+    with pytest.raises(InputError, match="records no domain: give the domain file with "
+                                         "--domain"):
+        evaluate_tabular(truth, release, last=2)
+    manifest_path = os.path.join(release, "manifest.json")
+    manifest = json.loads(open(manifest_path).read())
+    manifest["domain"] = {"b": [0, 1, None], "a": ["x", "y"], "c": [0, 1]}  # its own order
+    with open(manifest_path, "w") as handle:
+        json.dump(manifest, handle)
+    recorded = evaluate_tabular(truth, release, last=2)
+    assert recorded["domain"] == f"{release}/manifest.json"
+    assert recorded["average_last"] == pytest.approx(given["average_last"])
+    assert recorded["periods"][1]["MaxWE"] == 0.0
+    manifest["domain"] = {"a": "x"}
+    with open(manifest_path, "w") as handle:
+        json.dump(manifest, handle)
+    with pytest.raises(InputError, match="the domain of .*manifest.json must be a JSON object"):
+        evaluate_tabular(truth, release, last=2)
+
+
 def test_zero_error_when_release_is_the_cumulative_truth(tmp_path, files):
     _, domain, truth, _ = files
     release = tmp_path / "exact"
