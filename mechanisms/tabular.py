@@ -83,7 +83,8 @@ k counters selected at t, one entry each (later feeds and r use only releases). 
 loss is k·s·ε/k + k·(1 − s)·ε/k = ε, whatever the number of periods: the whole stream is
 ε-DP under event-level neighbours (adaptive composition inside a period, parallel
 composition across periods).  Under ``selection_schedule="drift"`` (the default where it
-applies, :func:`period_selections`) period t makes k_t ≤ k selections of s·ε/k_t and feeds
+applies, :func:`period_selections`) period t makes k_t ≤ K selections of s·ε/k_t (K the
+``selection_ceiling``, k unless the default k may rise on large batches) and feeds
 k_t counters one entry each at (1 − s)·ε/k_t (the simple counter's entry share k/k_t):
 k_t·s·ε/k_t + k_t·(1 − s)·ε/k_t = ε again, with k_t a function of earlier releases only.
 The counters' own noise is exact discrete Laplace (``counters``, ``epsilon=(1 − s)·ε/k``, ``entries_changed=1``; each workload's vector
@@ -311,7 +312,9 @@ def auto_selections(epsilon: float, method: str, num_workloads: int,
     AvgWE 3.8× the sampling floor at k = 3, 2.2× at k = 6, 1.1× at k = 12; CCES, batches
     of 50: 2.6× → 1.4× at k = 12).  Where a measurement's noise is still several records
     per cell, more selections lose (Adult ε = 1, k = 6: +24 %; CCES ε = 4 and 8: +6-7 %);
-    below one record, more precision buys less than coverage.  Beyond 12 the model's
+    below one record, more precision buys less than coverage (and in periods whose batch
+    makes a measurement's noise small next to its own sampling, the default k rises up
+    to 12: ``selection_ceiling``, :func:`period_selections`).  Beyond 12 the model's
     size limit is what binds: with a fixed limit, k = 24 cost 2.5-3× the time of 12 and
     lost on randomized streams; with the limit growing over the horizon it takes about
     1.2× the time (1 000 CCES periods) and wins on every stream measured at ε = 1000
@@ -366,6 +369,7 @@ class TabularConfig:
     selection_discount: str = "none"
     model_growth: Optional[str] = None
     selection_schedule: Optional[str] = None
+    selection_ceiling: Optional[int] = None
     bias_noise: Optional[str] = None
     coverage: Optional[str] = None
     wide_cells: Optional[int] = None
@@ -473,6 +477,16 @@ class TabularConfig:
                              "fewer selections on exchangeable periods need the proposed "
                              "method, the adaptive remainder with pooled margins, no refresh "
                              "slots and the simple counter")
+        ceiling = (self.selections if self.selection_ceiling is None
+                   else whole_number("selection_ceiling", self.selection_ceiling))
+        if not self.selections <= ceiling <= len(workloads):
+            raise ParameterError("selection_ceiling", f"must be between the selections "
+                                 f"({self.selections}) and the number of workloads "
+                                 f"({len(workloads)}), got {ceiling}")
+        if ceiling > self.selections and self.selection_schedule != "drift":
+            raise ParameterError("selection_ceiling", "more selections on large batches need "
+                                 "the drift selection schedule")
+        object.__setattr__(self, "selection_ceiling", ceiling)
         if self.max_cells is not None and (
                 isinstance(self.max_cells, bool)
                 or not isinstance(self.max_cells, (int, np.integer)) or self.max_cells < 1):
@@ -686,6 +700,8 @@ class TabularConfig:
                 "model_growth": self.model_growth,
                 "selection_schedule": self.selection_schedule,
                 "bias_noise": self.bias_noise, "coverage": self.coverage,
+                **({} if self.selection_ceiling == self.selections else
+                   {"selection_ceiling": int(self.selection_ceiling)}),
                 **({} if self.wide_cells is None else
                    {"wide_cells": int(self.wide_cells), "wide_ratio": self.wide_ratio,
                     "wide_fit": self.wide_fit, "wide_noise": self.wide_noise})}
@@ -1178,31 +1194,49 @@ def balanced_selections(config: TabularConfig, batch: float) -> int:
 
 def period_selections(config: TabularConfig, drift: Tuple[float, float, float],
                       batch: float) -> int:
-    """k_t, the selections of a period (``selection_schedule="drift"``): k
-    (``config.selections``) while the stream looks drifting, and down to
-    :func:`balanced_selections` while it looks exchangeable,
-    k_t = ⌈γ·min(k, k_bal) + (1 − γ)·k⌉ with γ the adaptive remainder's
-    :func:`stationary_weight` (0 until the drift estimate has periods to read).  Each of
-    the k_t selections gets s·ε/k_t and each measurement (1 − s)·ε/k_t: the period spends
-    ε on its records as before.  k_t is computed from the drift estimate and the noisy
-    size, both post-processing of earlier releases, before the period's records are read,
-    so the period is an ε-DP mechanism chosen from public information (adaptive
+    """k_t, the selections of a period (``selection_schedule="drift"``),
+    k_t = ⌈γ·min(k, k_bal) + (1 − γ)·k_high⌉ with γ the adaptive remainder's
+    :func:`stationary_weight` (0 until the drift estimate has periods to read),
+    k_bal = :func:`balanced_selections` and k_high = max(k, min(K, k_bal)), K the
+    ``selection_ceiling`` (for the default k, :data:`AUTO_SELECTIONS_MAX`; a k given by
+    the user is its own ceiling, and then k_high = k).  So: down to k_bal while the stream
+    reads as exchangeable, up to it (at most K) while it reads as drifting.  Each of the
+    k_t selections gets s·ε/k_t and each measurement (1 − s)·ε/k_t: the period spends ε on
+    its records as before.  k_t is computed from the drift estimate and the noisy size,
+    both post-processing of earlier releases, before the period's records are read, so
+    the period is an ε-DP mechanism chosen from public information (adaptive
     composition).
 
-    Why.  The k measurements of a period share (1 − s)·ε.  On a stream whose periods are
-    random samples of one population, each measurement is a sample of the same shares,
+    Why fewer.  The k measurements of a period share (1 − s)·ε.  On a stream whose periods
+    are random samples of one population, each measurement is a sample of the same shares,
     and at small ε fewer, quieter measurements carry more (:func:`balanced_selections`).
     Adult and CCES in random order: AvgWE 8-27 % lower at ε ≤ 1 with k = 1 than with 3.
     A sorted stream needs the coverage (k = 1 costs +72-136 % there), and its drift
-    estimate reads γ = 0, so it keeps k."""
+    estimate reads γ = 0, so it keeps k.
+
+    Why more.  The same balance read the other way: where a batch's own sampling variance
+    per cell exceeds the noise of k_bal > k measurements, k measurements leave most
+    workloads unseen for a precision the batch cannot use, and on a drifting stream a
+    period a workload's counter does not see is not told by the periods it does.  On a
+    real stream of few, large periods (GSS 1972-2018, 32 yearly periods of 1 372-4 510
+    records, 91 two-way workloads; it reads as drifting) the default k = 3 left about 50
+    workloads never measured and AvgWE flat in ε (ε = 1 / 2 / 4: 0.0122 / 0.0119 /
+    0.0113, seed 1); with k_high: 0.0122 / 0.0067 / 0.0026 (bench/results/
+    tabular_large_batches.md).  On exchangeable streams more measurements did not pay
+    (Adult randomized, batches of 200, ε = 4, k_t = 6: AvgWE −5 % but MaxWE +50 %; CCES,
+    batches of 50, ε = 8, k_t = 7: AvgWE +10 %), hence only while the stream reads as
+    drifting.  On the paper's streams (batches of 50 and 200, ε ≤ 2) k_bal ≤ 3, so
+    nothing changes there."""
     k = config.selections
     if config.selection_schedule != "drift":
         return k
+    balanced = balanced_selections(config, batch)
+    high = max(k, min(config.selection_ceiling, balanced))
     gamma = stationary_weight(drift)
     if gamma <= 0:
-        return k
-    low = min(k, balanced_selections(config, batch))
-    return max(1, min(k, math.ceil(gamma * low + (1.0 - gamma) * k - 1e-9)))
+        return high
+    low = min(k, balanced)
+    return max(1, min(high, math.ceil(gamma * low + (1.0 - gamma) * high - 1e-9)))
 
 
 def _shrunk_share(counter: np.ndarray, imputed: np.ndarray, variance: float) -> np.ndarray:
@@ -1579,12 +1613,17 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
             f"{spent:.6g}-DP (pure, of {config.epsilon:.6g}) for the whole stream under "
             f"event-level neighbours (one record added or removed at one time): each "
             f"period spends epsilon on its own records only ("
-            + (f"at most k = {config.selections} exponential mechanisms of "
+            + (("at most " if config.selection_ceiling == config.selections else "")
+               + f"k = {config.selections} exponential mechanisms of "
                f"{config.selection_epsilon:.6g} and as many "
                + ("selected counters" if proposed else "Laplace measurements")
                + f" of {config.measure_epsilon:.6g}; "
-               + (f"a period the drift estimate reads as exchangeable makes k_t < k of "
-                  f"{config.selection_epsilon_at(1):.6g}/k_t and "
+               + ("a period the drift estimate reads as exchangeable makes k_t < k"
+                  + (f", and one it reads as drifting, whose noisy batch size affords "
+                     f"measurements quieter than its sampling, up to k_t = "
+                     f"{config.selection_ceiling},"
+                     if config.selection_ceiling > config.selections else "")
+                  + f" of {config.selection_epsilon_at(1):.6g}/k_t and "
                   f"{config.measure_epsilon_at(1):.6g}/k_t each, chosen "
                   f"from earlier releases only; "
                   if config.selection_schedule == "drift" else "")
@@ -1597,6 +1636,7 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
             "composition across periods"),
         "selections": config.selections,
         "selection_schedule": config.selection_schedule,
+        "selection_ceiling": config.selection_ceiling,
         "periods_by_selections": _periods_by_selections(state),
         "selection_epsilon": config.selection_epsilon,
         "measurement_epsilon": config.measure_epsilon,

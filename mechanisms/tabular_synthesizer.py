@@ -15,6 +15,8 @@ Pure numpy; no Beam.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -45,14 +47,24 @@ class TabularSynthesizer:
                counter: Optional[str] = None, fit: str = "ipf",
                horizon: Optional[int] = None, domain_inferred: bool = False,
                **options) -> "TabularSynthesizer":
-        """A synthesizer from command-line style options (None: the default)."""
-        if selections is None:
+        """A synthesizer from command-line style options (None: the default).  The
+        default k (:func:`~continual_synth.mechanisms.tabular.auto_selections`) may rise
+        to :data:`~continual_synth.mechanisms.tabular.AUTO_SELECTIONS_MAX` in periods
+        whose batch affords it (``selection_ceiling``,
+        :func:`~continual_synth.mechanisms.tabular.period_selections`); a k given here is
+        the most a period makes."""
+        auto = selections is None
+        if auto:
             selections = tabular.auto_selections(epsilon, method, len(workloads),
                                                  options.get("selection_share"))
         config = tabular.TabularConfig(
             domain=domain, workloads=tuple(workloads), epsilon=epsilon, horizon=horizon,
             method=method, selections=selections, counter=counter or DEFAULT_COUNTER,
             fit=fit, **options)
+        ceiling = max(selections, min(tabular.AUTO_SELECTIONS_MAX, len(config.workloads)))
+        if auto and config.selection_schedule == "drift" and ceiling > selections \
+                and options.get("selection_ceiling") is None:
+            config = dataclasses.replace(config, selection_ceiling=ceiling)
         return cls(config, domain_inferred)
 
     # -- description ----------------------------------------------------------------

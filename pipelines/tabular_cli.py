@@ -50,12 +50,16 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "for the proposed method the most measurements whose noise is at "
                              "most one record per cell, up to 12, then 24 with a growing "
                              "model size (--model-growth) once 24 are that quiet: 5 at "
-                             "epsilon 8, 12 from about 19, 24 from about 38; --rule paper: "
-                             "3; docs/tabular.md, Selections)")
+                             "epsilon 8, 12 from about 19, 24 from about 38, and a default "
+                             "k rises up to 12 in large periods of a drifting stream "
+                             "(--selection-schedule); a k given here is the most a period "
+                             "makes; --rule paper: 3; docs/tabular.md, Selections)")
     parser.add_argument("--selection-schedule", choices=["drift", "fixed"], default=None,
                         help="drift: a period the drift estimate reads as exchangeable makes "
                              "fewer selections, each with more budget: the most whose noise "
-                             "variance per cell stays within the batch's sampling variance "
+                             "variance per cell stays within the batch's sampling variance, "
+                             "and a large period of a drifting stream as many, up to 12 "
+                             "(only a default k rises) "
                              "(default for the proposed method with --rule aim and the "
                              "simple counter); fixed: k every period (docs/tabular.md, "
                              "Selections)")
