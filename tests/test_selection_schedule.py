@@ -236,15 +236,6 @@ def test_more_selections_on_few_large_periods_of_a_drifting_stream_lower_the_err
     domain = Domain({f"a{i}": list(range(size)) for i, size in enumerate(sizes)})
     workloads = tuple(all_workloads(domain, 2))
 
-    def chain(seed, n=2000):
-        rng = np.random.default_rng(seed)
-        columns = [rng.choice(sizes[0], n)]
-        for size in sizes[1:]:
-            image = rng.integers(0, size, size=max(sizes))
-            columns.append(np.where(rng.random(n) < 0.6, image[columns[-1]] % size,
-                                    rng.choice(size, n)))
-        return np.stack(columns, axis=1).astype(np.int32)
-
     def final_error(cfg, periods, seed):
         state, ks = tabular.initial_state(cfg), []
         for t, codes in enumerate(periods):
@@ -257,7 +248,7 @@ def test_more_selections_on_few_large_periods_of_a_drifting_stream_lower_the_err
 
     raised, kept = [], []
     for seed in range(2):
-        periods = [chain(100 * seed + t // 2) for t in range(12)]
+        periods = [records(100 * seed + t // 2, 2000, sizes, copy=0.6) for t in range(12)]
         default = TabularSynthesizer.create(domain=domain, workloads=workloads, epsilon=4.0,
                                             horizon=12).config
         assert default.selections == 3 and default.selection_ceiling == 12
