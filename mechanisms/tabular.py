@@ -1222,7 +1222,7 @@ def period_selections(config: TabularConfig, drift: Tuple[float, float, float],
     real stream of few, large periods (GSS 1972-2018, 32 yearly periods of 1 372-4 510
     records, 91 two-way workloads; it reads as drifting) the default k = 3 left about 50
     workloads never measured and AvgWE flat in ε (ε = 1 / 2 / 4: 0.0122 / 0.0119 /
-    0.0113, seed 1); with k_high: 0.0122 / 0.0067 / 0.0026 (bench/results/
+    0.0113, seed 1); with k_high: 0.0122 / 0.0086 / 0.0025 (bench/results/
     tabular_large_batches.md).  On exchangeable streams more measurements did not pay
     (Adult randomized, batches of 200, ε = 4, k_t = 6: AvgWE −5 % but MaxWE +50 %; CCES,
     batches of 50, ε = 8, k_t = 7: AvgWE +10 %), hence only while the stream reads as
