@@ -1171,12 +1171,15 @@ def stationary_weight(drift: Tuple[float, float, float]) -> float:
                          0.0, 1.0))
 
 
-def balanced_selections(config: TabularConfig, batch: float) -> int:
+def balanced_selections(config: TabularConfig, batch: float, typical=np.mean) -> int:
     """The most measurements a period whose noise variance per cell stays at or below the
     batch's own sampling variance per cell: the largest k ≥ 1 with
-    2k²/((1 − s)·ε)² ≤ B̂/|W̄| (B̂ the public batch estimate, |W̄| the workloads' mean
-    number of cells; a cell of an average workload holds about B̂/|W̄| of the batch's
-    records, a Poisson count of that variance).
+    2k²/((1 − s)·ε)² ≤ B̂/|W̄| (B̂ the public batch estimate, |W̄| the workloads'
+    ``typical`` number of cells, their mean by default; a cell of such a workload holds
+    about B̂/|W̄| of the batch's records, a Poisson count of that variance).
+    :func:`period_selections` lowers k to it over the mean, which weighs the largest
+    workloads most (precision for all of them), and raises k over the median (coverage
+    for the typical one).
 
     Why.  On an exchangeable stream a period's measurements estimate shares that every
     period has.  One cell's share, measured by k workloads at (1 − s)·ε/k each, carries
@@ -1187,7 +1190,7 @@ def balanced_selections(config: TabularConfig, batch: float) -> int:
     and on Adult in 7 of 8 (ε = 2, batches of 200: it picks 3, the best is 2, 4 % apart)."""
     if batch <= 0:
         return 1
-    cells = float(np.mean(config.cells))
+    cells = float(typical(config.cells))
     noise = 2.0 / ((1.0 - config.selection_share) * config.epsilon) ** 2  # σ₁², Laplace
     return max(1, int(math.floor(math.sqrt(batch / cells / noise))))
 
@@ -1198,7 +1201,8 @@ def period_selections(config: TabularConfig, drift: Tuple[float, float, float],
     k_t = ⌈γ·min(k, k_bal) + (1 − γ)·k_high⌉ with γ the adaptive remainder's
     :func:`stationary_weight` (0 until the drift estimate has periods to read),
     k_bal = :func:`balanced_selections` and k_high = max(k, min(K, k_bal)) once the drift
-    estimate has read periods (k before), K the ``selection_ceiling`` (for the default k,
+    estimate has read periods (k before), k_bal over the workloads' median size for this
+    raise (their mean for the lowering), K the ``selection_ceiling`` (for the default k,
     :data:`AUTO_SELECTIONS_MAX`; a k given by the user is its own ceiling, and then
     k_high = k).  So: down to k_bal while the stream reads as exchangeable, up to it (at
     most K) while it reads as drifting.  Each of the
@@ -1222,21 +1226,25 @@ def period_selections(config: TabularConfig, drift: Tuple[float, float, float],
     real stream of few, large periods (GSS 1972-2018, 32 yearly periods of 1 372-4 510
     records, 91 two-way workloads; it reads as drifting) the default k = 3 left about 50
     workloads never measured and AvgWE flat in ε (ε = 1 / 2 / 4: 0.0122 / 0.0119 /
-    0.0113, seed 1); with k_high: 0.0122 / 0.0086 / 0.0025 (bench/results/
-    tabular_large_batches.md).  On exchangeable streams more measurements did not pay
-    (Adult randomized, batches of 200, ε = 4, k_t = 6: AvgWE −5 % but MaxWE +50 %; CCES,
-    batches of 50, ε = 8, k_t = 7: AvgWE +10 %), hence only while the stream reads as
-    drifting; and not before the estimate has read anything: raised in only the first
-    5 periods, before γ was known, AvgWE was still +4-5 % on those exchangeable streams
-    (3 seeds each; a counter's noisier early entries stay in all its later sums).  On
-    the paper's streams (batches of 50 and 200, ε ≤ 2) k_bal ≤ 3, so
-    nothing changes there."""
+    0.0113, seed 1; bench/results/tabular_large_batches.md has the figures with the
+    raise).  The median, not the mean: the GSS workloads' mean size (124 cells) is set by
+    a few large ones (median 27), and over it the raise left k = 3 at ε = 1.  On
+    exchangeable streams more measurements did not pay (Adult randomized, batches of
+    200, ε = 4, k_t = 6: AvgWE −5 % but MaxWE +50 %; CCES, batches of 50, ε = 8, k_t = 7:
+    AvgWE +10 %), hence only while the stream reads as drifting; and not before the
+    estimate has read anything: raised in only the first 5 periods, before γ was known,
+    AvgWE was still +4-5 % on those exchangeable streams (3 seeds each; a counter's
+    noisier early entries stay in all its later sums).  The paper's Adult streams in
+    random and stored order read as exchangeable, so nothing changes there."""
     k = config.selections
     if config.selection_schedule != "drift":
         return k
     balanced = balanced_selections(config, batch)
-    read = drift_estimate(drift) is not None   # the raise waits for the drift estimate
-    high = max(k, min(config.selection_ceiling, balanced)) if read else k
+    read = drift_estimate(drift) is not None
+    high = k
+    if read:   # the raise waits for the drift estimate; over the median size
+        high = max(k, min(config.selection_ceiling,
+                          balanced_selections(config, batch, np.median)))
     gamma = stationary_weight(drift)
     if gamma <= 0:
         return high

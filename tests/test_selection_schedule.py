@@ -155,16 +155,17 @@ def test_the_default_schedule_and_where_drift_is_refused():
 
 
 def test_a_large_batch_raises_k_to_the_balance_up_to_the_ceiling_on_a_drifting_stream():
-    """k_bal > k: k_t = min(K, k_bal) while the stream reads as drifting (γ = 0),
-    min(k, k_bal) = k while it reads as exchangeable, the blend between, and k before
-    the drift estimate has read a period; a ceiling of k (a k the user gave) never
-    rises; a small batch keeps k."""
+    """k_bal > k: k_t = min(K, k_bal over the median workload size) while the stream
+    reads as drifting (γ = 0), min(k, k_bal over the mean size) while it reads as
+    exchangeable, the blend between, and k before the drift estimate has read a
+    period; a ceiling of k (a k the user gave) never rises; a small batch keeps k."""
     cfg = config(epsilon=2.0, selections=3, selection_ceiling=12)
+    assert np.median(cfg.cells) < np.mean(cfg.cells)
     exchangeable, drifting = (10.0, 10.0, 100.0), (40.0, 10.0, 100.0)
     half = (10 + 50 * (tabular.EXCHANGEABLE_BELOW + tabular.DRIFTING_ABOVE), 10.0, 100.0)
     for batch, want in ((200.0, None), (1000.0, None), (5000.0, 12)):
         balanced = tabular.balanced_selections(cfg, batch)
-        high = want or min(12, max(3, balanced))
+        high = want or min(12, max(3, tabular.balanced_selections(cfg, batch, np.median)))
         assert tabular.period_selections(cfg, drifting, batch) == high
         assert tabular.period_selections(cfg, (0.0, 0.0, 0.0), batch) == 3
         assert tabular.period_selections(cfg, exchangeable, batch) == min(3, balanced)
@@ -268,3 +269,21 @@ def test_more_selections_on_few_large_periods_of_a_drifting_stream_lower_the_err
         assert ks == [3] * 12
         kept.append(error)
     assert np.mean(raised) <= 0.7 * np.mean(kept), (raised, kept)
+
+
+def test_the_raise_reads_the_median_workload_and_the_lowering_the_mean():
+    """Four binary attributes and one of 30 values: six workloads of 4 cells, four of 60
+    (median 4, mean 26.4).  On a drifting stream the raise goes to the balance of the
+    typical (median) workload, not to that of the mean, which the four large ones set;
+    on an exchangeable one k is lowered only as far as the mean's balance allows."""
+    from continual_synth.mechanisms.marginals import Domain
+    domain = Domain({**{f"b{i}": [0, 1] for i in range(4)}, "wide": list(range(30))})
+    cfg = tabular.TabularConfig(domain=domain, workloads=tuple(all_workloads(domain, 2)),
+                                epsilon=1.0, horizon=20, selections=3, selection_ceiling=10)
+    assert (np.median(cfg.cells), np.mean(cfg.cells)) == (4.0, 26.4)
+    batch = 400.0
+    by_mean = tabular.balanced_selections(cfg, batch)
+    by_median = tabular.balanced_selections(cfg, batch, np.median)
+    assert (by_mean, by_median) == (2, 6)   # √(400/26.4/2.47) = 2.5, √(400/4/2.47) = 6.4
+    assert tabular.period_selections(cfg, (40.0, 10.0, 100.0), batch) == 6
+    assert tabular.period_selections(cfg, (10.0, 10.0, 100.0), batch) == 2
