@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -109,7 +110,7 @@ def main(argv=None) -> None:
         shape = gss_stream(stream)
         for seed in [int(s) for s in args.seeds.split(",")]:
             for epsilon in [float(e) for e in args.epsilons.split(",")]:
-                for selections in (None, starting_k(epsilon, 91)):
+                for selections in (None, starting_k(epsilon, math.comb(len(COLUMNS), 2))):
                     rows.append(run_one(stream, work, epsilon, seed, selections))
                     print(json.dumps(rows[-1]), flush=True)
     text = markdown(rows, shape)

@@ -1239,16 +1239,14 @@ def period_selections(config: TabularConfig, drift: Tuple[float, float, float],
     k = config.selections
     if config.selection_schedule != "drift":
         return k
-    balanced = balanced_selections(config, batch)
-    read = drift_estimate(drift) is not None
     high = k
-    if read:   # the raise waits for the drift estimate; over the median size
+    if drift_estimate(drift) is not None:   # the raise waits for it; over the median size
         high = max(k, min(config.selection_ceiling,
                           balanced_selections(config, batch, np.median)))
     gamma = stationary_weight(drift)
     if gamma <= 0:
         return high
-    low = min(k, balanced)
+    low = min(k, balanced_selections(config, batch))
     return max(1, min(high, math.ceil(gamma * low + (1.0 - gamma) * high - 1e-9)))
 
 

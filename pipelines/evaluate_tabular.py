@@ -88,13 +88,12 @@ def _read_manifest(synthetic_dir: str) -> Optional[dict]:
     return manifest
 
 
-def _domain(domain_path: Optional[str], manifest: Optional[dict], synthetic_dir: str
-            ) -> Domain:
-    """``--domain``'s file, or else the domain the release's manifest records."""
+def _domain(domain_path: Optional[str], manifest: Optional[dict], where: str) -> Domain:
+    """``--domain``'s file, or else the domain the release's manifest (``where``)
+    records."""
     if domain_path is not None:
         from continual_synth.pipelines.tabular import read_domain
         return read_domain(domain_path)
-    where = f"{synthetic_dir}/{MANIFEST_NAME}"
     if manifest is None or "domain" not in manifest:
         raise InputError(f"{where} " + ("does not exist" if manifest is None else
                                        "records no domain") +
@@ -158,7 +157,8 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     if int(last) != last or last < 1:
         raise InputError(f"--last must be a positive integer, got {last!r}")
     manifest = _read_manifest(synthetic_dir)
-    domain = _domain(domain_path, manifest, synthetic_dir)
+    domain_source = domain_path or f"{synthetic_dir}/{MANIFEST_NAME}"
+    domain = _domain(domain_path, manifest, domain_source)
     workloads = parse_workloads(marginals, domain)
     positions = [domain.index(w) for w in workloads]
     synthetic_form = _release_form(synthetic_form, manifest)
@@ -233,7 +233,7 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     summary = {
         "label": label or _default_label(manifest, synthetic_dir),
         "truth": truth_path, "synthetic": synthetic_dir,
-        "domain": domain_path or f"{synthetic_dir}/{MANIFEST_NAME}",
+        "domain": domain_source,
         **truth_check(truth_path, manifest),
         "marginals": str(marginals), "num_workloads": len(workloads),
         "scale": scale, "zero_truth": zero_truth, "period_col": period_col,
