@@ -460,9 +460,9 @@ def staging(output_dir: str, prefix: str = "") -> Iterator[str]:
 def _output_claim(output_dir: str) -> Iterator[None]:
     """Serialise whole-run publications into one output directory: locally an advisory
     lock on the directory itself (nothing is added to the release); on an object store
-    a :class:`Lease` in the hidden ``OUTPUT/.leases/``, removed once the manifest is
-    published (later runs are refused by the manifest).  On a store without
-    conditional create (``hdfs://``) publications are not serialised."""
+    a :class:`Lease` in the hidden ``OUTPUT/.leases/``, removed once the output holds a
+    manifest, whichever run published it (later runs are refused by the manifest).  On
+    a store without conditional create (``hdfs://``) publications are not serialised."""
     if not storage.is_local(output_dir):
         try:
             create = conditional_create.for_path(output_dir)
@@ -475,7 +475,8 @@ def _output_claim(output_dir: str) -> Iterator[None]:
             yield
         finally:
             lease.release()
-        storage.remove_tree(leases)
+            if storage.exists(storage.join(output_dir, MANIFEST)):
+                storage.remove_tree(leases)  # also when this run lost the race to publish
         return
     fd = os.open(output_dir, os.O_RDONLY)
     try:

@@ -130,6 +130,22 @@ def test_window_run_on_s3_releases_what_the_local_run_releases(s3_server, panel,
     assert code == 2 and f"{root}/missing: no such file or directory" in message
 
 
+def test_a_run_that_loses_the_race_to_publish_leaves_no_lease_in_the_release(s3_server):
+    """Two runs into one new output pass the first freshness check together; the one
+    that takes the publication lease second finds the other's manifest and is refused.
+    Before: its lease stayed in the published release (``OUTPUT/.leases/``), which
+    ``docs/object_stores.md`` says is removed once the manifest is published."""
+    from continual_synth.mechanisms.errors import InputError
+    from continual_synth.pipelines import lifecycle
+    storage.configure(s3_server.beam_args)
+    out = storage.join(s3_server.prefix(), "raced")
+    storage.write_bytes(storage.join(out, "manifest.json"), b"{}")  # the winner's
+    with pytest.raises(InputError, match="already holds a release"):
+        with lifecycle._output_claim(out):
+            lifecycle.check_fresh_output(out)
+    assert list(objects(s3_server, out)) == ["manifest.json"]
+
+
 def test_window_steps_with_s3_state_release_what_the_local_run_releases(s3_server, panel,
                                                                         local_run,
                                                                         monkeypatch):
