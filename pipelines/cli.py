@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from typing import Callable, Dict, List, Optional
 
@@ -377,7 +378,12 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
     summary = logs.summary_line()
     if summary:
         logs.LOGGER.info(summary)
-    print(json.dumps(tidy_floats(result), indent=2, default=str, ensure_ascii=False))
+    try:
+        print(json.dumps(tidy_floats(result), indent=2, default=str, ensure_ascii=False))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head` closed the pipe: the job has finished, only its
+        # summary was cut; no traceback, and none at exit (Python's documented idiom)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

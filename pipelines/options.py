@@ -227,6 +227,12 @@ class StepOptions(OutputOptions, InputOptions, StateOptions):
                                  "it (0: refuse at once)")
 
 
+BEAM_EPILOG = ("Apache Beam's own pipeline options are accepted too (--runner, "
+               "--direct_num_workers, --s3_endpoint_url, …; docs/deploy.md, "
+               "docs/object_stores.md); an option neither the job nor Beam knows is an "
+               "error.")
+
+
 def add_job_commands(commands, family: str, help_text: str, jobs: Dict[str, type]):
     """``continual-synth FAMILY ACTION`` for each ``FAMILY_ACTION`` job of ``jobs`` (job
     name → options class); returns the family's sub-parsers (to add other commands)."""
@@ -236,7 +242,7 @@ def add_job_commands(commands, family: str, help_text: str, jobs: Dict[str, type
         if name.startswith(family + "_"):
             add_job_options(actions.add_parser(
                 name[len(family) + 1:], help=options_class.description,
-                description=options_class.description,
+                description=options_class.description, epilog=BEAM_EPILOG,
                 formatter_class=HelpFormatter), options_class)
     return actions
 
@@ -255,8 +261,7 @@ def job_parser(options_class: type, prog: str) -> argparse.ArgumentParser:
     """The parser of one job module: its options, defaults shown in ``--help``."""
     parser = ArgumentParser(prog=prog, description=options_class.description,
                             allow_abbrev=False, formatter_class=HelpFormatter,
-                            epilog="Any other --key=value option goes to Apache Beam "
-                                   "(--runner, --direct_num_workers, …).")
+                            epilog=BEAM_EPILOG)
     add_job_options(parser, options_class)
     parser.add_argument("--verbose", action="store_true", help="show Beam's logs")
     return parser

@@ -107,3 +107,25 @@ def test_step_manifest_names_the_period_file_it_ingested(panel, capsys):
         assert manifest["provenance"]["input_period"] == period
         assert manifest["provenance"]["input_sha256"] == provenance.input_sha256(path)
     assert printed["rho_spent"] == 0.05 and manifest["rho_spent"] == 0.05
+
+
+def test_a_report_summary_file_is_tidied_as_the_printed_summary(tmp_path):
+    """Before: ``summary.json`` kept every float's full repr (0.013424934968143655),
+    while the printed summary rounded the same values."""
+    from continual_synth.pipelines import release_dir
+    path = release_dir.write_summary(str(tmp_path), {"w1": 0.1 + 0.2, "nested": [[2 / 3]]})
+    with open(path, encoding="utf-8") as handle:
+        assert json.load(handle) == {"w1": 0.3, "nested": [[0.666666666667]]}
+
+
+def test_a_summary_cut_by_a_closed_pipe_ends_without_a_traceback(tmp_path):
+    """``continual-synth … | head -c 1``: before, a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+    command = (f"{sys.executable} -m continual_synth tabular example --output "
+               f"{tmp_path / 'example'} --periods 2 | head -c 1")
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True,
+                          text=True, timeout=300)
+    assert done.stdout == "{"
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode == 0
