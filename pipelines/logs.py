@@ -30,9 +30,16 @@ _started = time.monotonic()
 
 
 def strip_verbose(argv: Sequence[str]) -> Tuple[List[str], bool]:
-    """``argv`` without ``--verbose``/``-v`` (wherever they are), and whether one was there."""
-    kept = [arg for arg in argv if arg not in VERBOSE_FLAGS]
-    return kept, len(kept) != len(argv)
+    """``argv`` without ``--verbose``/``-v`` (wherever they are; also
+    ``--verbose=true|false``, as the job modules take a flag), and whether it was asked."""
+    kept, verbose = [], False
+    for arg in argv:
+        name, sep, value = arg.partition("=")
+        if arg in VERBOSE_FLAGS or (name == "--verbose" and value.lower() == "true"):
+            verbose = True
+        elif not (name == "--verbose" and sep and value.lower() == "false"):
+            kept.append(arg)
+    return kept, verbose
 
 
 def configure(job: str, verbose: bool) -> None:

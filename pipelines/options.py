@@ -431,27 +431,40 @@ def check_beam_args(beam_args: Sequence[str], command: str,
     except SystemExit:
         problem = captured.getvalue().strip().splitlines()[-1:] or ["a bad Beam option"]
         raise InputError(problem[0].split("error: ", 1)[-1]) from None
+    valid = list(command_options) + ["--verbose"] + [
+        "--" + name for name in options.get_all_options()]
     if unknown:
-        valid = list(command_options) + ["--verbose"] + [
-            "--" + name for name in options.get_all_options()]
         at_init = _init_options(command)  # a step's state fixes what init was given
-        # as typed (Beam reports ``--poll-intervall`` as ``poll_intervall``)
+        # as typed (Beam reports ``--poll-intervall`` as ``poll_intervall``, and
+        # ``-neighbor=x`` as ``neighbor``)
         typed = {arg.split("=", 1)[0].lstrip("-").replace("-", "_"): arg.split("=", 1)[0]
-                 for arg in beam_args if arg.startswith("--")}
-        unknown = [typed.get(name, "--" + name).lstrip("-") for name in unknown]
+                 for arg in beam_args if arg.startswith("-")}
+        unknown = [typed.get(name, "--" + name) for name in unknown]
         hints = []
         for name in unknown:
-            close = closest_option("--" + name, valid)
-            set_at_init = closest_option("--" + name.replace("_", "-"), at_init)
+            close = closest_option("--" + name.lstrip("-"), valid)
+            set_at_init = closest_option("--" + name.lstrip("-").replace("_", "-"), at_init)
             if close:
-                hints.append(f"--{name}: did you mean {close}?")
+                hints.append(f"{name}: did you mean {close}?")
             elif set_at_init:
                 family = command.replace("_", " ").split()[0]
                 hints.append(f"{set_at_init} is an option of '{family} init': a state "
                              f"keeps the options it was made with")
-        raise InputError(f"unrecognised option(s) {', '.join('--' + u for u in unknown)}: "
+        raise InputError(f"unrecognised option(s) {', '.join(unknown)}: "
                          f"not an option of '{command}' (see --help) nor of Apache Beam"
                          + (f" ({'; '.join(hints)})" if hints else ""))
+    # what Beam's parser leaves that is not an option: a stray word or a single-dash
+    # flag (``--runner DirectRunner -neighbor add-remove``), which Beam would discard
+    # with a warning (before, only the first argument was checked for it)
+    stray = [arg for arg in parsers[0].parse_known_args(list(beam_args))[1] if arg != "--"]
+    if stray:
+        hints = [f"{arg.split('=', 1)[0]}: did you mean {close}?" for arg in stray
+                 if arg.startswith("-") or "=" in arg  # -rho 5, neighbor=add-remove
+                 for close in [closest_option("--" + arg.split("=", 1)[0].lstrip("-"), valid)]
+                 if close]
+        raise InputError(f"unrecognised argument(s) {' '.join(repr(a) for a in stray)} for "
+                         f"'{command}': options are given as --key=value or --key value "
+                         f"(see --help)" + (f" ({'; '.join(hints)})" if hints else ""))
     repeated = repeated_option(parsers[0]._actions, beam_args)  # Beam's, as Beam declares them
     if repeated:
         raise InputError(repeated)

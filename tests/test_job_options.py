@@ -99,6 +99,16 @@ def test_options_read_the_beam_way_and_stay_out_of_other_pipelines():
     (["--rho=nan"], ["--rho must be positive and finite, got nan"]),
     (["--beta=1"], ["--beta must be in (0, 1), got 1.0"]),
     (["stray"], ["unrecognised argument 'stray'"]),
+    # after a Beam option, a stray word or a single-dash option (before: Beam discarded
+    # them with a warning and the job ran without them, exit 0)
+    (["--runner=DirectRunner", "add-remove"], ["unrecognised argument(s) 'add-remove'"]),
+    (["--runner=DirectRunner", "-neighbor", "add-remove"],
+     ["'-neighbor' 'add-remove'", "(-neighbor: did you mean --neighbor?)"]),
+    (["--direct_num_workers=1", "-rho", "5"], ["(-rho: did you mean --rho?)"]),
+    (["--direct_num_workers=1", "neighbor=add-remove"],
+     ["(neighbor: did you mean --neighbor?)"]),
+    # before: "--neighbor: did you mean --neighbor?"
+    (["-neighbor=add-remove"], ["(-neighbor: did you mean --neighbor?)"]),
     # before: argparse kept the last value, a privacy budget 100 times the first
     (["--rho", "0.05"], ["--rho is given 2 times (--rho 5, --rho 0.05): give each option "
                          "once"]),
@@ -348,3 +358,26 @@ def test_a_step_given_an_init_option_says_where_it_belongs(tmp_path, given, said
                                               "--input=never-read.parquet",
                                               f"--output={tmp_path / 'out'}", given])
     assert code == 2 and out == "" and said in err
+
+
+@pytest.mark.parametrize("extra", [["--runner", "DirectRunner", "-neighbor", "add-remove"],
+                                   ["--direct_num_workers=1", "extra"]])
+def test_the_command_line_refuses_what_beam_would_discard_after_a_beam_option(tmp_path,
+                                                                               capsys, extra):
+    """Before: ``window run … --runner DirectRunner -neighbor add-remove`` exited 0 and
+    released under ``replace``: Beam discarded the words with a warning."""
+    argv = ["window", "run", "--input", "never-read.parquet", "--output",
+            str(tmp_path / "out"), "--window", "2", "--horizon", "3", "--rho", "5"]
+    assert main(argv + extra) == 2
+    assert "unrecognised argument(s)" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_verbose_may_be_given_true_or_false_on_the_command_line():
+    """As the job modules take a flag (before: ``--verbose=true`` was refused with
+    "--verbose: did you mean --verbose?")."""
+    from continual_synth.pipelines.logs import strip_verbose
+    assert strip_verbose(["a", "--verbose=true", "b"]) == (["a", "b"], True)
+    assert strip_verbose(["a", "--verbose=False"]) == (["a"], False)
+    assert strip_verbose(["-v", "a"]) == (["a"], True)
+    assert strip_verbose(["--verbose=maybe"]) == (["--verbose=maybe"], False)
