@@ -14,7 +14,6 @@ exact counts, for the operator, never part of a release).
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -50,9 +49,8 @@ def configure(job: str, verbose: bool) -> None:
     _metrics_missing, _started = False, time.monotonic()
     for handler in list(LOGGER.handlers):
         LOGGER.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"continual-synth {job}: %(message)s"))
-    LOGGER.addHandler(handler)
+    LOGGER.addHandler(monitoring.line_handler(job))
+    monitoring.set_command(None if verbose else job)  # its workers' progress lines
     LOGGER.setLevel(logging.INFO)
     LOGGER.propagate = False
     logging.getLogger().setLevel(logging.INFO if verbose else logging.ERROR)

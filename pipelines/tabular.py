@@ -34,7 +34,7 @@ from continual_synth.pipelines import lifecycle, logs
 from continual_synth.pipelines.jobs import save_manifest_after
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import pipeline_options
-from continual_synth.transforms import packed_json, storage
+from continual_synth.transforms import monitoring, packed_json, storage
 from continual_synth.transforms.files import (check_dataset, check_format, detect_format,
                                               read_dataset, read_file)
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
@@ -124,7 +124,8 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
                             horizon=synthesizer.horizon, where=input_path)
                         | "AllPeriods" >> beam.combiners.ToList()
                         | "Synthesize" >> beam.FlatMap(
-                            synthesize_periods, synthesizer, seed, synthesizer.horizon))
+                            synthesize_periods, synthesizer, seed, synthesizer.horizon,
+                            monitoring.command()))
             # each period's shards leave the fold as it releases them (no element holds
             # all periods), then the manifest
             written = (released

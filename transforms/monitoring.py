@@ -14,11 +14,15 @@ differentially private and are never written into a release or its manifest.
 
 :class:`Progress` writes a rate-limited INFO line (``period 3 of 12 done``, ``points read:
 …``) on the ``continual_synth`` logger: at most one line per :data:`PROGRESS_SECONDS`
-unless another tenth of a known total is done.
+unless another tenth of a known total is done.  In a worker process of a local runner
+(DirectRunner ``multi_processing``, Dask worker processes), where the command did not set
+up its logging and Beam's harness level (ERROR unless ``--verbose``) would drop them, the
+lines go to that process's stderr with the command's prefix (:func:`command`).
 """
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from typing import Dict, Optional
 
@@ -35,6 +39,36 @@ COUNTERS = (RECORDS_READ, RECORDS_REJECTED, PERIODS_RELEASED, SYNTHETIC_RECORDS_
 PROGRESS_SECONDS = 10.0
 
 LOGGER = logging.getLogger("continual_synth")
+_command: Optional[str] = None  # the command whose lines this process prints (the driver's)
+
+
+def line_handler(command: str) -> logging.Handler:
+    """The handler of a command's lines: stderr, ``continual-synth <command>: message``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"continual-synth {command}: %(message)s"))
+    return handler
+
+
+def set_command(name: Optional[str]) -> None:
+    """The command whose progress lines its workers print (None: leave the workers'
+    lines to Beam's logging, as under ``--verbose``)."""
+    global _command
+    _command = name
+
+
+def command() -> Optional[str]:
+    """What :func:`set_command` set, read where a transform is built (on the driver)."""
+    return _command
+
+
+def _worker_lines(name: Optional[str]) -> None:
+    """In a process where the command's logging is not set up (a worker), its lines go
+    to stderr under the command's prefix; elsewhere nothing changes."""
+    if name is None or LOGGER.handlers:
+        return
+    LOGGER.addHandler(line_handler(name))
+    LOGGER.setLevel(logging.INFO)
+    LOGGER.propagate = False
 
 
 def count(name: str, amount: int) -> None:
@@ -68,12 +102,14 @@ class CountRecords(beam.PTransform):
 class _CountRecordsFn(beam.DoFn):
     def __init__(self, name: str, progress: Optional[str]):
         self.name, self.progress = name, progress
+        self.command = command()  # built on the driver
         self.counter = None
         self.lines = None
 
     def setup(self):
         self.counter = Metrics.counter(NAMESPACE, self.name)
-        self.lines = Progress(None, self.progress) if self.progress else None
+        self.lines = Progress(None, self.progress, command=self.command) \
+            if self.progress else None
 
     def process(self, element):
         rows = _rows(element)
@@ -86,7 +122,9 @@ class _CountRecordsFn(beam.DoFn):
 class Progress:
     """Rate-limited progress lines: ``what`` so far (``of total`` if known)."""
 
-    def __init__(self, total: Optional[int], what: str, seconds: float = PROGRESS_SECONDS):
+    def __init__(self, total: Optional[int], what: str, seconds: float = PROGRESS_SECONDS,
+                 command: Optional[str] = None):
+        _worker_lines(command)  # ``command``: the driver's :func:`command`
         self.total, self.what, self.seconds = total, what, seconds
         self.done = 0
         self.started = self.last_time = time.monotonic()

@@ -144,7 +144,8 @@ TASK, MANIFEST = "task", "manifest"  # the kinds of :func:`synthesize_periods`' 
 
 
 def synthesize_periods(period_counts: Sequence[Tuple[int, np.ndarray]], synthesizer,
-                       seed: Optional[int], horizon: Optional[int] = None) -> Iterator:
+                       seed: Optional[int], horizon: Optional[int] = None,
+                       command: Optional[str] = None) -> Iterator:
     """Run the synthesizer over periods 1..T (T = ``horizon`` or the last period with
     records; a period without records is an empty period, released like any other — and
     not listed in the manifest: which periods held no record is not private).
@@ -153,7 +154,8 @@ def synthesize_periods(period_counts: Sequence[Tuple[int, np.ndarray]], synthesi
     soon as the period is released, then ``(MANIFEST, manifest)``, so that no element
     holds all the periods' releases (a fitted model is up to ~1 MB: a thousand periods in
     one element came near the 2 GB limit of Beam's data channel).  One output, split by
-    :func:`of_kind` (Beam's Dask runner does not split tagged outputs).
+    :func:`of_kind` (Beam's Dask runner does not split tagged outputs).  ``command``:
+    whose progress lines a worker process prints (:func:`monitoring.command`).
     """
     by_period = {int(p): np.asarray(c) for p, c in period_counts}
     if not by_period:
@@ -161,7 +163,7 @@ def synthesize_periods(period_counts: Sequence[Tuple[int, np.ndarray]], synthesi
     last = horizon or max(by_period)
     width = synthesizer.histogram_width
     state = synthesizer.initial_state()
-    progress = Progress(last, "periods done")
+    progress = Progress(last, "periods done", command=command)
     for period in range(1, last + 1):
         counts = by_period.get(period)
         if counts is None:
