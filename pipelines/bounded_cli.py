@@ -28,7 +28,8 @@ from typing import List, Optional
 from continual_synth.mechanisms.errors import (InputError, ParameterError, format_bytes,
                                                positive_real)
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
-                                               POSITIVE_REAL, InitOptions, InputOptions,
+                                               POSITIVE_REAL, HelpFormatter, InitOptions,
+                                               InputOptions,
                                                JobOptions, OutputOptions, StepOptions,
                                                add_job_commands, add_job_options)
 
@@ -162,12 +163,13 @@ def add_commands(commands, evaluate) -> None:
                                "(PrivHP, Holland et al. 2025)", JOBS)
     add_stream_command(actions, _add_stream_options)
     ev = evaluate.add_parser("bounded", help="1-Wasserstein distance between synthetic and "
-                             "real points, with plots")
+                             "real points, with plots", formatter_class=HelpFormatter)
     ev.add_argument("--truth", required=True, help="the real points (file or directory)")
     ev.add_argument("--synthetic", required=True, help="a bounded run's release directory")
     ev.add_argument("--columns", required=True, help="comma-separated columns, e.g. x,y")
     ev.add_argument("--report", default=None, help="directory for summary.json and plots")
-    ev.add_argument("--input-format", default=None, choices=FORMATS)
+    ev.add_argument("--input-format", default=None, choices=FORMATS,
+                    help="the truth's format (default: from its file names)")
     ev.add_argument("--ot-points", type=POSITIVE_INT, default=4000,
                     help="points per side for exact optimal transport in d > 1")
     ev.add_argument("--projections", type=POSITIVE_INT, default=128,

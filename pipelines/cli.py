@@ -32,8 +32,9 @@ logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(messa
 
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT,  # noqa: E402
                                                POSITIVE_INT, POSITIVE_REAL, PROBABILITY,
-                                               ArgumentParser, InitOptions, InputOptions,
-                                               JobOptions, OutputOptions, StepOptions,
+                                               ArgumentParser, HelpFormatter, InitOptions,
+                                               InputOptions, JobOptions, OutputOptions,
+                                               StepOptions,
                                                add_job_commands, add_job_options)
 
 
@@ -153,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("evaluate", help="evaluate a release against the truth"
                                    ).add_subparsers(dest="action", required=True)
     ev_window = evaluate.add_parser("window", help="window histograms, Theorem 3.2 bound, "
-                                    "quarterly queries")
+                                    "quarterly queries", formatter_class=HelpFormatter)
     ev_window.add_argument("--truth", required=True,
                            help="the real panel (file or directory: id, period, value)")
     ev_window.add_argument("--synthetic", required=True, help="the release directory to evaluate")
@@ -162,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev_window.add_argument("--period-col", default="period", help="the truth's period column")
     ev_window.add_argument("--value-col", default="value", help="the truth's value column")
     ev_cumulative = evaluate.add_parser("cumulative", help="counts of people with at least b "
-                                        "ones by period against the truth and the bound")
+                                        "ones by period against the truth and the bound",
+                                        formatter_class=HelpFormatter)
     ev_cumulative.add_argument("--truth", required=True,
                            help="the real panel (file or directory: id, period, value)")
     ev_cumulative.add_argument("--synthetic", required=True, help="the release directory to evaluate")
@@ -175,8 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
     for extension in _extensions():
         extension.add_commands(commands, evaluate)
 
-    demo = commands.add_parser("demo", help="run everything on an embedded SIPP-like panel")
-    demo.add_argument("--output", required=True)
+    demo = commands.add_parser("demo", help="run everything on an embedded SIPP-like panel",
+                               formatter_class=HelpFormatter)
+    demo.add_argument("--output", required=True,
+                      help="a new or empty directory for the demo's panel, releases and "
+                           "reports")
     demo.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
                       help="reproducible simulation sampler (NOT for publication)")
     return parser

@@ -161,7 +161,8 @@ def add_stream_arguments(parser) -> None:
     source.add_argument("--kafka-topic", default=None,
                         help="read JSON records from this Kafka topic (with "
                              "--kafka-bootstrap-servers; event time from --timestamp-col)")
-    parser.add_argument("--kafka-bootstrap-servers", default=None, metavar="HOST:PORT")
+    parser.add_argument("--kafka-bootstrap-servers", default=None, metavar="HOST:PORT",
+                        help="the Kafka brokers of --kafka-topic (comma-separated)")
     parser.add_argument("--timestamp-col", default=None,
                         help="event sources: the record field holding its event time "
                              "(seconds since the epoch or ISO 8601)")

@@ -22,8 +22,9 @@ import argparse
 from typing import List, Optional
 
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
-                                               POSITIVE_REAL, PROBABILITY, InitOptions,
-                                               InputOptions, OutputOptions, StepOptions,
+                                               POSITIVE_REAL, PROBABILITY, HelpFormatter,
+                                               InitOptions, InputOptions, OutputOptions,
+                                               StepOptions,
                                                add_job_commands)
 
 
@@ -155,8 +156,10 @@ def add_commands(commands, evaluate) -> None:
     from continual_synth.pipelines.stream import add_stream_command
     add_stream_command(jobs, lambda parser: _add_synthesizer_options(parser, with_infer=False))
     example = jobs.add_parser("example", help="write a stream built from a real public "
-                              "table (CCES 2016) and its domain.json")
-    example.add_argument("--output", required=True)
+                              "table (CCES 2016) and its domain.json",
+                              formatter_class=HelpFormatter)
+    example.add_argument("--output", required=True,
+                         help="directory for the stream's file and its domain.json")
     example.add_argument("--construction", choices=list(CONSTRUCTIONS),
                          default="randomized",
                          help="§7.1's stream constructions: a random order, sorted by "
@@ -168,9 +171,10 @@ def add_commands(commands, evaluate) -> None:
     example.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
                          help="seed of the randomized order (default 0)")
     example.add_argument("--format", dest="out_format", default="parquet",
-                         choices=["parquet", "csv", "avro"])
+                         choices=["parquet", "csv", "avro"], help="the stream's file format")
 
-    ev = evaluate.add_parser("tabular", help="AvgWE, MaxWE, AvgRelWE, MaxRelWE per period "
+    ev = evaluate.add_parser("tabular", formatter_class=HelpFormatter,
+                             help="AvgWE, MaxWE, AvgRelWE, MaxRelWE per period "
                              "(Kumar et al. 2024 §7.3)")
     ev.add_argument("--truth", required=True, help="the real stream (with a period column)")
     ev.add_argument("--synthetic", required=True, help="release directory")
