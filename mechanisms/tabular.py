@@ -228,6 +228,10 @@ WIDE_FITS = ("inside", "all")
 # AvgWE on the Adult streams, -0.5 % over 12 cells x 3 seeds; on CCES at eps >= 1 lower
 # AvgWE and MaxWE in all 4 runs; bench/results/tabular_wide_measurements.md, session 42)
 WIDE_RATIO = 8.0
+# wide_noise given with wide_cells by TabularSynthesizer.create (the command line's
+# --wide-cells): a projected cell's noise within the batch's sampling variance (without
+# the cap +27 % AvgWE on Adult at eps 1, batches of 50; tabular_wide_measurements.md)
+WIDE_NOISE = 1.0
 # Selections per period k (``selections=None`` in :meth:`TabularSynthesizer.create`, the
 # command line's default): the paper's k = 3, more once a measurement's noise is below one
 # record per cell (see :func:`auto_selections`).

@@ -54,6 +54,10 @@ class TabularSynthesizer:
         :func:`~continual_synth.mechanisms.tabular.period_selections`); a k given here is
         the most a period makes."""
         auto = selections is None
+        if options.get("wide_cells") == 0:
+            options["wide_cells"] = None
+        elif options.get("wide_cells") is not None and "wide_noise" not in options:
+            options["wide_noise"] = tabular.WIDE_NOISE
         if auto:
             selections = tabular.auto_selections(epsilon, method, len(workloads),
                                                  options.get("selection_share"))

@@ -71,6 +71,13 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "measurements, where that many would carry information (a "
                              "public choice; for many-valued attributes on small batches); "
                              "none: the utility alone selects (docs/tabular.md, Coverage)")
+    parser.add_argument("--wide-cells", type=NON_NEGATIVE_INT, default=None,
+                        help="measure each selected workload as the marginal of a wider "
+                             "attribute set holding it, of at most N cells and as many as "
+                             "the period's noise leaves room for, at the same budget (one "
+                             "record is one cell), and feed its projections to the "
+                             "workloads inside it (proposed method, simple counter); 0: "
+                             "off (default: off; docs/tabular.md, Wide measurements)")
     parser.add_argument("--marginals", default="2",
                         help="workloads: a number k for all k-way marginals (default 2), or "
                              "a list 'a,b;a,c'")
@@ -228,6 +235,8 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         options["selection_schedule"] = args.selection_schedule
     if args.coverage is not None:
         options["coverage"] = args.coverage
+    if args.wide_cells is not None:
+        options["wide_cells"] = args.wide_cells
     selections = args.selections
     if selections is None and args.rule == "paper":
         selections = min(PAPER_SELECTIONS, len(workloads))

@@ -43,9 +43,17 @@ def make_stream(seed=0, periods=PERIODS, batch=BATCH) -> pa.Table:
 
 
 def synthesizer(method="proposed", horizon=None) -> TabularSynthesizer:
+    """``method``: proposed, baseline, or proposed-wide (wide measurements at an ε where
+    the batch of 80 affords them: every workload's wide set, 18 cells, is measured)."""
     domain = Domain(DOMAIN)
+    wide = method == "proposed-wide"
+    options = {"wide_cells": 64} if wide else {}
     return TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
-                                     epsilon=2.0, method=method, fit="mw", horizon=horizon)
+                                     epsilon=EPSILON[method], method=method.split("-")[0],
+                                     fit="mw", horizon=horizon, **options)
+
+
+EPSILON = {"proposed": 2.0, "baseline": 2.0, "proposed-wide": 8.0}
 
 
 def sorted_table(table: pa.Table) -> pa.Table:
@@ -68,7 +76,7 @@ def stream_files(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module", params=["proposed", "baseline"])
+@pytest.fixture(scope="module", params=["proposed", "baseline", "proposed-wide"])
 def batch_and_steps(request, stream_files, tmp_path_factory):
     """The same stream released by ``run`` and by ``init`` + T ``step`` runs."""
     method = request.param
@@ -98,7 +106,9 @@ def test_run_and_steps_release_identical_tables(batch_and_steps):
     # horizon_source in an incremental manifest); these steps were given no horizon
     assert incremental["period_col"] == manifest["period_col"] == "period"
     assert incremental["horizon_source"] == tabular.NO_HORIZON
-    assert manifest["method"] == method and manifest["epsilon_spent"] == pytest.approx(2.0)
+    assert manifest["method"] == method.split("-")[0]
+    assert manifest["epsilon_spent"] == pytest.approx(EPSILON[method])
+    assert ("wide_sets" in manifest) == (method == "proposed-wide")
 
 
 def test_one_table_per_period_of_about_the_stream_size(batch_and_steps):
@@ -542,3 +552,25 @@ def test_a_text_field_that_is_not_utf8_is_named_by_column_and_row(tmp_path):
                                         r"that is not UTF-8 at row 3"):
         tabular.step(state, str(path), out)
     assert snapshot(state) == before and not os.path.exists(out)
+
+
+def test_wide_cells_from_the_command_line(stream_files, tmp_path, capsys):
+    """``--wide-cells N`` measures wide sets of at most N cells, capped by the period's
+    noise (``wide_noise`` 1, as measured); 0 is off; the baseline and other counters
+    are refused by the option's name."""
+    common = ["--input", str(stream_files / "stream.parquet"), "--domain",
+              str(stream_files / "domain.json"), "--epsilon", "8", "--seed", "1"]
+    assert main(["tabular", "run", "--output", str(tmp_path / "wide"), "--wide-cells", "64",
+                 *common]) == 0
+    with open(tmp_path / "wide" / "manifest.json") as handle:
+        wide = json.load(handle)
+    assert wide["wide_cells"] == 64 and wide["wide_sets"]["a,b"] == ["a", "b", "c"]
+    assert main(["tabular", "run", "--output", str(tmp_path / "off"), "--wide-cells", "0",
+                 *common]) == 0
+    with open(tmp_path / "off" / "manifest.json") as handle:
+        assert "wide_cells" not in json.load(handle)
+    for extra in (["--method", "baseline"], ["--counter", "kary"]):
+        assert main(["tabular", "run", "--output", str(tmp_path / "no"), "--wide-cells",
+                     "64", *extra, *common]) == 2
+        assert "--wide-cells" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "no")
