@@ -1480,14 +1480,20 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
 
     pooling = config.margins == "pooled"
     fed = []
+    # a wide set's cap c·B̂/v: none where the entry's noise variance v is 0 (a discrete
+    # Laplace of scale far below one count, as at ε = 1000: before, a division by zero)
+    wide_cap = math.inf
+    if config.wide_cells is not None and config.wide_noise is not None:  # simple counter
+        entry_variance = new.counters[0].node_variance(new.counters[0].entry_param(share))
+        if entry_variance > 0:
+            wide_cap = config.wide_noise * batch / entry_variance
     selected, iterates = _select_measure_fit(
         config, sampler, targets, g_prev, bias, measure, measurement,
         lambda increment: max(g_prev.total + increment, 0.0), rescale=False,
         counts=new.selection_counts, batch=batch, margins=margins if pooling else None,
         limit=config.model_limit(period), selections=selections,
         cover=config.coverage == "reachable", fed=fed,   # lines 9-18
-        wide_cap=(math.inf if config.wide_noise is None else config.wide_noise * batch
-                  / new.counters[0].node_variance(new.counters[0].entry_param(share))))
+        wide_cap=wide_cap)
     g = (average_models(config.domain, iterates) if config.combine == "average"
          else iterates[-1])                                      # line 19
     if pooling:

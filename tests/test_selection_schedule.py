@@ -248,7 +248,7 @@ def test_more_selections_on_few_large_periods_of_a_drifting_stream_lower_the_err
     def final_error(cfg, periods, seed):
         state, ks = tabular.initial_state(cfg), []
         for t, codes in enumerate(periods):
-            hists = workload_histograms(codes, domain, workloads)
+            hists = workload_histograms(codes, domain, cfg.input_workloads)
             state, release = tabular.step(cfg, state, hists, SeededSampler(seed * 1000 + t))
             ks.append(len(release.selected))
         truth = workload_histograms(np.concatenate(periods), domain, workloads)

@@ -557,7 +557,8 @@ def test_a_text_field_that_is_not_utf8_is_named_by_column_and_row(tmp_path):
 def test_wide_cells_from_the_command_line(stream_files, tmp_path, capsys):
     """``--wide-cells N`` measures wide sets of at most N cells, capped by the period's
     noise (``wide_noise`` 1, as measured); 0 is off; the baseline and other counters
-    are refused by the option's name."""
+    are refused by the option's name.  At ε = 1000 an entry's noise variance is 0 (a
+    discrete Laplace of scale far below one count): before, the cap divided by it."""
     common = ["--input", str(stream_files / "stream.parquet"), "--domain",
               str(stream_files / "domain.json"), "--epsilon", "8", "--seed", "1"]
     assert main(["tabular", "run", "--output", str(tmp_path / "wide"), "--wide-cells", "64",
@@ -574,3 +575,6 @@ def test_wide_cells_from_the_command_line(stream_files, tmp_path, capsys):
                      "64", *extra, *common]) == 2
         assert "--wide-cells" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "no")
+    assert main(["tabular", "run", "--output", str(tmp_path / "e1000"), "--wide-cells",
+                 "64", "--marginals", "a,b", *common[:-4], "--epsilon", "1000", "--seed",
+                 "1"]) == 0  # one workload, k = 1: the entry's scale is 1/900
