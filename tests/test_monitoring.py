@@ -110,14 +110,19 @@ def test_progress_lines_are_rate_limited(caplog):
         messages[-1].startswith("periods done 40 of 40")
 
 
-def test_tabular_run_reports_periods_done(tmp_path, capsys):
+def _tabular_run(tmp_path, *extra):
+    """``tabular run`` on a three-period stream of six records (the exit status)."""
     path = str(tmp_path / "stream.csv")
     write_file(pa.table({"period": [1, 1, 2, 2, 3, 3], "a": [0, 1, 1, 0, 1, 1],
                          "b": [1, 1, 0, 0, 1, 0]}), path, "csv")
     domain = tmp_path / "domain.json"
     domain.write_text('{"a": [0, 1], "b": [0, 1]}')
-    assert main(["tabular", "run", "--input", path, "--output", str(tmp_path / "out"),
-                 "--domain", str(domain), "--epsilon", "1", "--seed", "1"]) == 0
+    return main(["tabular", "run", "--input", path, "--output", str(tmp_path / "out"),
+                 "--domain", str(domain), "--epsilon", "1", "--seed", "1", *extra])
+
+
+def test_tabular_run_reports_periods_done(tmp_path, capsys):
+    assert _tabular_run(tmp_path) == 0
     lines = _lines(capsys.readouterr().err, "tabular run")
     assert [line.split(" (")[0] for line in lines if line.startswith("periods done")] == \
         ["periods done 1 of 3", "periods done 2 of 3", "periods done 3 of 3"]
@@ -130,14 +135,8 @@ def test_tabular_run_reports_periods_done_from_worker_processes(tmp_path, capfd)
     """Under DirectRunner ``multi_processing`` the fold runs in a worker process, where
     Beam's harness level (ERROR unless --verbose) dropped the lines: before, no
     progress at all."""
-    path = str(tmp_path / "stream.csv")
-    write_file(pa.table({"period": [1, 1, 2, 2, 3, 3], "a": [0, 1, 1, 0, 1, 1],
-                         "b": [1, 1, 0, 0, 1, 0]}), path, "csv")
-    domain = tmp_path / "domain.json"
-    domain.write_text('{"a": [0, 1], "b": [0, 1]}')
-    assert main(["tabular", "run", "--input", path, "--output", str(tmp_path / "out"),
-                 "--domain", str(domain), "--epsilon", "1", "--seed", "1",
-                 "--direct_num_workers=2", "--direct_running_mode=multi_processing"]) == 0
+    assert _tabular_run(tmp_path, "--direct_num_workers=2",
+                        "--direct_running_mode=multi_processing") == 0
     lines = _lines(capfd.readouterr().err, "tabular run")  # and no Beam worker lines
     assert [line.split(" (")[0] for line in lines if line.startswith("periods done")] == \
         ["periods done 1 of 3", "periods done 2 of 3", "periods done 3 of 3"]
