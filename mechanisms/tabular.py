@@ -112,7 +112,9 @@ measured less than the mean workload, the period's first selection is the public
 :func:`starved_cover` (where its measurements would carry information); ``none``
 (``--rule paper``, states saved before) — the exponential mechanism alone.
 
-Wide measurements (``wide_cells``, proposed method, simple counter; off by default).  A
+Wide measurements (``wide_cells``, proposed method, simple counter; off in
+:class:`TabularConfig`, :data:`WIDE_CELLS` by default from :meth:`TabularSynthesizer.create`
+and the command line with the aim rules).  A
 workload's interaction is otherwise seen only through the records of the periods that
 selected it (``bench/results/tabular_error_anatomy.md``: on Adult in batches of 50 about
 760 of 48 842 records per workload).  With ``wide_cells`` = c, the selection is unchanged
@@ -228,6 +230,12 @@ WIDE_FITS = ("inside", "all")
 # AvgWE on the Adult streams, -0.5 % over 12 cells x 3 seeds; on CCES at eps >= 1 lower
 # AvgWE and MaxWE in all 4 runs; bench/results/tabular_wide_measurements.md, session 42)
 WIDE_RATIO = 8.0
+# TabularSynthesizer.create's wide_cells for the proposed method with the simple counter
+# and the aim rules (the command line's default --wide-cells): Adult, all 12 Kumar cells,
+# AvgWE and MaxWE at or below without it (tabular_wide_measurements.md); CCES, GSS and
+# MplsStops AvgWE at or below (within +0.5 %), MaxWE +14 % on one seed in two cells
+# (tabular_wide_untuned.md); birds and nycflights13 have no wider set within 64 cells
+WIDE_CELLS = 64
 # wide_noise given with wide_cells by TabularSynthesizer.create (the command line's
 # --wide-cells): a projected cell's noise within the batch's sampling variance (without
 # the cap +27 % AvgWE on Adult at eps 1, batches of 50; tabular_wide_measurements.md)

@@ -52,8 +52,16 @@ class TabularSynthesizer:
         to :data:`~continual_synth.mechanisms.tabular.AUTO_SELECTIONS_MAX` in periods
         whose batch affords it (``selection_ceiling``,
         :func:`~continual_synth.mechanisms.tabular.period_selections`); a k given here is
-        the most a period makes."""
+        the most a period makes.  Wide measurements
+        (:data:`~continual_synth.mechanisms.tabular.WIDE_CELLS` cells, with ``wide_noise``
+        :data:`~continual_synth.mechanisms.tabular.WIDE_NOISE`) are on for the proposed
+        method with the simple counter and the aim rules unless ``wide_cells`` is given
+        (0: off)."""
         auto = selections is None
+        if "wide_cells" not in options and method == "proposed" \
+                and (counter or DEFAULT_COUNTER) == "simple" \
+                and options.get("utility", "aim") == "aim":
+            options["wide_cells"] = tabular.WIDE_CELLS
         if options.get("wide_cells") == 0:
             options["wide_cells"] = None
         elif options.get("wide_cells") is not None and "wide_noise" not in options:

@@ -77,7 +77,9 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "the period's noise leaves room for, at the same budget (one "
                              "record is one cell), and feed its projections to the "
                              "workloads inside it (proposed method, simple counter); 0: "
-                             "off (default: off; docs/tabular.md, Wide measurements)")
+                             "off (default: 64 for the proposed method with the simple "
+                             "counter and --rule aim, else off; docs/tabular.md, Wide "
+                             "measurements)")
     parser.add_argument("--marginals", default="2",
                         help="workloads: a number k for all k-way marginals (default 2), or "
                              "a list 'a,b;a,c'")
