@@ -4,8 +4,12 @@
 
     python bench/tabular_wide_cpu.py 150 1000 wide & python bench/tabular_wide_cpu.py 150 1000 off
 """
-import json, sys, time
-sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import tabular_timing as tt
 from continual_synth.mechanisms.marginals import Domain, all_workloads, encode_records, workload_histograms

@@ -431,8 +431,12 @@ def check_beam_args(beam_args: Sequence[str], command: str,
     except SystemExit:
         problem = captured.getvalue().strip().splitlines()[-1:] or ["a bad Beam option"]
         raise InputError(problem[0].split("error: ", 1)[-1]) from None
-    valid = list(command_options) + ["--verbose"] + [
-        "--" + name for name in options.get_all_options()]
+    def closest(typed: str) -> Optional[str]:
+        """The valid option closest to one typed as ``--rh0``, ``-neighbor`` or
+        ``neighbor`` (computed only for an error's hint)."""
+        return closest_option("--" + typed.lstrip("-"), list(command_options) + [
+            "--verbose"] + ["--" + name for name in options.get_all_options()])
+
     if unknown:
         at_init = _init_options(command)  # a step's state fixes what init was given
         # as typed (Beam reports ``--poll-intervall`` as ``poll_intervall``, and
@@ -442,7 +446,7 @@ def check_beam_args(beam_args: Sequence[str], command: str,
         unknown = [typed.get(name, "--" + name) for name in unknown]
         hints = []
         for name in unknown:
-            close = closest_option("--" + name.lstrip("-"), valid)
+            close = closest(name)
             set_at_init = closest_option("--" + name.lstrip("-").replace("_", "-"), at_init)
             if close:
                 hints.append(f"{name}: did you mean {close}?")
@@ -458,10 +462,13 @@ def check_beam_args(beam_args: Sequence[str], command: str,
     # with a warning (before, only the first argument was checked for it)
     stray = [arg for arg in parsers[0].parse_known_args(list(beam_args))[1] if arg != "--"]
     if stray:
-        hints = [f"{arg.split('=', 1)[0]}: did you mean {close}?" for arg in stray
-                 if arg.startswith("-") or "=" in arg  # -rho 5, neighbor=add-remove
-                 for close in [closest_option("--" + arg.split("=", 1)[0].lstrip("-"), valid)]
-                 if close]
+        hints = []
+        for arg in stray:
+            name = arg.split("=", 1)[0]
+            if arg.startswith("-") or "=" in arg:  # -rho 5, neighbor=add-remove
+                close = closest(name)
+                if close:
+                    hints.append(f"{name}: did you mean {close}?")
         raise InputError(f"unrecognised argument(s) {' '.join(repr(a) for a in stray)} for "
                          f"'{command}': options are given as --key=value or --key value "
                          f"(see --help)" + (f" ({'; '.join(hints)})" if hints else ""))
