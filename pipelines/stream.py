@@ -106,11 +106,12 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, on_timer
 
 from continual_synth.mechanisms.errors import InputError, StateBusy, StateError, one_line
-from continual_synth.pipelines import lifecycle, release_dir
+from continual_synth.pipelines import lifecycle, logs, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir, check_same_settings
 from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms import storage
-from continual_synth.transforms.files import read_dataset, read_file, write_file
+from continual_synth.transforms.files import count_records, read_dataset, read_file, write_file
+from continual_synth.transforms.monitoring import RECORDS_READ, RECORDS_REJECTED
 from continual_synth.transforms.periods import period_values
 from continual_synth.transforms.ticks import Ticks
 from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods, PeriodClock,
@@ -239,6 +240,14 @@ def reject(state_dir: str, path: str, period: Optional[int], reason: str,
          "rejected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     _event("rejected", file=path, period=period, reason=reason, dead_letter=document)
     return document
+
+
+def count_rejected(records: Optional[int]) -> None:
+    """Add the records the dead letter took to the command's counters, as read and
+    rejected: the step that refused them lost its own counters with its failed pipeline
+    (or no step saw them: late records, a file of a period already taken)."""
+    if records:
+        logs.add_totals({RECORDS_READ: records, RECORDS_REJECTED: records})
 
 
 def rejected_fingerprints(state_dir: str) -> set:
@@ -426,6 +435,7 @@ class ReleaseCompletePeriods(beam.DoFn):
     def _reject(self, path: str, period: Optional[int], reason: str, fingerprint: str) -> None:
         reject(self.state_dir, path, period, reason, fingerprint)
         self.rejected.add(fingerprint)
+        count_rejected(count_records(path, self.in_format))
 
     def _resume_pending(self) -> Dict:
         """A period committed but not published (a step or stream killed after its commit)
@@ -664,6 +674,7 @@ class ReleaseClosedPeriods(beam.DoFn):
             return True
         except InputError as exc:  # the lifecycle left state and output unchanged
             reject(self.state_dir, where, period, str(exc).replace(path, where))
+            count_rejected(table.num_rows)
             return False
         finally:
             storage.remove_tree(spool)
@@ -685,6 +696,7 @@ def write_late_records(state_dir: str, late) -> None:
         storage.join(state_dir, REJECTED, f"{name}-{lifecycle.new_token()}.json"),
         {"period": period, "reason": reason, "record": record})
     _event("late" if period is not None else "invalid", period=period, reason=reason)
+    count_rejected(1)
 
 
 def event_pipeline(pipeline, job: IncrementalJob, state_dir: str, output_dir: str, *,

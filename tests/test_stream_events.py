@@ -21,11 +21,12 @@ from continual_synth.mechanisms.marginals import Domain, all_workloads
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.panel_synthesizers import WindowSynthesizer
 from continual_synth.mechanisms.window import WindowConfig
-from continual_synth.pipelines import jobs, tabular
+from continual_synth.pipelines import jobs, logs, tabular
 from continual_synth.pipelines.cli import main
 from continual_synth.pipelines.lifecycle import load_state
 from continual_synth.pipelines.stream import event_pipeline, open_state
 from continual_synth.transforms.files import read_dataset, write_file
+from continual_synth.transforms.monitoring import RECORDS_REJECTED
 from continual_synth.transforms.stream_sources import (PeriodClock, event_time,
                                                        kafka_reader)
 from continual_synth.transforms.tabular_stream import SynthesizeTabularStream
@@ -132,10 +133,12 @@ def test_bad_messages_are_dead_lettered_and_the_stream_goes_on(panel, tmp_path):
         events = events.add_elements(records[period] if period > 1 else []).advance_watermark_to(
             ORIGIN + period * LENGTH)
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    before = logs.totals().get(RECORDS_REJECTED, 0)
     run_events(events.advance_watermark_to_infinity(), state, out)
     assert sorted_records(out).equals(sorted_records(run_dir))
     dead = rejected(state)
     assert [d["period"] for d in dead] == [None] * len(bad)
+    assert logs.totals().get(RECORDS_REJECTED, 0) - before == len(bad)  # in the summary
     reasons = " | ".join(sorted(d["reason"] for d in dead))
     for expected in ("not JSON", "JSON list, not an object", "has no --timestamp-col 'ts'",
                      "'1001' is neither seconds", "nan is not a time",

@@ -179,6 +179,11 @@ def test_out_of_order_duplicate_late_and_empty_files(panel, tmp_path):
     assert os.path.basename(duplicates[0]["file"]) in ("period_04.parquet",
                                                        "period_04_again.parquet")
     assert [e["period"] for e in log if e["event"] in ("released", "ingested")] == [1, 2, 3, 4]
+    # the counters count the dead letter's records (before: "rejected 0", as the
+    # refusing step's counters were lost with its failed pipeline)
+    done = [line for line in open(os.path.join(os.path.dirname(str(state)), "window-stream.log"))
+            if ": done in " in line]
+    assert len(done) == 1 and f"records read {N * T + 10}, rejected 10, " in done[0], done
 
 
 def test_step_then_stream_then_kill_9_and_restart(panel, tmp_path):

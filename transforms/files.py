@@ -171,6 +171,19 @@ def has_records(path: str, fmt: str) -> bool:
         raise InputError(_unreadable(path, fmt, exc)) from exc
 
 
+def count_records(path: str, fmt: Optional[str] = None) -> Optional[int]:
+    """How many records one data file holds (a Parquet footer's count; a CSV or Avro
+    file read whole), or None if it cannot be read as ``fmt``."""
+    try:
+        fmt = detect_format(path, fmt)
+        if fmt == "parquet":
+            with storage.open_read(path) as handle:
+                return pq.ParquetFile(handle).metadata.num_rows
+        return read_file(path, fmt).num_rows
+    except Exception:  # an unreadable file holds no records anyone could count
+        return None
+
+
 def parquet_row_groups(path: str) -> int:
     """The number of row groups of a Parquet file (from its footer)."""
     try:

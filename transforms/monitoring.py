@@ -5,7 +5,10 @@ Dataflow/Flink UIs and queried from the ``PipelineResult`` by :func:`counter_tot
 
 * ``records_read`` — input records (rows or points) read;
 * ``records_rejected`` — input records refused by validation (the job then fails with
-  a message naming the file, column and row);
+  a message naming the file, column and row; its counters reach a runner's UI, not the
+  command's summary, which a failed job never prints).  A ``stream`` goes on: it adds
+  the records of every file or message it dead-letters to ``records read`` and
+  ``rejected`` in its summary (:func:`continual_synth.pipelines.stream.count_rejected`);
 * ``periods_released`` — periods whose synthetic data the job releases;
 * ``synthetic_records_written`` — synthetic records written to the release.
 
