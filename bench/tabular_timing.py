@@ -36,11 +36,14 @@ from continual_synth.pipelines.example_tables import load_table, make_stream, ta
 from continual_synth.transforms.files import write_file
 
 
-def synthesizer(horizon, epsilon=1.0):
+def synthesizer(horizon, epsilon=1.0, wide_cells=None):
+    """The timed synthesizer; ``wide_cells`` None: the default of ``create`` (wide
+    measurements of at most ``WIDE_CELLS`` cells), 0: off, as ``--wide-cells 0``."""
     domain = Domain(table_domain())
+    options = {} if wide_cells is None else {"wide_cells": wide_cells}
     return TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
                                      epsilon=epsilon, counter="simple", fit="ipf",
-                                     horizon=horizon)
+                                     horizon=horizon, **options)
 
 
 def main() -> None:
@@ -51,6 +54,9 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=1.0,
                         help="epsilon of the stream (default 1; the default selections "
                              "grow with it: k = 12 from about 19)")
+    parser.add_argument("--wide-cells", type=int, default=None,
+                        help="as the command's --wide-cells (default: the command's "
+                             "default; 0: no wide measurements)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--mechanism-only", action="store_true")
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
@@ -67,12 +73,13 @@ def main() -> None:
     stream_path = os.path.join(work, "stream.parquet")
     write_file(stream, stream_path, "parquet")
     figures = {"periods": args.periods, "batch": args.batch, "epsilon": args.epsilon,
-               "records": stream.num_rows}
+               "wide_cells": args.wide_cells, "records": stream.num_rows}
 
     out = os.path.join(work, "run")
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
-    manifest = tabular.run(synthesizer(args.periods, args.epsilon), stream_path, out, seed=1)
+    manifest = tabular.run(synthesizer(args.periods, args.epsilon, args.wide_cells),
+                           stream_path, out, seed=1)
     seconds = time.perf_counter() - start
     rows = sum(pq_rows(os.path.join(out, f)) for f in os.listdir(out) if f.endswith(".parquet"))
     figures.update({"run_seconds": round(seconds, 1),
@@ -83,7 +90,7 @@ def main() -> None:
     state, steps_out = os.path.join(work, "state"), os.path.join(work, "steps")
     for path in (state, steps_out):
         shutil.rmtree(path, ignore_errors=True)
-    tabular.init(synthesizer(args.periods, args.epsilon), state, seed=1)
+    tabular.init(synthesizer(args.periods, args.epsilon, args.wide_cells), state, seed=1)
     step_seconds = time_steps(stream, work, args.steps,
                               lambda path: tabular.step(state, path, steps_out))
     figures.update({"steps": args.steps,
@@ -126,7 +133,7 @@ def mechanism_timing(args) -> dict:
                          periods=args.periods, domain=table_domain())
     codes = encode_records(stream, domain)
     period_of = stream["period"].to_numpy()
-    synth = synthesizer(args.periods, args.epsilon)
+    synth = synthesizer(args.periods, args.epsilon, args.wide_cells)
     state = synth.initial_state()
     seconds = []
     for period in range(1, args.periods + 1):
@@ -151,7 +158,8 @@ def mechanism_timing(args) -> dict:
     cli = [sys.executable, "-m", "continual_synth"]  # as the continual-synth command
     subprocess.run(cli + ["tabular", "init", "--state", state_dir, "--domain", domain_path,
                           "--epsilon", str(args.epsilon), "--horizon", str(args.periods),
-                          "--seed", "1"],
+                          "--seed", "1", *([] if args.wide_cells is None
+                                           else ["--wide-cells", str(args.wide_cells)])],
                    check=True, capture_output=True)
     step_seconds = time_steps(stream, work, args.steps, lambda path: subprocess.run(
         cli + ["tabular", "step", "--state", state_dir, "--input", path, "--output", out_dir],
