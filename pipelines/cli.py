@@ -380,9 +380,7 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
               file=sys.stderr)
         return 130
     from continual_synth.pipelines.provenance import tidy_floats
-    summary = logs.summary_line()
-    if summary:
-        logs.LOGGER.info(summary)
+    logs.LOGGER.info(logs.summary_line())
     try:
         print(json.dumps(tidy_floats(result), indent=2, default=str, ensure_ascii=False))
         sys.stdout.flush()

@@ -77,6 +77,7 @@ over for the paper's batch sizes).
 from __future__ import annotations
 
 import json
+import logging
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -301,9 +302,12 @@ def write_example(output_dir: str, construction: str = "randomized", batch_size:
                          period_col, domain=domain)
     from continual_synth.transforms import storage
     stream_path = storage.join(output_dir, f"{name}-{construction}-bs{batch_size}.{fmt}")
+    num_periods = stream.num_rows // batch_size
+    logging.getLogger("continual_synth").info(
+        "writing the %s example stream (%s, %d periods of %d records) → %s", name,
+        construction, num_periods, batch_size, output_dir)
     write_file(stream, stream_path, fmt)
     domain_path = write_domain(storage.join(output_dir, "domain.json"), name)
-    num_periods = stream.num_rows // batch_size
     return {"dataset": name, "construction": construction, "batch_size": batch_size,
             "seed": seed if construction == "randomized" else None,
             "periods": num_periods, "rows": stream.num_rows,

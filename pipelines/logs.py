@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from continual_synth.transforms import monitoring
 
@@ -87,16 +87,17 @@ def add_totals(counts: Dict[str, int]) -> None:
         _totals[name] = _totals.get(name, 0) + int(value)
 
 
-def summary_line() -> Optional[str]:
+def summary_line() -> str:
     """``done in 12.3 s: records read 2000, rejected 0, periods released 6, synthetic
-    records written 12000`` (None if no pipeline ran); ``done in 5.3 s (this runner
-    reports no Beam metrics)`` if a pipeline's runner reported none (Beam's Dask runner),
-    whatever was counted on the driver: partial counts would read as zeros."""
+    records written 12000``; ``done in 0.8 s`` if no pipeline ran (``evaluate``,
+    ``tabular example``); ``done in 5.3 s (this runner reports no Beam metrics)`` if a
+    pipeline's runner reported none (Beam's Dask runner), whatever was counted on the
+    driver: partial counts would read as zeros."""
     elapsed = f"done in {time.monotonic() - _started:.1f} s"
     if _metrics_missing:
         return f"{elapsed} (this runner reports no Beam metrics)"
     if not _totals:
-        return None
+        return elapsed
     counts = {name: _totals.get(name, 0) for name in monitoring.COUNTERS}
     return (f"{elapsed}: records read {counts[monitoring.RECORDS_READ]}, rejected "
             f"{counts[monitoring.RECORDS_REJECTED]}, periods released "

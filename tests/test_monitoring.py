@@ -69,6 +69,25 @@ def test_stage_lines_and_counters_match_the_release(panel, tmp_path, capsys):
     assert written == read_dataset(out).num_rows > 0
 
 
+def test_commands_without_a_pipeline_say_what_they_do_and_end_with_a_closing_line(
+        panel, tmp_path, capsys):
+    """``tabular example`` and ``evaluate`` run no Beam pipeline: a stage line, then
+    ``done in … s`` (before: the example printed nothing, evaluate no closing line)."""
+    _, path = panel
+    out, example = str(tmp_path / "out"), str(tmp_path / "example")
+    assert main(_window_run(path, out)) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "window", "--truth", path, "--synthetic", out]) == 0
+    lines = _lines(capsys.readouterr().err, "evaluate window")
+    assert lines[0] == f"reading the truth {path} and the release {out}"
+    assert len(lines) == 2 and re.fullmatch(r"done in [\d.]+ s", lines[-1]), lines
+    assert main(["tabular", "example", "--output", example, "--periods", "3"]) == 0
+    lines = _lines(capsys.readouterr().err, "tabular example")
+    assert lines[0] == (f"writing the cces2016 example stream (randomized, 3 periods of 50 "
+                        f"records) → {example}")
+    assert len(lines) == 2 and re.fullmatch(r"done in [\d.]+ s", lines[-1]), lines
+
+
 def test_verbose_after_the_subcommand_shows_beam_logging(panel, tmp_path, caplog):
     _, path = panel
     for flag, shown in (("--verbose", True), ("-v", True), (None, False)):
