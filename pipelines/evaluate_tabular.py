@@ -398,6 +398,10 @@ def plot_metrics_over_time(series: Mapping[str, object], path: str,
         ax.set_ylim(bottom=0)
         _finish_axes(ax, periods_all, xlabel="time t", ylabel=name)
         ax.set_title(PANEL_TITLES[name], fontsize="medium")
-        ax.legend(frameon=False, fontsize="small")
+    # one legend for the four panels (the same lines in each), below them: inside a
+    # panel it covered the curves
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 2),
+               frameon=False, fontsize="small")
     suptitle(fig, title or "Workload errors over time (Kumar et al. 2024, §7.3)", subtitle)
     return save_figure(fig, path)

@@ -173,14 +173,27 @@ def test_no_period_column_is_refused(tmp_path, files):
         evaluate_tabular(truth, str(release), domain_path=domain)
 
 
-def test_plot_overlays_several_releases(tmp_path, files):
+def test_plot_overlays_several_releases(tmp_path, files, monkeypatch):
+    from continual_synth.pipelines import evaluate_tabular as module
     _, domain, truth, release = files
     summary = evaluate_tabular(truth, release, domain_path=domain)
     columns = {"period": [1, 2, 3], "AvgWE": [0.3, 0.2, 0.1], "MaxWE": [0.5, 0.4, 0.3],
                "AvgRelWE": [1.0, None, 0.5], "MaxRelWE": [2.0, 1.5, 1.0]}
+    figures = []
+    save = module.save_figure
+    monkeypatch.setattr(module, "save_figure", lambda fig, path: figures.append(fig)
+                        or save(fig, path))
     path = plot_metrics_over_time({"proposed": summary, "baseline": columns,
                                    "rows": summary["periods"]}, str(tmp_path / "cmp.png"))
     assert os.path.getsize(path) > 1000
+    # one legend below the panels, naming each release once (none inside a panel, where
+    # it covered the curves)
+    fig, = figures
+    assert [ax.get_legend() for ax in fig.axes] == [None] * 4
+    legend, = fig.legends
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert [label for label in labels if "floor" not in label] == ["proposed", "baseline", "rows"]
+    assert "proposed: sampling floor (a sample of the truth)" in labels
     with pytest.raises(InputError):
         plot_metrics_over_time({}, str(tmp_path / "none.png"))
 
