@@ -254,13 +254,19 @@ def junction_tree_cells(domain: Domain, workloads: Sequence[Workload]) -> int:
     return int(sum(domain.size(c) for c in junction_tree(domain, workloads)))
 
 
-def _axes_view(table_attrs, attrs, factor, sizes):
-    """``factor`` (axes ``attrs``, a subset of ``table_attrs``) reshaped to broadcast
-    against a table with axes ``table_attrs``."""
+def _view_layout(table_attrs, attrs, sizes):
+    """How :func:`_axes_view` lays out a factor on ``attrs`` against a table on
+    ``table_attrs``: its axes' sizes, their order in the table, the broadcast shape."""
     order = sorted(range(len(attrs)), key=lambda k: table_attrs.index(attrs[k]))
-    factor = np.transpose(factor.reshape([sizes[a] for a in attrs]), order)
-    shape = [sizes[a] if a in attrs else 1 for a in table_attrs]
-    return factor.reshape(shape)
+    return ([sizes[a] for a in attrs], order,
+            [sizes[a] if a in attrs else 1 for a in table_attrs])
+
+
+def _axes_view(factor, layout):
+    """``factor`` (axes ``attrs``, a subset of ``table_attrs``) reshaped to broadcast
+    against a table with axes ``table_attrs`` (``layout``: :func:`_view_layout`)."""
+    split, order, shape = layout
+    return np.transpose(factor.reshape(split), order).reshape(shape)
 
 
 def _sum_to(table, table_attrs, attrs):
@@ -289,7 +295,8 @@ class _LazyPropagation:
     smallest table): one-way margins and workloads on attributes most cliques share
     (age, religion, …) cost no message at all."""
 
-    def __init__(self, model: "JunctionTreeModel", tree, component):
+    def __init__(self, model: "JunctionTreeModel", tree, component,
+                 layouts: Optional[Dict] = None):
         self.model, self.tree, self.component = model, tree, component
         self.sizes = dict(zip(model.domain.names, model.domain.sizes))
         self.separators = {}
@@ -299,14 +306,22 @@ class _LazyPropagation:
         self.fresh: Dict = {}  # per tree of the forest: the clique every change reached
         self._paths: Dict = {}
         self._distance: Dict = {}
+        # (table's attributes, factor's) → _view_layout; the fitter's, shared by its fits
+        self._layouts: Dict = {} if layouts is None else layouts
+
+    def _view(self, table_attrs, attrs, factor):
+        key = (table_attrs, attrs)
+        if key not in self._layouts:
+            self._layouts[key] = _view_layout(table_attrs, attrs, self.sizes)
+        return _axes_view(factor, self._layouts[key])
 
     def _pass(self, source, target) -> None:
         key = frozenset((source, target))
         sep, old = self.separators[key]
         marginals = self.model.marginals
-        new = _sum_to(marginals[source], source, sep)
+        new = marginal_table(marginals[source], source, sep)  # sep: in the cliques' order
         update = np.divide(new, old, out=np.zeros_like(new), where=old > 0)
-        marginals[target] *= _axes_view(target, sep, update, self.sizes)
+        marginals[target] *= self._view(target, sep, update)
         self.separators[key] = (sep, new)
 
     def nearest(self, homes) -> Tuple[str, ...]:
@@ -344,7 +359,7 @@ class _LazyPropagation:
         if s > 0:
             ratio = ratio / s
         self.model.marginals[home] = (self.model.marginals[home]
-                                      * _axes_view(home, workload, ratio, self.sizes))
+                                      * self._view(home, workload, ratio))
 
     def finish(self) -> None:
         """Pass every change to every clique: each table p's marginal again."""
@@ -387,6 +402,7 @@ class Fitter:
         self.learning_rate = float(learning_rate)
         self.max_cells = int(max_cells)
         self._trees: Dict = {}
+        self._layouts: Dict = {}  # the IPF steps' factor layouts (_LazyPropagation)
         if method == "ipf":
             self.model_kind = "junction-tree"
         elif method == "mw":
@@ -536,7 +552,8 @@ class Fitter:
         margs = {c: (1 - SUPPORT_FLOOR) * m + SUPPORT_FLOOR / m.size for c, m in margs.items()}
         model = JunctionTreeModel(self.domain, total, cliques, margs, structure)
         forest = model._junction_forest()
-        propagation = _LazyPropagation(model, forest["tree"], forest["component"])
+        propagation = _LazyPropagation(model, forest["tree"], forest["component"],
+                                       self._layouts)
         targets = []
         for m in measurements:
             t = nonnegative_target(m.values)
