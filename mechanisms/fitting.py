@@ -320,7 +320,7 @@ class _LazyPropagation:
         sep, old = self.separators[key]
         marginals = self.model.marginals
         new = marginal_table(marginals[source], source, sep)  # sep: in the cliques' order
-        update = np.divide(new, old, out=np.zeros_like(new), where=old > 0)
+        update = np.divide(new, old, out=np.zeros(new.shape, new.dtype), where=old > 0)
         marginals[target] *= self._view(target, sep, update)
         self.separators[key] = (sep, new)
 
@@ -576,7 +576,9 @@ class Fitter:
                                       float(np.abs(table.sum(axis=0) - margins[1]).max())))
                     t = rake_pair(table, *margins).reshape(-1)
                 worst = max(worst, errors[-1])
-                ratio = np.divide(t, current, out=np.zeros_like(t), where=current > 0)
+                # np.zeros: numpy's zeros_like costs 4× as much on these small arrays
+                ratio = np.divide(t, current, out=np.zeros(t.shape, t.dtype),
+                                  where=current > 0)
                 propagation.step(home, w, ratio, current)
             # matched, or (inconsistent noisy targets) settled on IPF's limit cycle
             if worst < tolerance or abs(previous - worst) < tolerance:
