@@ -269,11 +269,6 @@ def _axes_view(factor, layout):
     return np.transpose(factor.reshape(split), order).reshape(shape)
 
 
-def _sum_to(table, table_attrs, attrs):
-    """Marginal of ``table`` on ``attrs`` (axes in ``table_attrs`` order)."""
-    return marginal_table(table, table_attrs, tuple(a for a in table_attrs if a in attrs))
-
-
 class _LazyPropagation:
     """IPF steps on a junction forest with messages passed only where the next step
     needs them (the Hugin architecture: Jensen, Lauritzen and Olesen 1990).
@@ -295,19 +290,19 @@ class _LazyPropagation:
     smallest table): one-way margins and workloads on attributes most cliques share
     (age, religion, …) cost no message at all."""
 
-    def __init__(self, model: "JunctionTreeModel", tree, component,
-                 layouts: Optional[Dict] = None):
+    def __init__(self, model: "JunctionTreeModel", tree, component, layouts: Dict):
         self.model, self.tree, self.component = model, tree, component
         self.sizes = dict(zip(model.domain.names, model.domain.sizes))
         self.separators = {}
         for a, b in tree.edges:
             sep = tuple(x for x in b if x in a)  # domain order, as every clique
-            self.separators[frozenset((a, b))] = (sep, _sum_to(model.marginals[a], a, sep))
+            self.separators[frozenset((a, b))] = (sep, marginal_table(model.marginals[a], a,
+                                                                      sep))
         self.fresh: Dict = {}  # per tree of the forest: the clique every change reached
         self._paths: Dict = {}
         self._distance: Dict = {}
         # (table's attributes, factor's) → _view_layout; the fitter's, shared by its fits
-        self._layouts: Dict = {} if layouts is None else layouts
+        self._layouts = layouts
 
     def _view(self, table_attrs, attrs, factor):
         key = (table_attrs, attrs)
@@ -319,7 +314,7 @@ class _LazyPropagation:
         key = frozenset((source, target))
         sep, old = self.separators[key]
         marginals = self.model.marginals
-        new = marginal_table(marginals[source], source, sep)  # sep: in the cliques' order
+        new = marginal_table(marginals[source], source, sep)
         update = np.divide(new, old, out=np.zeros(new.shape, new.dtype), where=old > 0)
         marginals[target] *= self._view(target, sep, update)
         self.separators[key] = (sep, new)
