@@ -128,12 +128,12 @@ def mechanism_timing(args) -> dict:
 
     work = args.workdir or tempfile.mkdtemp(prefix="tabular-timing-")
     domain = Domain(table_domain())
-    workloads = all_workloads(domain)
     stream = make_stream(load_table(), "randomized", args.batch, seed=0,
                          periods=args.periods, domain=table_domain())
     codes = encode_records(stream, domain)
     period_of = stream["period"].to_numpy()
     synth = synthesizer(args.periods, args.epsilon, args.wide_cells)
+    workloads = synth.input_workloads  # the workloads, then the wide sets
     state = synth.initial_state()
     seconds = []
     for period in range(1, args.periods + 1):
