@@ -258,15 +258,19 @@ def _view_layout(table_attrs, attrs, sizes):
     """How :func:`_axes_view` lays out a factor on ``attrs`` against a table on
     ``table_attrs``: its axes' sizes, their order in the table, the broadcast shape."""
     order = sorted(range(len(attrs)), key=lambda k: table_attrs.index(attrs[k]))
-    return ([sizes[a] for a in attrs], order,
-            [sizes[a] if a in attrs else 1 for a in table_attrs])
+    shape = tuple(sizes[a] if a in attrs else 1 for a in table_attrs)
+    if order == sorted(order):   # already in the table's order: one reshape
+        return None, None, shape
+    return tuple(sizes[a] for a in attrs), tuple(order), shape
 
 
 def _axes_view(factor, layout):
     """``factor`` (axes ``attrs``, a subset of ``table_attrs``) reshaped to broadcast
     against a table with axes ``table_attrs`` (``layout``: :func:`_view_layout`)."""
     split, order, shape = layout
-    return np.transpose(factor.reshape(split), order).reshape(shape)
+    if order is None:
+        return factor.reshape(shape)
+    return factor.reshape(split).transpose(order).reshape(shape)
 
 
 class _LazyPropagation:
@@ -353,8 +357,9 @@ class _LazyPropagation:
         s = float(np.dot(ratio, current))
         if s > 0:
             ratio = ratio / s
-        self.model.marginals[home] = (self.model.marginals[home]
-                                      * self._view(home, workload, ratio))
+        # in place: the fit's clique tables are its own (``current`` may be a view of
+        # μ_home, and is not read after this)
+        self.model.marginals[home] *= self._view(home, workload, ratio)
 
     def finish(self) -> None:
         """Pass every change to every clique: each table p's marginal again."""
