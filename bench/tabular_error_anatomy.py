@@ -79,7 +79,7 @@ def anatomy(dataset, construction, batch, epsilon, seed, periods=None):
     start = time.perf_counter()
     for period in range(1, horizon + 1):
         rows = codes[period_of == period]
-        flat = np.concatenate(workload_histograms(rows, domain, workloads))
+        flat = np.concatenate(workload_histograms(rows, domain, synthesizer.input_workloads))
         state, _ = synthesizer.step(state, flat, period_sampler(seed, period))
         selected.append(set(state.last_selected))
     seconds = time.perf_counter() - start

@@ -110,7 +110,7 @@ def run(args, epsilon, stream, domain_dict, options):
     floor_rng = np.random.default_rng(12345)
     for period in range(1, horizon + 1):
         flat = np.concatenate(workload_histograms(codes[period_of == period], domain,
-                                                  workloads))
+                                                  synth.input_workloads))
         start = time.perf_counter()
         state, release = synth.step(state, flat, period_sampler(args.seed, period))
         seconds += time.perf_counter() - start

@@ -54,8 +54,9 @@ def main() -> None:
     config = synthesizer.config
     state, truth = synthesizer.initial_state(), None
     for t in range(1, horizon + 1):
-        hists = workload_histograms(codes[period_of == t], domain, workloads)
-        truth = hists if truth is None else [a + b for a, b in zip(truth, hists)]
+        hists = workload_histograms(codes[period_of == t], domain, config.input_workloads)
+        truth = (hists[:len(workloads)] if truth is None
+                 else [a + b for a, b in zip(truth, hists)])
         state, _ = synthesizer.step(state, np.concatenate(hists), period_sampler(args.seed, t))
 
     model, n = state.model, float(truth[0].sum())
