@@ -61,6 +61,7 @@ DEFAULT_MAX_CELLS = 1 << 22    # dense MW distributions
 DEFAULT_MODEL_CELLS = 1 << 17  # junction trees of the graphical-model fits
 IPF_TOLERANCE = 1e-5  # on proportions
 RECORD_TOLERANCE = 0.005  # on counts: a 200th of a record, below the released table's rounding
+STEER_TOLERANCE = 10  # × the tolerance, for fits that only steer the next selection
 SUPPORT_FLOOR = 1e-6  # weight of the uniform distribution mixed into an IPF warm start
 PAIR_CORRELATION = 0.9  # one-way margins of attributes this dependent are fitted as a pair
 PAIR_AFTER = 2  # sweeps after which slow one-way margins are looked at for such pairs
@@ -425,7 +426,10 @@ class Fitter:
         return UniformModel(self.domain, total)
 
     def fit(self, measurements: Sequence[Measurement], total: float,
-            warm_start: Optional[FittedModel] = None) -> FittedModel:
+            warm_start: Optional[FittedModel] = None, steer: bool = False) -> FittedModel:
+        """``steer``: the fit only steers the next selection and is not released (the
+        k − 1 first iterates of a period whose release is the last, h_{t,l}, l < k):
+        the ``ipf`` fit then stops at ``STEER_TOLERANCE`` times its tolerance."""
         total = max(float(total), 0.0)
         warm = warm_start if warm_start is not None else self.start(total)
         measurements = [m for m in measurements]
@@ -439,7 +443,7 @@ class Fitter:
         if self.model_kind == "dense":
             return self._fit_mw(measurements, total, warm)
         if self.model_kind == "junction-tree":
-            return self._fit_ipf(measurements, total, warm)
+            return self._fit_ipf(measurements, total, warm, steer)
         return self._fit_mbi(measurements, total, warm)
 
     def _is_margin(self, workload) -> bool:
@@ -513,7 +517,7 @@ class Fitter:
             self._trees[key] = junction_tree(self.domain, structure)
         return self._trees[key]
 
-    def _fit_ipf(self, measurements, total, warm):
+    def _fit_ipf(self, measurements, total, warm, steer=False):
         """The MW fit (exact entropic step = iterative proportional fitting) restricted to
         decomposable models: the warm start is expressed on the junction forest of the
         structure (its measured workloads plus these), then each measured workload W ⊆ C
@@ -531,7 +535,11 @@ class Fitter:
         larger: a model of 50 records (the increment model of a period's batch) is not
         fitted to 5·10⁻⁴ of a record, which sparse targets (most cells of a batch's
         two-way table are empty, and IPF approaches zeros sublinearly) make cost up to
-        the ``iterations`` cap; released tables are whole records.
+        the ``iterations`` cap; released tables are whole records.  A fit that only
+        steers the next selection (``steer``) stops at ``STEER_TOLERANCE`` times that
+        (10⁻⁴ of the total: the utilities it feeds compare workloads' errors of tens of
+        records; the next fit starts from it and the period's last fit, the one released,
+        is matched to the full tolerance).
         Marginals of fewer attributes than a workload (pooled margins) take part in the
         cycle but not in the structure; two one-way margins of attributes that nearly
         determine each other are fitted as one block step after ``PAIR_AFTER`` sweeps
@@ -560,7 +568,8 @@ class Fitter:
             if t.size:
                 homes = [c for c in cliques if set(m.workload) <= set(c)]
                 targets.append((tuple(m.workload), homes, t, None))
-        tolerance = max(IPF_TOLERANCE, RECORD_TOLERANCE / total)
+        tolerance = max(IPF_TOLERANCE, RECORD_TOLERANCE / total) * (STEER_TOLERANCE
+                                                                     if steer else 1)
         previous, errors = math.inf, []
         for sweep in range(self.iterations):
             worst, last, errors = 0.0, errors, []

@@ -1293,7 +1293,8 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
                         size_of, rescale: bool, counts: Sequence[int], batch: int = 0,
                         margins=None, limit: Optional[int] = None,
                         selections: Optional[int] = None, cover: bool = False,
-                        fed: Optional[List[int]] = None, wide_cap: float = math.inf):
+                        fed: Optional[List[int]] = None, wide_cap: float = math.inf,
+                        steer: bool = False):
     """The k select-measure-fit iterations both algorithms share (Algorithm 3 lines 9-18;
     Algorithm 2 lines 6-20): select j among the eligible workloads not yet selected this
     period by the exponential mechanism on the utilities against ``targets``, measure it
@@ -1315,13 +1316,17 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
     ``cover``: the period's first slot measures :func:`starved_cover` instead, when there
     is one (a public choice, like a refresh slot).  ``fed`` (``wide_cells``): the list
     that receives the workloads fed from a wide measurement but not fitted
-    (``wide_fit="inside"``); the fitted ones join the selected.  Returns (selected
+    (``wide_fit="inside"``); the fitted ones join the selected.  ``steer``: only the
+    last iterate is released (``combine="last"``), so the others are fitted as steering
+    fits (:meth:`~continual_synth.mechanisms.fitting.Fitter.fit`) and the last to the
+    full tolerance (refitted if the candidates ran out before slot k).  Returns (selected
     indices, iterates)."""
     fitter = config.fitter()
     workloads, cells = config.workloads, config.cells
     h = start
     k = config.selections if selections is None else selections
     selected, sums, variances, iterates = [], [], [], []
+    coarse = False  # whether the last iterate is a steering fit
     for slot in range(k):   # slot l − 1 (``selected`` also holds the wide extras)
         structure = fitter.structure(h)
         candidates = [i for i in range(len(workloads)) if i not in selected
@@ -1359,8 +1364,12 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
             measurements.append(Measurement(workloads[i], values, math.sqrt(var)))
         if margins is not None:
             measurements.extend(margins(selected, total))
-        h = fitter.fit(measurements, total, warm_start=h.scaled(total) if rescale else h)
+        coarse = steer and slot < k - 1
+        h = fitter.fit(measurements, total, warm_start=h.scaled(total) if rescale else h,
+                       steer=coarse)
         iterates.append(h)
+    if coarse:  # the candidates ran out: the released iterate to the full tolerance
+        iterates[-1] = fitter.fit(measurements, total, warm_start=h)
     return selected, iterates
 
 
@@ -1501,7 +1510,7 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
         counts=new.selection_counts, batch=batch, margins=margins if pooling else None,
         limit=config.model_limit(period), selections=selections,
         cover=config.coverage == "reachable", fed=fed,   # lines 9-18
-        wide_cap=wide_cap)
+        wide_cap=wide_cap, steer=config.combine == "last")
     g = (average_models(config.domain, iterates) if config.combine == "average"
          else iterates[-1])                                      # line 19
     if pooling:

@@ -289,6 +289,31 @@ def test_proposed_beats_baseline_on_a_small_stream():
     assert np.mean(errors["proposed"]) < np.mean(errors["baseline"])
 
 
+@pytest.mark.parametrize("combine", ["last", "average"])
+def test_only_the_released_iterate_may_be_a_steering_fit(monkeypatch, combine):
+    """With ``combine="last"`` (the aim rules) every iterate but the period's last is a
+    steering fit (Fitter.fit's ``steer``) and the release is a full-tolerance fit; with
+    the paper's average of the iterates no fit steers."""
+    from continual_synth.mechanisms import fitting
+
+    steered, fit = set(), fitting.Fitter.fit
+
+    def recorded(self, *args, steer=False, **kwargs):
+        model = fit(self, *args, steer=steer, **kwargs)
+        if steer:
+            steered.add(id(model))
+        return model
+
+    monkeypatch.setattr(fitting.Fitter, "fit", recorded)
+    cfg = config(fit="ipf", selections=3, epsilon=50.0, combine=combine)
+    _, releases, *_ = run(cfg, stream(6, 40, 8), seed=2)
+    if combine == "average":
+        assert not steered
+    else:
+        assert len(steered) >= 6  # k − 1 = 2 a period, at least
+        assert all(id(r.model) not in steered for r in releases)
+
+
 def test_noisy_size_tracks_the_stream():
     cfg = config(epsilon=4.0, horizon=10)
     _, releases, *_ = run(cfg, stream(10, 50, 3), 4)
