@@ -96,7 +96,6 @@ from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.counters import (StreamCounter, kary_levels, make_counter)
 from continual_synth.mechanisms.errors import ParameterError, whole_number
 from continual_synth.mechanisms.samplers import Sampler
-from continual_synth.mechanisms.sketch import CountMinSketch
 
 COUNTERS = ("auto", "simple", "block", "tree", "honaker", "kary", "anchored")
 DEFAULT_SPLIT = "uniform"  # the levels' budget split unless one is given (see above)
