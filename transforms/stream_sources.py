@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from typing import Dict, Optional
+from typing import Optional
 
 import apache_beam as beam
 import pyarrow as pa
