@@ -1326,7 +1326,7 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
     h = start
     k = config.selections if selections is None else selections
     selected, sums, variances, iterates = [], [], [], []
-    coarse = False  # whether the last iterate is a steering fit
+    steered = False  # whether the last iterate is a steering fit
     for slot in range(k):   # slot l − 1 (``selected`` also holds the wide extras)
         structure = fitter.structure(h)
         candidates = [i for i in range(len(workloads)) if i not in selected
@@ -1364,11 +1364,11 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
             measurements.append(Measurement(workloads[i], values, math.sqrt(var)))
         if margins is not None:
             measurements.extend(margins(selected, total))
-        coarse = steer and slot < k - 1
+        steered = steer and slot < k - 1
         h = fitter.fit(measurements, total, warm_start=h.scaled(total) if rescale else h,
-                       steer=coarse)
+                       steer=steered)
         iterates.append(h)
-    if coarse:  # the candidates ran out: the released iterate to the full tolerance
+    if steered:  # the candidates ran out: the released iterate to the full tolerance
         iterates[-1] = fitter.fit(measurements, total, warm_start=h)
     return selected, iterates
 
