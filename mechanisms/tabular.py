@@ -226,6 +226,7 @@ SELECTION_DISCOUNTS = ("none", "count")
 MODEL_GROWTHS = ("fixed", "horizon")
 SELECTION_SCHEDULES = ("drift", "fixed")
 WIDE_FITS = ("inside", "all")
+STRUCTURES = ("informative", "measured")
 # wide_ratio's default: a projected cell sums at most 8 noisy cells (against 4: the same
 # AvgWE on the Adult streams, -0.5 % over 12 cells x 3 seeds; on CCES at eps >= 1 lower
 # AvgWE and MaxWE in all 4 runs; bench/results/tabular_wide_measurements.md, session 42)
@@ -252,11 +253,13 @@ WIDE_SELECTIONS = 24
 RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remainder": "adaptive",
                  "combine": "last", "refresh": 0, "baseline_start": "previous", "margins": None,
                  "selection_share": None, "selection_discount": "none",
-                 "model_growth": None, "bias_noise": None, "coverage": None},
+                 "model_growth": None, "bias_noise": None, "coverage": None,
+                 "structure": None},
          "paper": {"utility": "paper", "bias_correction": "paper", "remainder": "paper",
                    "combine": "average", "refresh": 0, "baseline_start": "uniform",
                    "margins": "none", "selection_share": 0.5, "selection_discount": "none",
-                   "model_growth": "fixed", "bias_noise": "counter", "coverage": "none"}}
+                   "model_growth": "fixed", "bias_noise": "counter", "coverage": "none",
+                   "structure": "measured"}}
 # Share s of each period's ε spent on its k selections (the rest on its k measurements).
 # The paper's is 1/2; AIM (McKenna et al. 2022) gives selection a tenth.  Proposed: on Adult
 # (randomized, batches of 200, seed 0) s = 0.1 took AvgWE from 0.0070 to 0.0049 at ε = 1
@@ -268,7 +271,8 @@ DEFAULT_SELECTION_SHARES = {"proposed": 0.1, "baseline": 0.5}
 # What a configuration saved before an option existed meant: no pool, the paper's split.
 SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5, "selection_discount": "none",
                          "model_growth": "fixed", "selection_schedule": "fixed",
-                         "bias_noise": "counter", "coverage": "none"}
+                         "bias_noise": "counter", "coverage": "none",
+                         "structure": "measured"}
 RELATION = "event-level add/remove of one record"
 MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
 INCREMENT_PULL = 0.2  # weight of g_t in the prior of the increment model δ_t
@@ -384,6 +388,7 @@ class TabularConfig:
     selection_ceiling: Optional[int] = None
     bias_noise: Optional[str] = None
     coverage: Optional[str] = None
+    structure: Optional[str] = None
     wide_cells: Optional[int] = None
     wide_ratio: float = WIDE_RATIO
     wide_fit: str = "inside"
@@ -475,6 +480,12 @@ class TabularConfig:
                                             "or model remainder")
         object.__setattr__(self, "selection_share",
                            resolved_selection_share(self.method, self.selection_share))
+        informs = self.margins == "pooled" and self.fit == "ipf"
+        self._resolve_choice("structure", STRUCTURES, "informative" if informs else "measured",
+                             "informative", informs,
+                             "leaving a pair out of the fitted structure needs the ipf fit "
+                             "(a junction tree) and the pooled one-way margins "
+                             "(margins='pooled'), which carry its margins")
         grows = self.method == "proposed" and self.fit == "ipf" and self.horizon is not None
         # by default the model grows in the wide regime of auto_selections
         self._resolve_choice("model_growth", MODEL_GROWTHS,
@@ -712,6 +723,7 @@ class TabularConfig:
                 "model_growth": self.model_growth,
                 "selection_schedule": self.selection_schedule,
                 "bias_noise": self.bias_noise, "coverage": self.coverage,
+                "structure": self.structure,
                 **({} if self.selection_ceiling == self.selections else
                    {"selection_ceiling": int(self.selection_ceiling)}),
                 **({} if self.wide_cells is None else
@@ -1289,12 +1301,50 @@ def _shrunk_share(counter: np.ndarray, imputed: np.ndarray, variance: float) -> 
     return w * share + (1.0 - w) * imputed
 
 
+def informative(fitter, structure: Sequence[Workload], workload: Workload,
+                counts: np.ndarray, variance: float) -> bool:
+    """``structure="informative"``: whether the fit takes a selected workload's
+    measurement, i.e. lets it join the model's structure.  Always for a workload the
+    structure already holds (inside a clique of its junction tree) and for one of other
+    than two attributes.  A pair W = (a, b) outside it joins only when what its counter
+    has measured departs from independence by more than the counter's noise would:
+
+        D = ‖m − m_a ⊗ m_b / n‖_1  >  N = √(2/π)·σ·|W|,
+
+    m = ``counts``, the counter's own sum C_W(t) over the periods that measured W,
+    clipped at 0 (not the remainder imputed for the other periods: that is the model's
+    own answer, and would carry the model's dependence into the test), n its total,
+    m_a and m_b its margins, σ² = ``variance`` its noise variance per cell.  N is the
+    expected L1 norm of that noise (AIM's bias term); on a table whose attributes are
+    independent D reads the noise less what the margins absorb, about
+    √((a − 1)(b − 1)/(ab))·N.  Below N the measurement shows no dependence its noise
+    does not swamp: fitting it would put about N of noise into the model's W marginal,
+    while leaving it out costs W's true departure from independence, which is smaller;
+    its one-way margins reach the fit through the pooled margins either way.  It also
+    keeps such pairs from filling the model's size limit (``max_cells``), where they
+    would lock out strongly dependent pairs for good (bench/results/tabular_structure.md).
+    An independent pair joins in 8-12 % of its tests (2 × 2, 4 × 6 and 8 × 12 cells, in
+    simulation), and then stays: over many tests the rule delays such pairs rather than
+    keeping them out for good.  At ε → ∞, N → 0 and every measured pair joins, as in the
+    paper's A_Dataset, which fits every measurement (``structure="measured"``).
+    Post-processing of the counter's output with its public variance: no budget."""
+    if len(workload) != 2 or fitter.fits(structure, workload, 0):
+        return True
+    a, b = (fitter.domain.size((x,)) for x in workload)
+    table = np.maximum(np.asarray(counts, dtype=np.float64), 0.0).reshape(a, b)
+    n = table.sum()
+    if n <= 0:
+        return False
+    departure = np.abs(table - np.outer(table.sum(axis=1), table.sum(axis=0)) / n).sum()
+    return bool(departure > math.sqrt(2.0 / math.pi) * math.sqrt(variance) * table.size)
+
+
 def _select_measure_fit(config, sampler, targets, start, bias, measure, measurement,
                         size_of, rescale: bool, counts: Sequence[int], batch: int = 0,
                         margins=None, limit: Optional[int] = None,
                         selections: Optional[int] = None, cover: bool = False,
                         fed: Optional[List[int]] = None, wide_cap: float = math.inf,
-                        steer: bool = False):
+                        steer: bool = False, evidence=None):
     """The k select-measure-fit iterations both algorithms share (Algorithm 3 lines 9-18;
     Algorithm 2 lines 6-20): select j among the eligible workloads not yet selected this
     period by the exponential mechanism on the utilities against ``targets``, measure it
@@ -1319,8 +1369,10 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
     (``wide_fit="inside"``); the fitted ones join the selected.  ``steer``: only the
     last iterate is released (``combine="last"``), so the others are fitted as steering
     fits (:meth:`~continual_synth.mechanisms.fitting.Fitter.fit`) and the last to the
-    full tolerance (refitted if the candidates ran out before slot k).  Returns (selected
-    indices, iterates)."""
+    full tolerance (refitted if the candidates ran out before slot k).  ``evidence(i)``
+    (``structure="informative"``): workload i's counter sum C_i(t) and its noise
+    variance, from which :func:`informative` decides whether the fit takes i's
+    measurement; None: it takes every one.  Returns (selected indices, iterates)."""
     fitter = config.fitter()
     workloads, cells = config.workloads, config.cells
     h = start
@@ -1360,6 +1412,9 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
         total = size_of(_size_estimate(sums, variances))
         measurements = []
         for i in selected:
+            if evidence is not None and not informative(fitter, structure, workloads[i],
+                                                        *evidence(i)):
+                continue   # a departure from independence within its noise: not fitted
             values, var = measurement(i, total)
             measurements.append(Measurement(workloads[i], values, math.sqrt(var)))
         if margins is not None:
@@ -1510,7 +1565,9 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
         counts=new.selection_counts, batch=batch, margins=margins if pooling else None,
         limit=config.model_limit(period), selections=selections,
         cover=config.coverage == "reachable", fed=fed,   # lines 9-18
-        wide_cap=wide_cap, steer=config.combine == "last")
+        wide_cap=wide_cap, steer=config.combine == "last",
+        evidence=(lambda j: (new.counter_values[j], new.counters[j].variance(
+            new.counters[j].time))) if config.structure == "informative" else None)
     g = (average_models(config.domain, iterates) if config.combine == "average"
          else iterates[-1])                                      # line 19
     if pooling:
@@ -1571,8 +1628,11 @@ def _carry_increment(config, state, g, batch, selected, increments, fed=()) -> N
         prior = average_models(config.domain, [state.increment_model.scaled(
             (1 - INCREMENT_PULL) * batch), g.scaled(INCREMENT_PULL * batch)]).scaled(batch)
     measurements = []
+    fitted = fitter.structure(g)
     for j in selected:
         w = config.workloads[j]
+        if w not in fitted:   # left out of g_t's fit (structure="informative"): and of δ_t's
+            continue
         counter = state.counters[j]
         sd = math.sqrt(counter.last_variance)
         expected = batch * prior.probabilities(w)
@@ -1700,8 +1760,11 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
                               f"discrete Laplace, scale {config.laplace_scale:.6g} per cell"),
         "fit": config.fit,
         "fit_model": fitter.model_kind,
+        "structure": config.structure,
         "fit_iterations": int(config.fit_iterations),
         "model_cells": config.model_cells if fitter.model_kind == "junction-tree" else None,
+        "model_workloads": (len(fitter.structure(state.model))
+                            if fitter.model_kind == "junction-tree" else None),
         "model_growth": config.model_growth,
         "horizon": config.horizon,
         "workloads": [list(w) for w in config.workloads],

@@ -71,6 +71,12 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "measurements, where that many would carry information (a "
                              "public choice; for many-valued attributes on small batches); "
                              "none: the utility alone selects (docs/tabular.md, Coverage)")
+    parser.add_argument("--structure", choices=["informative", "measured"], default=None,
+                        help="informative: a measured pair joins the fitted model only when "
+                             "its measurement departs from independence by more than its "
+                             "noise would (default for the proposed method with the ipf fit "
+                             "and pooled margins); measured: every measured workload, as "
+                             "the paper (docs/tabular.md, Structure)")
     parser.add_argument("--wide-cells", type=NON_NEGATIVE_INT, default=None,
                         help="measure each selected workload as the marginal of a wider "
                              "attribute set holding it, of at most N cells and as many as "
@@ -237,6 +243,8 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         options["selection_schedule"] = args.selection_schedule
     if args.coverage is not None:
         options["coverage"] = args.coverage
+    if args.structure is not None:
+        options["structure"] = args.structure
     if args.wide_cells is not None:
         options["wide_cells"] = args.wide_cells
     selections = args.selections

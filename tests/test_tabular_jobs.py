@@ -587,3 +587,25 @@ def test_wide_cells_from_the_command_line(stream_files, tmp_path, capsys):
     assert main(["tabular", "run", "--output", str(tmp_path / "e1000"), "--wide-cells",
                  "64", "--marginals", "a,b", *common[:-4], "--epsilon", "1000", "--seed",
                  "1"]) == 0  # one workload, k = 1: the entry's scale is 1/900
+
+
+def test_structure_from_the_command_line(stream_files, tmp_path, capsys):
+    """``--structure``: informative by default for the proposed method with the ipf fit
+    and the pooled margins, measured under ``--rule paper`` or when asked; refused by
+    its name where it cannot apply (the mw fit has no junction tree to keep a pair out
+    of).  The manifest records it and how many workloads the released model holds."""
+    common = ["--input", str(stream_files / "stream.parquet"), "--domain",
+              str(stream_files / "domain.json"), "--epsilon", "2", "--seed", "1"]
+    for name, extra, structure in (("default", [], "informative"),
+                                   ("measured", ["--structure", "measured"], "measured"),
+                                   ("paper", ["--rule", "paper"], "measured")):
+        assert main(["tabular", "run", "--output", str(tmp_path / name), *extra,
+                     *common]) == 0
+        with open(tmp_path / name / "manifest.json") as handle:
+            manifest = json.load(handle)
+        assert manifest["structure"] == structure
+        assert 0 <= manifest["model_workloads"] <= len(manifest["workloads"])
+    assert main(["tabular", "run", "--output", str(tmp_path / "no"), "--structure",
+                 "informative", "--fit", "mw", *common]) == 2
+    assert "--structure" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "no")
