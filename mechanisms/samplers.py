@@ -28,6 +28,20 @@ import secrets
 
 import numpy as np
 
+from continual_synth.mechanisms.errors import InputError, format_bytes
+
+# discrete_gaussian_variance sums N_Z(0, σ²)'s mass function over |x| ≤ ⌈12σ⌉ + 2 (the
+# mass beyond 12σ is below e^-72, under float64's resolution): a table of 2⌈12σ⌉ + 5
+# float64 points, held four times at once (x, x², the weights, their product).  A σ whose
+# table exceeds VARIANCE_TABLE_POINTS (the window histogram's 2^24 bins again, 128 MiB a
+# copy: the variance of σ² = 4.9·10^11 in about a second) is refused, not summed: a budget
+# of ρ = 10^-12 took 51 s and ρ = 10^-18 asked numpy for 506 GiB.  Such noise is far
+# beyond any count: the callers refuse the budget first (CumulativeConfig, --rho).
+VARIANCE_TABLE_POINTS = 2 ** 24
+# the largest σ² whose table fits, 2⌈12σ⌉ + 5 ≤ VARIANCE_TABLE_POINTS (two points spare
+# for the rounding of σ)
+MAX_VARIANCE_TABLE_SIGMA2 = (math.floor((VARIANCE_TABLE_POINTS - 5) / 2) - 2) ** 2 / 144
+
 
 class Sampler:
     """Interface: integer-valued noise arrays and post-processing randomness."""
@@ -210,9 +224,16 @@ def make_sampler(seed) -> Sampler:
 
 def discrete_gaussian_variance(sigma2: float) -> float:
     """Exact variance of N_Z(0, sigma2), by summing the mass function (CKS 2020, Prop. 19:
-    it is strictly below sigma2 and tends to it as sigma2 grows)."""
+    it is strictly below sigma2 and tends to it as sigma2 grows).  A sigma2 above
+    :data:`MAX_VARIANCE_TABLE_SIGMA2` is an :class:`InputError` (its table would not fit)."""
     sigma = math.sqrt(sigma2)
     bound = int(math.ceil(12 * sigma)) + 2
+    if 2 * bound + 1 > VARIANCE_TABLE_POINTS:
+        raise InputError(
+            f"the discrete Gaussian of variance {sigma2:.3g} is too wide to sum: "
+            f"{2 * bound + 1:.3g} points ({format_bytes(8 * (2 * bound + 1))} a copy), at most "
+            f"{VARIANCE_TABLE_POINTS} (variance <= {MAX_VARIANCE_TABLE_SIGMA2:.3g}); a privacy "
+            f"budget this small buries every count in noise")
     x = np.arange(-bound, bound + 1, dtype=np.float64)
     weight = np.exp(-(x ** 2) / (2 * sigma2))
     return float((x ** 2 * weight).sum() / weight.sum())
@@ -221,6 +242,10 @@ def discrete_gaussian_variance(sigma2: float) -> float:
 def discrete_laplace_variance(scale: float) -> float:
     """Exact variance of the discrete Laplace with P(x) ∝ exp(-|x|/scale): 2q/(1-q)², q = e^{-1/scale}."""
     q = math.exp(-1.0 / scale)
+    if q == 1.0:  # 1/scale below float64's resolution: 1 − q rounds to 0
+        raise InputError(f"the discrete Laplace of scale {scale:.3g} is too wide for its "
+                         f"variance to be computed (1 - e^(-1/scale) rounds to 0); a privacy "
+                         f"budget this small buries every count in noise")
     return 2 * q / (1 - q) ** 2
 
 

@@ -276,3 +276,16 @@ def test_make_sampler():
     assert seeded.name == "seeded" and seeded.for_publication is False
     np.testing.assert_array_equal(seeded.discrete_gaussian(9.0, 200),
                                   SeededSampler(3).discrete_gaussian(9.0, 200))
+
+
+def test_variances_of_noise_too_wide_to_tabulate_are_refused_without_allocating():
+    """Before: discrete_gaussian_variance(7.6e20) (ρ = 1e-18) asked numpy for 506 GiB, and
+    discrete_laplace_variance divided by zero once 1 − e^(−1/scale) rounded to 0."""
+    from continual_synth.mechanisms.errors import InputError
+    from continual_synth.mechanisms.samplers import MAX_VARIANCE_TABLE_SIGMA2
+    assert discrete_gaussian_variance(MAX_VARIANCE_TABLE_SIGMA2) > 0  # the largest that fits
+    for sigma2 in (MAX_VARIANCE_TABLE_SIGMA2 * 1.001, 7.6e20, 1e300):
+        with pytest.raises(InputError, match="too wide to sum"):
+            discrete_gaussian_variance(sigma2)
+    with pytest.raises(InputError, match="too wide"):
+        discrete_laplace_variance(1e17)
