@@ -12,6 +12,15 @@ import numbers
 import re
 
 
+# The most records a release may write for its noise alone, whatever its input (Algorithm 1's
+# padding people, Algorithm 2's noisy population, a tabular stream's noisy table size): the
+# largest release measured here, 10M people x 12 periods (6.9-7.9 GiB at its peak,
+# bench/results/dask_scaling.md).  Noise beyond it buries any panel this project has run:
+# a window run at rho = 1e-12 wrote 1.7e8 records for 300 people, and at 1e-15 ran out of
+# memory.
+MAX_NOISE_RECORDS = 10_000_000 * 12
+
+
 class InputError(ValueError):
     """Bad input: the message says what is wrong and where.  Nothing has been written."""
 
@@ -67,6 +76,20 @@ def whole_number(option: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ParameterError(option, f"must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_noise_records(option: str, value: float, records: float, what: str,
+                        smallest: float) -> None:
+    """Refuse a budget ``option`` = ``value`` whose noise alone would have a release write
+    ``records`` records, above :data:`MAX_NOISE_RECORDS` (``what`` says which: "n_pad = 7
+    padding people in each of 8 bins over 12 periods"); ``smallest``: the least value
+    of ``option`` that fits."""
+    if records <= MAX_NOISE_RECORDS:
+        return
+    raise ParameterError(option, f"{value:g} is too small: its noise alone ({what}) would "
+                                 f"write {records:.3g} records; at most "
+                                 f"{MAX_NOISE_RECORDS:.3g} fit: use --{option.replace('_', '-')} "
+                                 f">= {smallest:.3g}")
 
 
 def format_bytes(size: float) -> str:

@@ -30,8 +30,10 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from continual_synth.mechanisms import accounting
-from continual_synth.mechanisms.errors import (ParameterError, check_next_period, format_bytes,
-                                               positive_real, probability, whole_number)
+from continual_synth.mechanisms.errors import (MAX_NOISE_RECORDS, ParameterError,
+                                               check_next_period, check_noise_records,
+                                               format_bytes, positive_real, probability,
+                                               whole_number)
 from continual_synth.mechanisms.consistency import consistent_extension
 from continual_synth.mechanisms.samplers import Sampler
 
@@ -86,6 +88,34 @@ class WindowConfig:
             n_pad = self.n_pad  # a whole float (7.0, as JSON may hold it) is accepted
             n_pad = int(n_pad) if isinstance(n_pad, float) and n_pad.is_integer() else n_pad
             object.__setattr__(self, "n_pad", whole_number("n_pad", n_pad, minimum=0))
+        self._check_padding()
+
+    def _check_padding(self) -> None:
+        """Refuse a ρ (or an ``n_pad``) whose padding alone would have the release write
+        more than :data:`MAX_NOISE_RECORDS` records: every synthetic person has a value in
+        each of the T periods, and ⌈λ⌉ people per bin are noise (as padding by default,
+        or, below an ``n_pad`` given smaller, as noisy counts clamped at 0).  At ρ = 10^-18
+        numpy's hypergeometric split of the people failed (over 10^9 of them)."""
+        per_bin = math.ceil(self.error_bound)
+        records = max(self.n_pad, per_bin) * self.num_bins * self.horizon
+        if self.n_pad > per_bin and records > MAX_NOISE_RECORDS:
+            raise ParameterError("n_pad", (
+                f"{self.n_pad} padding people in each of {self.num_bins} bins over "
+                f"{self.horizon} periods would write {records:.3g} records; at most "
+                f"{MAX_NOISE_RECORDS:.3g} fit: use --n-pad <= "
+                f"{MAX_NOISE_RECORDS // (self.num_bins * self.horizon)}"))
+        # λ = (σ + ½)·L with σ² ∝ 1/ρ: the largest σ whose ⌈λ⌉ fits gives the least ρ
+        fitting = MAX_NOISE_RECORDS // (self.num_bins * self.horizon)
+        spread = self.error_bound / (math.sqrt(self.noise_variance) + 0.5)   # L
+        sigma = fitting / spread - 0.5
+        what = (f"n_pad = {per_bin} people in each of {self.num_bins} window bins over "
+                f"{self.horizon} periods")
+        if sigma <= 0 and records > MAX_NOISE_RECORDS:   # the rounding term alone: any ρ
+            raise ParameterError("window", (
+                f"{self.window} pads at least {what} whatever --rho: {records:.3g} records; "
+                f"at most {MAX_NOISE_RECORDS:.3g} fit (shorten --window)"))
+        check_noise_records("rho", self.rho, records, what,
+                            self.rho * self.noise_variance / max(sigma, 1e-300) ** 2)
 
     @property
     def alphabet_size(self) -> int:

@@ -103,6 +103,14 @@ def test_error_returns_2_with_one_clean_line(tmp_path, capsys):
      "--alphabet needs at least two"),
     (["--window", "2", "--horizon", "3", "--rho", "1", "--missing-value", "7"],
      "value '7' is not in the alphabet [0, 1]"),
+    # before: numpy's "sum(colors) must be less than 1000000000" (1e-18), a MemoryError
+    # (1e-15) or 1.7e8 records of padding written with exit 0 (1e-12)
+    (["--window", "2", "--horizon", "6", "--rho", "1e-18"], "--rho 1e-18 is too small"),
+    (["--window", "2", "--horizon", "6", "--rho", "1e-12"], "use --rho >= "),
+    (["--window", "24", "--horizon", "30", "--rho", "1e6"],
+     "--window 24 pads at least n_pad = 4 people in each of 16777216 window bins"),
+    (["--window", "2", "--horizon", "6", "--rho", "1", "--n-pad", "100000000"],
+     "--n-pad 100000000 padding people"),
 ])
 def test_bad_options_exit_2_before_any_pipeline(tmp_path, capsys, argv, message):
     panel = str(tmp_path / "never-read.parquet")
