@@ -53,15 +53,17 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from continual_synth.mechanisms import accounting
-from continual_synth.mechanisms.errors import (ParameterError, check_next_period, positive_real,
-                                               probability, whole_number)
+from continual_synth.mechanisms.errors import (MAX_NOISE_RECORDS, ParameterError,
+                                               check_next_period, check_noise_records,
+                                               positive_real, probability, whole_number)
 from continual_synth.mechanisms.counters import (
+    DISCRETE_GAUSSIAN,
     INTEGER_KINDS,
     StreamCounter,
     make_counter,
     max_variance,
 )
-from continual_synth.mechanisms.samplers import Sampler
+from continual_synth.mechanisms.samplers import MAX_VARIANCE_TABLE_SIGMA2, Sampler
 
 ALGORITHM = "bun2024-algorithm-2-cumulative"
 MAX_HORIZON = 100_000  # T counters run side by side; beyond this the state outgrows memory
@@ -79,6 +81,17 @@ def _unit_max_variances(counter: str, horizon: int, entries_changed: int) -> Tup
     """V_b: max_t Var(S̃_b^t − S_b^t) of counter b (horizon T − b + 1) at ρ_b = 1."""
     return tuple(max_variance(counter, int(h), rho=1.0, entries_changed=entries_changed)
                  for h in range(horizon, 0, -1))
+
+
+@lru_cache(maxsize=64)
+def _unit_node_sigma2(counter: str, horizon: int, entries_changed: int) -> Tuple[float, ...]:
+    """The widest discrete Gaussian σ² among counter b's nodes at ρ_b = 1, b = 1..T (0 for
+    a counter without discrete Gaussian noise); at ρ_b it is this / ρ_b (σ² ∝ 1/ρ)."""
+    widest = []
+    for h in range(horizon, 0, -1):
+        made = make_counter(counter, int(h), rho=1.0, entries_changed=entries_changed)
+        widest.append(max(made.node_params()) if made.noise == DISCRETE_GAUSSIAN else 0.0)
+    return tuple(widest)
 
 
 @dataclass(frozen=True)
@@ -107,12 +120,38 @@ class CumulativeConfig:
         probability("population_share", self.population_share)
         accounting.check_neighbor(self.neighbor)
         make_counter(self.counter, self.horizon, rho=self.rho)  # validates the counter kind
+        if self.budget_split is not None and self.budget_split not in BUDGET_SPLITS:
+            raise ParameterError("budget_split", f"must be one of {BUDGET_SPLITS}, "
+                                                 f"got {self.budget_split!r}")
+        self._check_noise()
         if self.budget_split is None:
             bounds = self.error_bound_by_split
             object.__setattr__(self, "budget_split", min(BUDGET_SPLITS, key=bounds.get))
-        elif self.budget_split not in BUDGET_SPLITS:
-            raise ParameterError("budget_split", f"must be one of {BUDGET_SPLITS}, "
-                                                 f"got {self.budget_split!r}")
+
+    def _check_noise(self) -> None:
+        """Refuse, before any variance is summed, a ρ whose noise is too wide to work with:
+        a counter node's discrete Gaussian beyond the exact variance's table
+        (:data:`~continual_synth.mechanisms.samplers.MAX_VARIANCE_TABLE_SIGMA2`; at
+        ρ = 10^-18 it asked numpy for 506 GiB), or, where n is released with noise, a noisy
+        population whose noise alone (its error bound at β) would write more than
+        :data:`MAX_NOISE_RECORDS` records over the horizon."""
+        splits = BUDGET_SPLITS if self.budget_split is None else (self.budget_split,)
+        unit = np.array(_unit_node_sigma2(self.counter, self.horizon, self.entries_changed))
+        widest = max(float(np.max(unit / self._counter_rhos(split))) for split in splits)
+        if widest > MAX_VARIANCE_TABLE_SIGMA2:
+            raise ParameterError("rho", (
+                f"{self.rho:g} is too small: its counters' discrete Gaussian noise of "
+                f"variance up to {widest:.3g} is too wide to sum its exact variance (at most "
+                f"{MAX_VARIANCE_TABLE_SIGMA2:.3g}): use --rho >= "
+                f"{self.rho * widest / MAX_VARIANCE_TABLE_SIGMA2:.3g}"))
+        if self.noisy_population:
+            spread = math.sqrt(2 * math.log(2 / self.beta))
+            people = math.sqrt(self.population_variance) * spread
+            records = people * self.horizon
+            check_noise_records("rho", self.rho, records,
+                                f"a noisy population off by up to {people:.3g} people over "
+                                f"{self.horizon} periods",
+                                self.rho * (records / MAX_NOISE_RECORDS) ** 2)
 
     @property
     def entries_changed(self) -> int:

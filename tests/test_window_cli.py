@@ -126,6 +126,24 @@ def test_bad_options_exit_2_before_any_pipeline(tmp_path, capsys, argv, message)
     assert not os.path.exists(tmp_path / "out")
 
 
+@pytest.mark.parametrize("argv", [["--rho", "1e-18"], ["--rho", "1e-12"],
+                                  ["--rho", "1e-12", "--neighbor", "add-remove"],
+                                  ["--rho", "1e-13", "--neighbor", "add-remove",
+                                   "--counter", "blt"]])
+def test_cumulative_rho_whose_noise_is_too_wide_exits_2_before_any_pipeline(tmp_path, capsys,
+                                                                            argv):
+    """Before: ρ = 1e-18 was a traceback (numpy: "Unable to allocate 506. GiB", summing the
+    counters' discrete Gaussian variance) and ρ = 1e-12 took 51 s; the blt counter's
+    continuous noise needs no table, but its noisy population would be off by millions."""
+    code = main(["cumulative", "run", "--input", str(tmp_path / "never-read.parquet"),
+                 "--output", str(tmp_path / "out"), "--horizon", "6", *argv])
+    [line] = error_lines(capsys.readouterr().err)
+    assert code == 2
+    assert line.startswith(f"continual-synth: error: --rho {argv[1]} is too small"), line
+    assert "use --rho >= " in line
+    assert not os.path.exists(tmp_path / "out")
+
+
 def test_stray_positional_argument_is_refused(tmp_path):
     with pytest.raises(SystemExit) as raised:
         main(["demo", "--output", str(tmp_path / "d"), "stray"])
