@@ -194,9 +194,9 @@ from continual_synth.mechanisms.distributions import (
     marginal_table,
     model_from_dict,
 )
-from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
-                                               format_bytes, positive_real, probability,
-                                               whole_number)
+from continual_synth.mechanisms.errors import (MAX_NOISE_RECORDS, InputError, ParameterError,
+                                               StateError, check_noise_records, format_bytes,
+                                               positive_real, probability, whole_number)
 from continual_synth.mechanisms.fitting import (
     DEFAULT_MAX_CELLS,
     DEFAULT_MODEL_CELLS,
@@ -551,6 +551,24 @@ class TabularConfig:
         if not isinstance(self.mixture_components, (int, np.integer)) \
                 or self.mixture_components < 1:
             raise InputError("mixture_components must be a positive integer")
+        self._check_noisy_size()
+
+    def _check_noisy_size(self) -> None:
+        """Refuse an ε whose noise alone makes a released table larger than
+        :data:`MAX_NOISE_RECORDS` plausible, before any record is read (at ε = 10^-12 the
+        emission's list of shards for a table of ~10^12 rows outgrew memory).  A period's
+        noisy size B̂ is a weighted mean of sums of its k_t noisy workload histograms, each
+        measured with discrete Laplace noise of scale k_t/((1 − s)·ε) per cell (variance
+        ≈ 2·scale²): its standard deviation is at least √(2·min_i |W_i|)/((1 − s)·ε),
+        whatever k_t.  The table's size is the sum of the periods' B̂, so after T periods
+        (T = the horizon, 1 without one) one standard deviation of it is √T times that."""
+        periods = self.horizon or 1
+        deviation = math.sqrt(2 * min(self.cells)) / ((1 - self.selection_share) * self.epsilon)
+        rows = math.sqrt(periods) * deviation
+        check_noise_records("epsilon", self.epsilon, rows,
+                            f"a released table whose noisy size is off by {rows:.3g} rows "
+                            f"after {periods} period(s), one standard deviation",
+                            self.epsilon * rows / MAX_NOISE_RECORDS)
 
     # -- derived ------------------------------------------------------------------------
     def _resolve_choice(self, name: str, choices, default: str, restricted: str,

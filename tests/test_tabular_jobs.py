@@ -477,6 +477,20 @@ def test_a_model_limit_no_workload_fits_is_refused(stream_files, tmp_path, capsy
     assert not (tmp_path / "o").exists()
 
 
+def test_an_epsilon_whose_noise_alone_makes_a_huge_table_is_refused(stream_files, tmp_path,
+                                                                      capsys):
+    """Before: --epsilon 1e-12 hung (a released table of ~10^12 noisy rows, its list of
+    shards growing past 3 GB); now exit 2 naming --epsilon and the least that fits, before
+    any record is read (the input here does not exist)."""
+    code = main(["tabular", "run", "--input", str(tmp_path / "never-read.parquet"),
+                 "--output", str(tmp_path / "o"), "--domain", str(stream_files / "domain.json"),
+                 "--epsilon", "1e-12", "--horizon", "20"])
+    [line] = [x for x in capsys.readouterr().err.splitlines() if "error" in x]
+    assert code == 2 and line.startswith("continual-synth: error: --epsilon 1e-12 is too small")
+    assert "records" in line and "use --epsilon >= " in line, line
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_counter_for_the_baseline_is_refused(stream_files, tmp_path, capsys):
     """Before: accepted and ignored (the manifest said counter null)."""
     code = main(["tabular", "run", "--input", str(stream_files / "stream.parquet"),
