@@ -29,6 +29,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from continual_synth.pipelines.cli import main
@@ -94,6 +95,11 @@ def _panel_files(data) -> None:
     corrupt = bytearray(whole)  # a valid footer in front of broken data pages
     corrupt[4: len(whole) // 3] = bytes(len(whole) // 3 - 4)
     (data / "corrupt.parquet").write_bytes(bytes(corrupt))
+    # a folder of per-period parts, one of them with its ids as text
+    parts = write_period_files(table, str(data / "mixed_types"), keep_period=True)
+    part = pq.read_table(parts[1])
+    write_file(_with_value(part, "id", pa.array([str(i) for i in part["id"].to_pylist()])),
+               parts[1], "parquet")
     write_file(table, str(data / "mixed_dir" / "a.parquet"), "parquet")
     write_file(table, str(data / "mixed_dir" / "b.csv"), "csv")
     _write_text(data / "a_file", "not a directory\n")
@@ -154,6 +160,10 @@ def _tabular_files(data) -> None:
     write_file(_with_value(stream, "period", np.where(np.arange(n) == 9, 7,
                                                       stream["period"].to_pylist())),
                str(data / "stream_period7.parquet"), "parquet")
+    parts = write_period_files(stream, str(data / "stream_mixed_types"), keep_period=True)
+    part = pq.read_table(parts[2])
+    write_file(_with_value(part, "a", pa.array([str(v) for v in part["a"].to_pylist()])),
+               parts[2], "parquet")
     _write_text(data / "stream_header.csv", "period,a,b\n")
     period = stream.slice(0, 20).drop_columns(["period"])
     write_file(period, str(data / "t1.csv"), "csv")
@@ -278,10 +288,14 @@ def _panel_cases():
         ("truncated.parquet", ("truncated.parquet", "cannot read as parquet")),
         ("corrupt.parquet", ("corrupt.parquet", "cannot read row group 0")),
         ("mixed_dir", ("mixed_dir", "--input-format")),
+        # before: "Could not convert '1' with type str: tried to convert to int64"
+        ("mixed_types", ("mixed_types/p02.parquet", "column 'id'", "string",
+                         "mixed_types/p01.parquet", "int64")),
         ("no_such_file.parquet", ("no_such_file.parquet", "no such file")),
     ]
     cases = [run_case(w, source, subjects=subjects) for source, subjects in files]
-    cases += [run_case(c, "strings.parquet", subjects=("strings.parquet", "column 'value'")),
+    cases += [run_case(c, "mixed_types", subjects=("mixed_types/p02.parquet", "column 'id'")),
+              run_case(c, "strings.parquet", subjects=("strings.parquet", "column 'value'")),
               run_case(c, "two.parquet", subjects=("two.parquet", "value 2 (row 8)"))]
     options = [
         (w, ("--rho", "0"), ("--rho", "positive")), (w, ("--rho", "-1"), ("--rho",)),
@@ -354,6 +368,10 @@ def _panel_cases():
                   state="window-new"),
         step_case(c, "p1_duplicate.parquet", subjects=("period 1", "id 5 "),
                   state="cumulative-new"),
+        # before: pyarrow's "Unable to merge: Field id has incompatible types", a traceback
+        Case("evaluate-cumulative-truth-mixed_types",
+             ("evaluate", c, "--truth", "{data}/mixed_types", "--synthetic", "{out}"),
+             ("mixed_types/p02.parquet", "column 'id'", "string", "int64"), state=c),
         Case("window-step-into-another-output",
              ("window", "step", "--state", "{state}", "--input", "{data}/p2.parquet",
               "--output", "{data}/elsewhere"), ("releases into",), state=w),
@@ -426,6 +444,10 @@ def _tabular_cases():
         ("t2_header.csv", (), ("t2_header.csv", "'b'")),
         ("t2.csv", ("--period", "-1"), ("--period", "got -1")),
     ]]
+    cases.append(Case("evaluate-tabular-truth-stream_mixed_types",
+                      ("evaluate", t, "--truth", "{data}/stream_mixed_types", "--synthetic",
+                       "{out}"), ("stream_mixed_types/p03.parquet", "column 'a'", "string",
+                                  "int64"), state=t))
     return cases
 
 

@@ -156,12 +156,11 @@ def has_records(path: str, fmt: str) -> bool:
     """Whether one data file holds at least one record, from its Parquet footer or its
     first CSV block / Avro record; an :class:`InputError` naming the file if it cannot be
     read (an empty or truncated file, a CSV row with the wrong number of fields …)."""
-    if storage.size(path) == 0:
-        raise InputError(f"{path}: the file is empty (0 bytes), not a {fmt} file")
+    if fmt == "parquet":
+        return parquet_footer(path)[0] > 0
+    _check_not_empty(path, fmt)
     try:
         with storage.open_read(path) as handle:
-            if fmt == "parquet":
-                return pq.ParquetFile(handle).metadata.num_rows > 0
             if fmt == "csv":
                 reader = pacsv.open_csv(handle)
                 reader.schema.names  # noqa: B018 — a header that is not UTF-8 fails here
@@ -169,6 +168,53 @@ def has_records(path: str, fmt: str) -> bool:
             return next(iter(fastavro.reader(handle)), None) is not None
     except Exception as exc:  # pyarrow / fastavro errors name no file
         raise InputError(_unreadable(path, fmt, exc)) from exc
+
+
+def _check_not_empty(path: str, fmt: str) -> None:
+    if storage.size(path) == 0:
+        raise InputError(f"{path}: the file is empty (0 bytes), not a {fmt} file")
+
+
+def parquet_footer(path: str) -> Tuple[int, pa.Schema]:
+    """``(records, Arrow schema)`` of one Parquet file, from its footer; an
+    :class:`InputError` naming the file if it cannot be read."""
+    _check_not_empty(path, "parquet")
+    try:
+        with storage.open_read(path) as handle:
+            parquet = pq.ParquetFile(handle)
+            return parquet.metadata.num_rows, parquet.schema_arrow
+    except Exception as exc:  # pyarrow errors name no file
+        raise InputError(_unreadable(path, "parquet", exc)) from exc
+
+
+# How the files of one dataset may differ in a column's type: a wider number (int32 and
+# int64 parts, ints and floats) or a longer string type is the same column; text in one
+# file and numbers in another is not (one person's id 17 and "17" are two people).
+_PROMOTE = "permissive"
+
+
+def check_same_types(schemas: Sequence[Tuple[str, pa.Schema]]) -> None:
+    """Refuse data files of one dataset (``(path, schema)`` pairs) whose columns' types
+    cannot be merged (:data:`_PROMOTE`), naming the two files, the column and the two
+    types (pyarrow names neither file)."""
+    try:
+        pa.unify_schemas([schema for _, schema in schemas], promote_options=_PROMOTE)
+        return
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        pass
+    seen = {}  # column -> (first file, its field merged with the later ones)
+    for path, schema in schemas:
+        for field in schema:
+            first_path, merged = seen.setdefault(field.name, (path, field))
+            try:
+                merged = pa.unify_schemas([pa.schema([merged]), pa.schema([field])],
+                                          promote_options=_PROMOTE).field(0)
+            except (pa.ArrowTypeError, pa.ArrowInvalid):
+                raise InputError(
+                    f"{path}: column {field.name!r} has type {field.type} but "
+                    f"{first_path} has it as {merged.type}; the files of one dataset must "
+                    f"agree on each column's type") from None
+            seen[field.name] = (first_path, merged)
 
 
 def count_records(path: str, fmt: Optional[str] = None) -> Optional[int]:
@@ -237,20 +283,22 @@ def check_dataset(path: str, fmt: Optional[str] = None, allow_empty: bool = Fals
     driver and before any pipeline runs, that together they hold at least one record (a
     header-only CSV or a 0-row Parquet file holds none; ``allow_empty``: a period with no
     records is valid input, as for continual PrivHP's points).  Every Parquet footer is
-    read (cheap, and Beam's Parquet reader would not name a broken file); CSV and Avro
+    read (cheap, and Beam's Parquet reader would not name a broken file), and the files
+    must agree on their columns' types (:func:`check_same_types`); CSV and Avro
     files are opened until one holds a record (:func:`read_file` names a broken one
     later)."""
     files = list_data_files(path)
     if not files:
         raise InputError(f"{path}: no .parquet, .csv or .avro files found")
     fmt = detect_format(path, fmt)
-    if allow_empty:
-        if fmt == "parquet":
-            for file_path in files:
-                has_records(file_path, fmt)  # reads the footer: names a broken file
-        return files
-    checked = (has_records(file_path, fmt) for file_path in files)
-    if not (sum(checked) if fmt == "parquet" else any(checked)):
+    if fmt == "parquet":
+        footers = [parquet_footer(file_path) for file_path in files]  # names a broken file
+        check_same_types([(file_path, schema) for file_path, (_, schema)
+                          in zip(files, footers)])
+        holds_records = any(records for records, _ in footers)
+    else:
+        holds_records = allow_empty or any(has_records(file_path, fmt) for file_path in files)
+    if not (allow_empty or holds_records):
         raise InputError(f"{path}: holds no records (only headers or empty tables)")
     return files
 
@@ -306,7 +354,10 @@ def read_release(directory: str) -> pa.Table:
 def read_files(paths: Sequence[str], fmt: Optional[str] = None) -> pa.Table:
     """The data files ``paths`` (at least one) concatenated into one table."""
     tables = [read_file(path, fmt) for path in paths]
-    return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+    if len(tables) == 1:
+        return tables[0]
+    check_same_types([(path, table.schema) for path, table in zip(paths, tables)])
+    return pa.concat_tables(tables, promote_options=_PROMOTE)
 
 
 def read_dataset(path: str, fmt: Optional[str] = None) -> pa.Table:
