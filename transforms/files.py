@@ -15,7 +15,9 @@ import re
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 import fastavro
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -101,9 +103,7 @@ def read_file(path: str, fmt: Optional[str] = None,
             if fmt == "parquet":
                 return pq.read_table(handle)
             if fmt == "csv":
-                table = _read_csv(handle, {name: pa.string() for name in string_columns})
-                table.schema.names  # noqa: B018 — a header that is not UTF-8 fails here
-                return table
+                return _read_csv_file(path, handle, string_columns)
             return avro_bytes_to_table(handle)
     except InputError:
         raise
@@ -112,10 +112,42 @@ def read_file(path: str, fmt: Optional[str] = None,
         raise InputError(message or _unreadable(path, fmt, exc)) from exc
 
 
+def _read_csv_file(path: str, handle, string_columns: Sequence[str]) -> pa.Table:
+    """The CSV file ``path`` (open as ``handle``) as :func:`read_file` reads it."""
+    types = {name: pa.string() for name in string_columns}
+    table = _read_csv(handle, types)
+    table.schema.names  # noqa: B018 — a header that is not UTF-8 fails here
+    wide = _whole_numbers_beyond_int64(table)
+    if not wide:
+        return table
+    with storage.open_read(path) as again:  # those columns again, as text
+        text = _read_csv(again, {**types, **{name: pa.string() for name in wide}})
+    for name in wide:  # kept as text if written as whole numbers ("1e20" is a float)
+        if pc.all(pc.match_substring_regex(text[name], r"^\s*[+-]?\d+\s*$")).as_py() is not False:
+            table = table.set_column(table.column_names.index(name), name, text[name])
+    return table
+
+
 def _read_csv(handle, column_types) -> pa.Table:
     """A CSV file object as a table: only an empty field is a missing value."""
     return pacsv.read_csv(handle, convert_options=pacsv.ConvertOptions(
         strings_can_be_null=True, null_values=[""], column_types=column_types))
+
+
+def _whole_numbers_beyond_int64(table: pa.Table) -> List[str]:
+    """The columns of a CSV table that pyarrow read as floats although they hold only
+    whole numbers, some beyond int64 (an id 10**20 + 1): as floats they would be rounded
+    (two ids, one number), so they are read as text instead, exactly (a column that also
+    holds "1.5" or "2.0" or "1e20" stays a float column)."""
+    wide = []
+    for name, column in zip(table.column_names, table.columns):
+        if not pa.types.is_floating(column.type) or column.null_count == len(column):
+            continue
+        values = column.to_numpy(zero_copy_only=False)
+        values = values[np.isfinite(values)]
+        if values.size and np.abs(values).max() >= 2.0 ** 63 and (values == np.floor(values)).all():
+            wide.append(name)
+    return wide
 
 
 _NOT_UTF8 = re.compile(r"In CSV column #(\d+): CSV conversion error to string: invalid UTF8")
