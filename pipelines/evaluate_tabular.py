@@ -192,6 +192,11 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     if not periods:
         raise InputError(f"{synthetic_dir}: nothing released yet")
     horizon = periods[-1]
+    if not set(periods) & set(np.unique(truth_periods).tolist()):
+        raise InputError(f"truth {truth_path}: periods {int(truth_periods.min())}.."
+                         f"{int(truth_periods.max())} but the release has periods "
+                         f"{periods[0]}..{horizon}, none of them in the truth (is it the "
+                         f"stream this release was made from?)")
     if truth_periods.max() < horizon:
         raise InputError(f"the truth covers periods up to {int(truth_periods.max())} but "
                          f"the release goes up to period {horizon}")

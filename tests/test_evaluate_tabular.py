@@ -351,3 +351,19 @@ def test_truth_periods_follow_the_inputs_rule(tmp_path, files, periods, error):
     write_file(truth, path, "parquet")
     with pytest.raises(InputError, match=error):
         evaluate_tabular(path, release, domain_path=domain)
+
+
+def test_truth_of_other_periods_is_refused_naming_both(tmp_path, files, capsys):
+    """Before: a truth whose periods (31..33) miss every released period (1..3) passed,
+    and the command exited 0 with every metric null and wrote a report."""
+    from continual_synth.pipelines.cli import main
+    _, domain, _, release = files
+    path = str(tmp_path / "shifted_truth.parquet")
+    write_file(table([r[:3] + (r[3] + 30,) for r in TRUTH]), path, "parquet")
+    report = tmp_path / "report"
+    assert main(["evaluate", "tabular", "--truth", path, "--synthetic", release,
+                 "--domain", domain, "--report", str(report)]) == 2
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "shifted_truth.parquet: periods 31..33" in message, message
+    assert "release has periods 1..3" in message, message
+    assert not report.exists()
