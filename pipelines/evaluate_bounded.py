@@ -243,6 +243,12 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
         truth = finite_points(table, columns, truth_path)
         synthetic = finite_points(read_files(files), columns, synthetic_dir)
         summary["period"] = chosen
+    if not truth.shape[0]:  # as the other evaluations say it, naming the file
+        rows = summary.get("truth_rows", "all")
+        raise InputError(f"truth {truth_path}: no records"
+                         + ("" if rows.startswith("all") else f" with {rows}"))
+    if not synthetic.shape[0]:
+        raise InputError(f"synthetic release {synthetic_dir}: no records")
     manifest = release_dir.read_json(storage.join(synthetic_dir, "manifest.json")) or {}
     summary.update(truth_check(truth_path, manifest))
     summary.update(wasserstein_summary(truth, synthetic, ot_points=ot_points,

@@ -224,6 +224,24 @@ def test_evaluate_one_dimension_is_exact(tmp_path):
     assert summary["w1_method"].startswith("exact")
 
 
+@pytest.mark.parametrize("empty", ["truth", "synthetic"])
+def test_evaluate_without_points_names_the_file(tmp_path, empty):
+    """Before: a zero-row truth was refused as scipy's "Distribution can't be empty.",
+    naming no file; the other evaluations say "truth …: no records"."""
+    points = {"truth": pa.table({"v": [0.1, 0.5, 0.9]}), "synthetic": pa.table({"v": [0.4]})}
+    points[empty] = points[empty].slice(0, 0)
+    write_file(points["truth"], str(tmp_path / "truth.parquet"), "parquet")
+    os.makedirs(tmp_path / "syn")
+    write_file(points["synthetic"], str(tmp_path / "syn" / "synthetic-s00000.parquet"),
+               "parquet")
+    (tmp_path / "syn" / "manifest.json").write_text("{}")
+    code, _, err = run_cli(["evaluate", "bounded", "--truth", str(tmp_path / "truth.parquet"),
+                            "--synthetic", str(tmp_path / "syn"), "--columns", "v"])
+    assert code == 2
+    where = {"truth": "truth.parquet", "synthetic": "syn"}[empty]
+    assert f"{tmp_path / where}: no records" in err.strip().splitlines()[-1], err
+
+
 def test_default_sampler_is_opendp_and_fit_for_publication(data, tmp_path):
     _, points, _, _ = data
     path = str(tmp_path / "small.parquet")
