@@ -141,6 +141,9 @@ def parse_workloads(spec: str, domain: Domain) -> List[Workload]:
     return workloads
 
 
+_NUMBER = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"  # text that reads as a number
+
+
 def encode_column(values: pa.Array, domain_values: Sequence, where: str,
                   first_row: int = 0) -> np.ndarray:
     """Codes 0..|𝒳_i|−1 of one column; a value outside the domain is an InputError
@@ -150,6 +153,8 @@ def encode_column(values: pa.Array, domain_values: Sequence, where: str,
     value_set = pa.array(list(domain_values))
     if pa.types.is_null(value_set.type):  # only null allowed
         value_set = pa.array(list(domain_values), type=values.type)
+    text_for_numbers = (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)) \
+        and (pa.types.is_integer(value_set.type) or pa.types.is_floating(value_set.type))
     try:
         if values.type != value_set.type and not pa.types.is_null(values.type):
             if pa.types.is_string(value_set.type) or pa.types.is_large_string(value_set.type):
@@ -160,6 +165,16 @@ def encode_column(values: pa.Array, domain_values: Sequence, where: str,
         raise InputError(f"{where}: column type {values.type} does not match the domain's "
                          f"values {list(domain_values)[:5]}") from None
     codes = pc.index_in(values, value_set=value_set, skip_nulls=False)
+    if codes.null_count and text_for_numbers:
+        # text where the domain has numbers: a whole CSV column is text when one of its
+        # cells is (a lone "NA" makes 4.0 the text '4.0'), so name that cell
+        words = pc.invert(pc.match_substring_regex(values, _NUMBER))
+        if pc.any(words).as_py():
+            bad = pc.filter(values, words).to_pylist()
+            row = int(np.flatnonzero(words.fill_null(False).to_numpy(zero_copy_only=False))[0])
+            raise InputError(f"{where}: value {bad[0]!r} ({row_label(row, first_row)}) is not "
+                             f"a number, and the domain's values are {list(domain_values)} "
+                             f"(an empty field is the missing value); {len(bad)} such row(s)")
     if codes.null_count:
         bad = pc.filter(values, pc.is_null(codes)).to_pylist()
         row = int(np.flatnonzero(codes.is_null().to_numpy(zero_copy_only=False))[0])

@@ -164,6 +164,9 @@ def _tabular_files(data) -> None:
     part = pq.read_table(parts[2])
     write_file(_with_value(part, "a", pa.array([str(v) for v in part["a"].to_pylist()])),
                parts[2], "parquet")
+    _write_text(data / "stream_na.csv", "period,a,b\n" + "".join(  # a as 1.0, one "NA": text
+        f"{t},{'NA' if i == 5 else float(v)},{w}\n" for i, (t, v, w) in enumerate(
+            zip(stream["period"].to_pylist(), a, stream["b"].to_pylist()))))
     _write_text(data / "stream_header.csv", "period,a,b\n")
     period = stream.slice(0, 20).drop_columns(["period"])
     write_file(period, str(data / "t1.csv"), "csv")
@@ -413,6 +416,8 @@ def _tabular_cases():
     cases += [run_case(t, source, subjects=subjects) for source, subjects in [
         ("stream_outside.parquet", ("stream_outside.parquet", "column 'a'", "value 7 (row 6)")),
         ("stream_nan.parquet", ("stream_nan.parquet", "column 'a'", "nan (row 6)")),
+        # before: "value '2.0' (row 1) is not in the domain", the first row of a text column
+        ("stream_na.csv", ("stream_na.csv", "column 'a'", "'NA' (row 6)", "not a number")),
         ("stream_text.parquet", ("stream_text.parquet", "column 'a'", "'q' (row 6)")),
         ("stream_float_period.parquet", ("stream_float_period.parquet", "'period'")),
         ("stream_period7.parquet", ("stream_period7.parquet", "row 10", "period 7")),
