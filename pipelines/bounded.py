@@ -25,7 +25,7 @@ from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.synthesizer import PointsRelease
 from continual_synth.pipelines import lifecycle, logs, release_dir
-from continual_synth.pipelines.options import pipeline_options
+from continual_synth.pipelines.options import check_distinct_columns, pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import check_format, detect_format, list_data_files
 from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
@@ -39,11 +39,15 @@ from continual_synth.transforms.write import WriteRecordBatches
 DEFAULT_SHARDS = 8
 
 
-def check_columns(columns: Sequence[str], bounds: Bounds) -> None:
+def check_columns(columns: Sequence[str], bounds: Bounds,
+                  period_col: Optional[str] = None) -> None:
+    """``--columns`` against ``--bounds`` and, for continual PrivHP, ``--period-col``
+    (a column of its own: not read as a coordinate too)."""
     if not columns:
         raise InputError("--columns needs at least one column name")
-    if len(set(columns)) != len(columns):
-        raise InputError(f"--columns names a column twice: {list(columns)}")
+    check_distinct_columns([("--columns", columns)]
+                           + ([("--period-col", [period_col])] if period_col is not None
+                              else []))
     if len(columns) != bounds.dims:
         raise InputError(f"--columns names {len(columns)} column(s) but --bounds gives "
                          f"{bounds.dims} pair(s)")

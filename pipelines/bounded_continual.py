@@ -67,8 +67,8 @@ def _extras(columns, bounds: Bounds, num_shards: int, clip: bool,
 
 
 def _check(columns, bounds: Bounds, config: ContinualPrivHPConfig, samples: int,
-           num_shards: int, out_format: str) -> None:
-    check_columns(columns, bounds)
+           num_shards: int, out_format: str, period_col: str) -> None:
+    check_columns(columns, bounds, period_col)
     check_format(out_format)
     if samples < 0 or num_shards < 1:
         raise InputError("--samples must be ≥ 0 and --shards ≥ 1")
@@ -88,7 +88,7 @@ def initial_document(config: ContinualPrivHPConfig, columns: Sequence[str], boun
     column ``stream`` reads a watched file's period from when its name holds none; a
     step's file is one period, and if it has the column every row must hold that period)
     and ``horizon_source`` (T is always ``--horizon``'s)."""
-    _check(columns, bounds, config, samples, num_shards, out_format)
+    _check(columns, bounds, config, samples, num_shards, out_format, period_col)
     fresh = ContinualPrivHPSynthesizer(config, samples).initial_state().to_dict()
     fresh.pop("counters")  # zero counters: made again from the configuration at period 1
     return lifecycle.new_state_document(
@@ -335,7 +335,7 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
     tree is saved in the staging directory as it is released, and one pipeline samples
     them all (:func:`_write_releases`).  Bad input found while reading leaves the output
     untouched (releases are staged)."""
-    _check(columns, bounds, config, samples, num_shards, out_format)
+    _check(columns, bounds, config, samples, num_shards, out_format, period_col)
     synthesizer = ContinualPrivHPSynthesizer(config, samples)
 
     def write(staging: str, plan_path: str) -> None:

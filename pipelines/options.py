@@ -31,9 +31,28 @@ class PanelColumns:
 
     def __post_init__(self):
         names = (self.id_col, self.period_col, self.value_col)
-        if len(set(names)) != 3 or not all(names):
+        if not all(names):
             raise InputError(f"--id-col, --period-col and --value-col must name three "
                              f"different columns, got {list(names)}")
+        check_distinct_columns([("--id-col", [self.id_col]),
+                                ("--period-col", [self.period_col]),
+                                ("--value-col", [self.value_col])])
+
+
+def check_distinct_columns(named: Sequence[Tuple[str, Sequence[str]]]) -> None:
+    """Refuse a column that one of a job's column options names twice, or that two of
+    them name (``--period-col x`` with ``--columns x,y``: x would be read as the period
+    and as a coordinate), before any data is read.  ``named``: (the option, the columns it
+    names), in the order the message names them."""
+    owner: Dict[str, str] = {}
+    for option, columns in named:
+        if len(set(columns)) != len(columns):
+            raise InputError(f"{option} names a column twice: {list(columns)}")
+        for column in columns:
+            if column in owner:
+                raise InputError(f"{owner[column]} and {option} must name different "
+                                 f"columns: both name {column!r}")
+            owner[column] = option
 
 
 def argument_type(rule: Callable, parse: Callable = int, **limits) -> Callable[[str], object]:

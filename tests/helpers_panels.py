@@ -229,3 +229,32 @@ def cli(*argv):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
     return code, (json.loads(out.getvalue()) if code == 0 else err.getvalue().strip())
+
+
+def refused_before_reading(monkeypatch, tmp_path, family: str, command: str,
+                           input_path: str, options: Sequence[str], readers=()):
+    """(exit code, stderr) of ``FAMILY COMMAND`` (init, run or stream; ``job
+    FAMILY_ACTION``: its job module) with ``options``, its state ``tmp_path/state`` and
+    output ``tmp_path/out``, for a refusal due before any data is read: each reader of
+    ``readers`` ((module, name) pairs) and ``stream``'s watcher fail the test if called."""
+    import pytest
+    from continual_synth.jobs import main as job_main
+    from continual_synth.pipelines import stream
+    from continual_synth.pipelines.cli import main
+
+    def no_reading(*args, **kwargs):
+        pytest.fail("the data was read before the options were checked")
+    for module, name in list(readers) + [(stream, "watch")]:
+        monkeypatch.setattr(module, name, no_reading)
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    (tmp_path / "landing").mkdir()
+    where = {"init": ["--state", state], "run": ["--input", input_path, "--output", out],
+             "stream": ["--watch", str(tmp_path / "landing"), "--state", state, "--output",
+                        out, "--until-period", "1"]}
+    action = command.split("_")[-1]
+    argv = where[action] + list(options)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = (job_main(command.split()[1], argv) if command.startswith("job")
+                else main([family, action] + argv))
+    return code, err.getvalue()

@@ -43,7 +43,7 @@ from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.pipelines.cli import main
 from continual_synth.pipelines.lifecycle import NOT_RECORDED
 from continual_synth.transforms.files import read_file, write_file
-from helpers_panels import release_snapshot
+from helpers_panels import refused_before_reading, release_snapshot
 from helpers_processes import cli_child
 
 STRUCTURE = dict(epsilon=1.0, dims=2, prune_k=4, depth=8, sketch_width=16, sketch_depth=3)
@@ -663,6 +663,25 @@ def test_bad_period_input_exits_2_and_leaves_the_state(stream, tmp_path):
     code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
                             "--output", str(tmp_path / "r"), "--counter", "block"] + OPTIONS)
     assert code == 2 and "--horizon" in err
+
+
+@pytest.mark.parametrize("command", ["init", "run", "stream", "job bounded_init",
+                                     "job bounded_run"])
+def test_a_period_col_among_the_columns_is_refused_before_anything(stream, tmp_path,
+                                                                    monkeypatch, command):
+    """``--period-col x`` with ``--columns x,y`` would read x as the period and as a
+    coordinate.  Before: init wrote a state every step then refused (or, on a file whose
+    x held 1 everywhere, took every point at x = 1), and run failed after reading the
+    data with a message about the period's type.  Now init, run --horizon, stream and
+    the job modules exit 2 naming both options, before reading or writing anything."""
+    from continual_synth.pipelines import bounded_continual
+    code, err = refused_before_reading(
+        monkeypatch, tmp_path, "bounded", command, str(stream / "all.csv"),
+        ["--horizon", "3", "--period-col", "x"] + OPTIONS,
+        readers=[(bounded_continual, "period_accumulators")])
+    assert code == 2 and "--columns and --period-col must name different columns: both " \
+        "name 'x'" in err, err
+    assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists()
 
 
 def tree_snapshot(root):
