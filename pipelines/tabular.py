@@ -33,7 +33,7 @@ from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.pipelines import lifecycle, logs
 from continual_synth.pipelines.jobs import save_manifest_after
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
-from continual_synth.pipelines.options import pipeline_options
+from continual_synth.pipelines.options import check_distinct_columns, pipeline_options
 from continual_synth.transforms import monitoring, packed_json, storage
 from continual_synth.transforms.files import (check_dataset, check_format, detect_format,
                                               read_dataset, read_file)
@@ -59,6 +59,12 @@ def read_domain(path: str) -> Domain:
     if not storage.is_file(path):
         raise InputError(f"domain file {path} does not exist")
     return Domain.from_json(storage.read_bytes(path), f"domain file {path}")
+
+
+def check_period_col(domain: Domain, period_col: str) -> None:
+    """The period column is a column of its own, not one of the domain's attributes
+    (checked before any data is read: it would be read as both)."""
+    check_distinct_columns([("--domain", domain.names), ("--period-col", [period_col])])
 
 
 def infer_domain(input_path: str, period_col: str = "period",
@@ -110,6 +116,7 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
     (``horizon_source``: where the synthesizer's horizon T came from, for the manifest)."""
     check_format(out_format)
     domain = synthesizer.domain
+    check_period_col(domain, period_col)
     reader = ReadRecordBatches(input_path, in_format,  # fails early on a missing input
                                string_columns=text_columns(domain))
     schema = synthetic_schema(domain, period_col)
@@ -166,6 +173,7 @@ def initial_document(synthesizer: TabularSynthesizer, *, seed: Optional[int] = N
     which the manifest reports as ``run``'s does: an incremental release never reads T
     from the data)."""
     check_format(out_format)
+    check_period_col(synthesizer.domain, period_col)
     return lifecycle.new_state_document(
         KIND, seed, out_format, config=synthesizer.config_dict(),
         synthesizer_state=synthesizer.state_to_dict(synthesizer.initial_state()),

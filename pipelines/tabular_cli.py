@@ -211,8 +211,9 @@ HORIZON_FROM_INPUT = ("the input's last period: read from the data, so the priva
                       "period range is not public")
 
 
-def synthesizer_from_args(args, input_path: Optional[str] = None):
-    """The synthesizer the options describe (the domain read or, if asked, inferred)."""
+def synthesizer_from_args(args, input_path: Optional[str] = None, domain=None):
+    """The synthesizer the options describe (the domain given, else read or, if asked,
+    inferred)."""
     from continual_synth.mechanisms.marginals import parse_workloads
     from continual_synth.mechanisms.errors import InputError
     from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
@@ -220,12 +221,12 @@ def synthesizer_from_args(args, input_path: Optional[str] = None):
         raise InputError("--counter is for the proposed method: the baseline measures each "
                          "period's records once, with no counter")
     inferred = bool(getattr(args, "infer_domain", False))
-    if inferred:
+    if domain is None and inferred:
         from continual_synth.pipelines.tabular import infer_domain
         from continual_synth.transforms.files import check_dataset
         check_dataset(input_path, getattr(args, "input_format", None))  # names an empty file
         domain = infer_domain(input_path, args.period_col, getattr(args, "input_format", None))
-    else:
+    elif domain is None:
         from continual_synth.pipelines.tabular import read_domain
         domain = read_domain(args.domain)
     from continual_synth.mechanisms.tabular import PAPER_SELECTIONS, RULES
@@ -289,11 +290,15 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         return run_stream(tabular.TabularJob(), document, args, beam_args,
                           period_col=args.period_col)
     if args.action == "run":
+        domain = None
+        if not args.infer_domain:  # checked before the data is read for the horizon
+            domain = tabular.read_domain(args.domain)
+            tabular.check_period_col(domain, args.period_col)
         source = "--horizon"
         if args.horizon is None:  # the documented default: the stream's last period
             args.horizon = tabular.last_period(args.input, args.period_col, args.input_format)
             source = HORIZON_FROM_INPUT
-        synthesizer = synthesizer_from_args(args, args.input)
+        synthesizer = synthesizer_from_args(args, args.input, domain)
         manifest = tabular.run(synthesizer, args.input, args.output, seed=args.seed,
                                in_format=args.input_format, out_format=args.out_format,
                                period_col=args.period_col, beam_args=beam_args,

@@ -16,7 +16,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.testing.test_stream import TestStream as BeamTestStream  # not "Test*": pytest would collect it
 from apache_beam.transforms.window import TimestampedValue
 
-from continual_synth.mechanisms.errors import StateError
+from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.mechanisms.marginals import Domain, all_workloads
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.pipelines import tabular
@@ -25,7 +25,7 @@ from continual_synth.pipelines.lifecycle import NOT_RECORDED, load_state
 from continual_synth.transforms.files import read_dataset, write_file
 from continual_synth.transforms.tabular_stream import SynthesizeTabularStream
 
-from helpers_panels import snapshot
+from helpers_panels import refused_before_reading, snapshot
 
 DOMAIN = {"a": [0, 1, 2], "b": ["x", "y", None], "c": [0, 1]}
 PERIODS, BATCH = 6, 80
@@ -201,6 +201,30 @@ def test_cli_errors_are_clear(stream_files, tmp_path, capsys):
                  "--output", str(tmp_path / "o3"), "--domain", domain, "--epsilon", "1",
                  "--fit", "mw", "--horizon", "3"])
     assert code == 2 and "periods must be 1..3" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["init", "run", "stream", "job tabular_init",
+                                     "job tabular_run"])
+def test_a_period_col_that_is_a_domain_attribute_is_refused_before_anything(
+        stream_files, tmp_path, monkeypatch, command):
+    """``--period-col c`` with c an attribute of the domain would read c as the period
+    and as an attribute.  Before: init wrote a state every step then refused ("row 2
+    holds period 0 ..."), and run failed only after reading the data.  Now init, run,
+    stream and the job modules exit 2 naming both options, before reading or writing
+    anything; so do the library's init and run."""
+    code, err = refused_before_reading(
+        monkeypatch, tmp_path, "tabular", command, str(stream_files / "stream.parquet"),
+        ["--domain", str(stream_files / "domain.json"), "--epsilon", "1", "--fit", "mw",
+         "--period-col", "c"], readers=[(tabular, "last_period")])
+    assert code == 2 and "--domain and --period-col must name different columns: both " \
+        "name 'c'" in err, err
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    assert not os.path.exists(state) and not os.path.exists(out)
+    with pytest.raises(InputError, match="--period-col must name different columns"):
+        tabular.init(synthesizer(), state, period_col="a")
+    with pytest.raises(InputError, match="--period-col must name different columns"):
+        tabular.run(synthesizer(), str(stream_files / "stream.parquet"), out, period_col="b")
+    assert not os.path.exists(state) and not os.path.exists(out)
 
 
 def test_steps_refuse_out_of_order_and_past_the_horizon(stream_files, tmp_path):
