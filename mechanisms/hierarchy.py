@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -146,12 +146,14 @@ def unit_bounds(dims: int) -> Bounds:
 
 
 def check_points(points: np.ndarray, bounds: Bounds, columns: Sequence[str], clip: bool,
-                 where: str = "input", row_offset: int = 0) -> Tuple[np.ndarray, int]:
+                 where: str = "input", row_offset: int = 0,
+                 hint: Optional[str] = None) -> Tuple[np.ndarray, int]:
     """Validate an n × d float array against ``bounds``.
 
     Non-finite values are always an :class:`InputError` (naming the column and row);
     values outside the bounds are an error unless ``clip``, in which case they are
-    moved onto the bounds.  Returns (points scaled to [0,1]^d, number of clipped rows).
+    moved onto the bounds (the error's ``hint``: default, widen ``--bounds`` or pass
+    ``--clip``).  Returns (points scaled to [0,1]^d, number of clipped rows).
     """
     points = np.asarray(points, dtype=np.float64)
     bad = ~np.isfinite(points)
@@ -167,7 +169,7 @@ def check_points(points: np.ndarray, bounds: Bounds, columns: Sequence[str], cli
             row, col = np.argwhere(outside)[0]
             raise InputError(f"{where}: column {columns[col]!r} value {float(points[row, col]):g} at "
                              f"{row_label(row, row_offset)} is outside the bounds "
-                             f"{bounds.low[col]}:{bounds.high[col]} (widen --bounds or "
-                             f"pass --clip)")
+                             f"{bounds.low[col]}:{bounds.high[col]} "
+                             f"({hint or 'widen --bounds or pass --clip'})")
         clipped = int(outside.any(axis=1).sum())
     return bounds.to_unit(points), clipped

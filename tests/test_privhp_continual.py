@@ -665,6 +665,32 @@ def test_bad_period_input_exits_2_and_leaves_the_state(stream, tmp_path):
     assert code == 2 and "--horizon" in err
 
 
+def test_a_steps_errors_say_the_state_fixes_the_columns_and_bounds(stream, tmp_path):
+    """``step`` takes no --bounds, --clip or --columns (its state keeps them): its hint
+    on a point outside the bounds or a missing column is that a new state is needed,
+    where ``run``'s still says which option to give."""
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    assert run_cli(["bounded", "init", "--state", state, "--horizon", "2"] + OPTIONS)[0] == 0
+    outside, missing = str(tmp_path / "outside.csv"), str(tmp_path / "missing.csv")
+    write_file(pa.table({"x": [1.0, 11.0], "y": [1.0, 1.0]}), outside, "csv")
+    write_file(pa.table({"x": [1.0, 2.0], "z": [1.0, 1.0]}), missing, "csv")
+    code, _, err = run_cli(["bounded", "step", "--state", state, "--input", outside,
+                            "--output", out])
+    assert code == 2 and "outside the bounds" in err and "pass --clip" not in err, err
+    assert "the state was made with --bounds 0:10,0:10 and without --clip" in err
+    assert "a new state ('bounded init') is needed to change them" in err
+    code, _, err = run_cli(["bounded", "step", "--state", state, "--input", missing,
+                            "--output", out])
+    assert code == 2 and "missing column(s) ['y']" in err and "choose them" not in err, err
+    assert "the state was made with --columns x,y" in err and "'bounded init'" in err
+    code, _, err = run_cli(["bounded", "run", "--input", outside, "--output",
+                            str(tmp_path / "r")] + OPTIONS)
+    assert code == 2 and "(widen --bounds or pass --clip)" in err, err
+    code, _, err = run_cli(["bounded", "run", "--input", missing, "--output",
+                            str(tmp_path / "r")] + OPTIONS)
+    assert code == 2 and "(choose them with --columns)" in err, err
+
+
 @pytest.mark.parametrize("command", ["init", "run", "stream", "job bounded_init",
                                      "job bounded_run"])
 def test_a_period_col_among_the_columns_is_refused_before_anything(stream, tmp_path,

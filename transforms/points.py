@@ -39,13 +39,23 @@ DEFAULT_BATCH_ROWS = 1 << 18
 
 
 def require_columns(found: Sequence[str], columns: Sequence[str], where: str,
-                    option: str = "--columns") -> None:
+                    option: str = "--columns", hint: Optional[str] = None) -> None:
     """An :class:`InputError` naming the columns missing from ``found`` and the option
-    that chooses them."""
+    that chooses them (``hint``: what to do instead, where that option cannot be given)."""
     missing = [c for c in columns if c not in found]
     if missing:
         raise InputError(f"{where}: missing column(s) {missing}; found {list(found)} "
-                         f"(choose them with {option})")
+                         f"({hint or f'choose them with {option}'})")
+
+
+def state_hints(columns: Sequence[str], bounds: Bounds) -> Tuple[str, str]:
+    """The hints of a step's missing column and out-of-bounds point: ``step`` takes no
+    ``--columns``, ``--bounds`` or ``--clip`` (its state keeps those ``init`` was given),
+    so the hint is that a new state is needed, not to pass them."""
+    remake = "a new state ('bounded init') is needed to change them"
+    box = ",".join(f"{lo:g}:{hi:g}" for lo, hi in zip(bounds.low, bounds.high))
+    return (f"the state was made with --columns {','.join(columns)}: {remake}",
+            f"the state was made with --bounds {box} and without --clip: {remake}")
 
 
 def table_points(table: pa.Table, columns: Sequence[str], where: str,
@@ -68,11 +78,11 @@ def table_points(table: pa.Table, columns: Sequence[str], where: str,
 
 
 def file_batches(path: str, fmt: str, columns: Sequence[str], batch_rows: int,
-                 option: str = "--columns", optional: Sequence[str] = ()
-                 ) -> Iterator[Tuple[int, pa.Table]]:
+                 option: str = "--columns", optional: Sequence[str] = (),
+                 hint: Optional[str] = None) -> Iterator[Tuple[int, pa.Table]]:
     """(row offset, table) batches of one data file, ``batch_rows`` rows at a time
-    (``option``: what chooses ``columns``, for the error naming a missing one;
-    ``optional``: columns read too when the file has them)."""
+    (``option``: what chooses ``columns``, for the error naming a missing one, or
+    ``hint``: that error's hint; ``optional``: columns read too when the file has them)."""
     if fmt == "parquet":
         with storage.open_read(path) as handle:
             try:
@@ -80,7 +90,7 @@ def file_batches(path: str, fmt: str, columns: Sequence[str], batch_rows: int,
             except Exception as exc:
                 raise InputError(f"{path}: cannot read as parquet: {exc}") from exc
             names = parquet.schema_arrow.names
-            require_columns(names, columns, path, option)
+            require_columns(names, columns, path, option, hint)
             read = list(columns) + [c for c in optional if c in names and c not in columns]
             offset = 0
             for batch in parquet.iter_batches(batch_size=batch_rows, columns=read):
@@ -88,7 +98,7 @@ def file_batches(path: str, fmt: str, columns: Sequence[str], batch_rows: int,
                 offset += batch.num_rows
         return
     table = read_file(path, fmt)
-    require_columns(table.column_names, columns, path, option)
+    require_columns(table.column_names, columns, path, option, hint)
     for offset in range(0, max(table.num_rows, 1), batch_rows):
         yield offset, table.slice(offset, batch_rows)
 
@@ -100,16 +110,19 @@ def read_point_batches(path: str, fmt: str, columns: Sequence[str], bounds: Boun
     """(points scaled to [0,1]^d, number clipped) per batch of one file, validated.
     ``step_period``: ``(period column, t)`` of a step ingesting period t, whose file's
     period column, if it has one, must hold t only (:mod:`~continual_synth.transforms.
-    periods`)."""
+    periods`), whose state fixes the columns and bounds (the errors' hints say so)."""
     period_col = [step_period[0]] if step_period else []
-    for offset, table in file_batches(path, fmt, columns, batch_rows, optional=period_col):
+    columns_hint, bounds_hint = state_hints(columns, bounds) if step_period else (None, None)
+    for offset, table in file_batches(path, fmt, columns, batch_rows, optional=period_col,
+                                      hint=columns_hint):
         if table.num_rows == 0:  # a header-only file (file_batches checked its columns)
             continue
         if period_col and period_col[0] in table.column_names:
             check_step_periods(period_values(table, period_col[0], path, offset),
                                step_period[1], path, offset)
         points = table_points(table, columns, path, offset)
-        yield check_points(points, bounds, columns, clip, where=path, row_offset=offset)
+        yield check_points(points, bounds, columns, clip, where=path, row_offset=offset,
+                           hint=bounds_hint)
 
 
 class ReadPointBatches(beam.PTransform):
