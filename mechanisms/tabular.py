@@ -563,7 +563,9 @@ class TabularConfig:
         whatever k_t.  The table's size is the sum of the periods' B̂, so after T periods
         (T = the horizon, 1 without one) one standard deviation of it is √T times that."""
         periods = self.horizon or 1
-        deviation = math.sqrt(2 * min(self.cells)) / ((1 - self.selection_share) * self.epsilon)
+        # the domain, not self.cells: a cached property would join the dataclass's __dict__
+        deviation = (math.sqrt(2 * min(self.domain.size(w) for w in self.workloads))
+                     / ((1 - self.selection_share) * self.epsilon))
         rows = math.sqrt(periods) * deviation
         check_noise_records("epsilon", self.epsilon, rows,
                             f"a released table whose noisy size is off by {rows:.3g} rows "
