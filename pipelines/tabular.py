@@ -51,6 +51,10 @@ from continual_synth.transforms.write import WriteRecordBatches
 KIND = "tabular"
 #: ``horizon_source`` of a state whose synthesizer has no horizon (steps without --horizon)
 NO_HORIZON = "none: no --horizon was given (unbounded counters)"
+#: the hint of a step's file that lacks an attribute column: ``step`` takes no
+#: ``--domain`` (its state keeps the one ``init`` was given), so not to pass one
+STEP_DOMAIN_HINT = ("the state was made with a --domain that holds them: a new state "
+                    "('tabular init') is needed to change it")
 
 
 def read_domain(path: str) -> Domain:
@@ -288,13 +292,14 @@ def text_columns(domain: Domain) -> list:
 
 
 def _check_empty_period(input_path: str, in_format: Optional[str], domain: Domain) -> None:
-    """That a period's input without records still has the domain's columns."""
+    """That a period's input without records still has the domain's columns (a step's:
+    the hint is that the state fixes them, :data:`STEP_DOMAIN_HINT`)."""
     fmt = detect_format(input_path, in_format)
     for path in check_dataset(input_path, fmt, allow_empty=True):
         table = read_file(path, fmt)
         if table.num_rows:
             raise InputError(f"{input_path}: no records for this period")
-        require_columns(table.column_names, domain.names, path, "--domain")
+        require_columns(table.column_names, domain.names, path, hint=STEP_DOMAIN_HINT)
 
 
 def _period_histograms(synthesizer: TabularSynthesizer, input_path: str,
@@ -312,7 +317,7 @@ def _period_histograms(synthesizer: TabularSynthesizer, input_path: str,
              | "CountRead" >> CountRecords(RECORDS_READ)
              | "Histograms" >> PeriodWorkloadHistograms(
                  synthesizer.domain, synthesizer.input_workloads, period_col, period=period,
-                 where=input_path)
+                 where=input_path, hint=STEP_DOMAIN_HINT)
              | "Save" >> beam.MapTuple(lambda _, counts: storage.save_array(result_path, counts)))
     logs.record_metrics(pipeline)
     if not storage.is_file(result_path):

@@ -358,6 +358,45 @@ def test_a_period_without_records_steps_as_run_releases_it(stream_files, tmp_pat
         sorted_table(read_dataset(out)))
 
 
+def test_a_steps_missing_attribute_column_says_the_state_fixes_the_domain(stream_files,
+                                                                         tmp_path, capsys):
+    """``step`` takes no --domain (its state keeps init's): a period's file without the
+    domain's attribute columns, with records or none (a 0-row-group Parquet file, as an
+    empty Spark partition is; a header-only CSV), is refused with the hint that a new
+    state is needed, where it said "choose them with --domain" (0-row-group Parquet) or
+    gave no hint; exit 2, state and output unchanged.  ``run`` keeps its message."""
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    assert main(["tabular", "init", "--state", state, "--domain",
+                 str(stream_files / "domain.json"), "--epsilon", "1", "--fit", "mw"]) == 0
+    capsys.readouterr()
+    no_groups = str(tmp_path / "no-groups.parquet")
+    pq.ParquetWriter(no_groups, pa.schema([("a", pa.int64()), ("x", pa.int64())])).close()
+    header = str(tmp_path / "header.csv")
+    with open(header, "w") as handle:
+        handle.write("a,x\n")
+    records = str(tmp_path / "no-c.csv")
+    write_file(read_dataset(str(stream_files / "p1.csv")).drop(["c"]), records, "csv")
+    before = snapshot(state)
+    for path, found in [(no_groups, "['a', 'x']"), (header, "['a', 'x']"),
+                        (records, "['a', 'b']")]:
+        code = main(["tabular", "step", "--state", state, "--input", path, "--output", out])
+        err = capsys.readouterr().err
+        assert code == 2 and "--domain)" not in err and "choose them" not in err, err
+        missing = "['b', 'c']" if found == "['a', 'x']" else "['c']"
+        assert f"missing column(s) {missing}; found {found} (the state was made with a " \
+            f"--domain that holds them: a new state ('tabular init') is needed to change " \
+            f"it)" in err, err
+        assert snapshot(state) == before and not os.path.exists(out)
+    stream = str(tmp_path / "no-c.parquet")
+    write_file(make_stream().drop(["c"]), stream, "parquet")
+    code = main(["tabular", "run", "--input", stream, "--output", str(tmp_path / "run"),
+                 "--domain", str(stream_files / "domain.json"), "--epsilon", "1",
+                 "--fit", "mw"])
+    err = capsys.readouterr().err
+    assert code == 2 and "missing attribute column(s) ['c']" in err, err
+    assert "'tabular init'" not in err
+
+
 def test_horizon_source_of_steps_and_of_a_state_of_an_earlier_version(stream_files, tmp_path):
     """Steps given --horizon say so in the manifest, as run does; a state saved before
     the horizon's source was recorded still steps, its manifest says "not recorded", and

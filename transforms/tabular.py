@@ -31,6 +31,7 @@ from continual_synth.mechanisms.marginals import (Domain, decode_records, encode
 from continual_synth.transforms import packed_json, storage
 from continual_synth.transforms.files import table_origin
 from continual_synth.transforms.monitoring import PERIODS_RELEASED, Progress, count
+from continual_synth.transforms.points import require_columns
 from continual_synth.transforms.periods import (check_run_periods, check_step_periods,
                                                period_values)
 
@@ -42,12 +43,17 @@ ROWS_PER_SHARD = 500_000
 
 def encode_stream_batch(table: pa.Table, domain: Domain, period_col: str,
                         period: Optional[int] = None, horizon: Optional[int] = None,
-                        where: str = "input") -> Tuple[np.ndarray, np.ndarray]:
+                        where: str = "input", hint: Optional[str] = None
+                        ) -> Tuple[np.ndarray, np.ndarray]:
     """``(periods, codes)`` of one batch of records: the period of every row (int64) and
     its attribute codes (n × p).  ``period`` given (an incremental step): a period
     column, if present, must hold that period only.  Otherwise the period column is
-    required and must hold integers in 1..``horizon`` (any positive period if None)."""
+    required and must hold integers in 1..``horizon`` (any positive period if None).
+    ``hint``: what the error naming a missing attribute column says to do (a step's:
+    its state fixes the domain)."""
     where, first_row = table_origin(table, where)
+    if hint is not None:
+        require_columns(table.column_names, domain.names, where, hint=hint)
     codes = encode_records(table, domain, where, first_row)
     if period_col not in table.column_names:
         if period is None:
@@ -120,20 +126,22 @@ class PeriodWorkloadHistograms(beam.PTransform):
     """``PCollection[pa.Table] → PCollection[(period, [n, histograms…])]``.
 
     ``period`` (an incremental step) fixes the period of every record; otherwise each
-    record's period comes from ``period_col`` and must lie in 1..``horizon``.
+    record's period comes from ``period_col`` and must lie in 1..``horizon``.  ``hint``:
+    see :func:`encode_stream_batch`.
     """
 
     def __init__(self, domain: Domain, workloads: Sequence, period_col: str = "period",
                  period: Optional[int] = None, horizon: Optional[int] = None,
-                 where: str = "input"):
+                 where: str = "input", hint: Optional[str] = None):
         super().__init__()
-        self._args = (domain, list(workloads), period_col, period, horizon, where)
+        self._args = (domain, list(workloads), period_col, period, horizon, where, hint)
 
     def expand(self, batches):
-        domain, workloads, period_col, period, horizon, where = self._args
+        domain, workloads, period_col, period, horizon, where, hint = self._args
         return (batches
                 | "EncodeAndSplit" >> beam.FlatMap(lambda table: split_by_period(
-                    *encode_stream_batch(table, domain, period_col, period, horizon, where)))
+                    *encode_stream_batch(table, domain, period_col, period, horizon, where,
+                                         hint)))
                 | "PerPeriod" >> beam.CombinePerKey(WorkloadHistogramsFn(domain, workloads)))
 
 
