@@ -71,12 +71,26 @@ def check_period_col(domain: Domain, period_col: str) -> None:
     check_distinct_columns([("--domain", domain.names), ("--period-col", [period_col])])
 
 
+#: ``--infer-domain`` warns of an attribute with more distinct values (null counted as
+#: one) than this share of the rows read and at least :data:`NEAR_UNIQUE_MIN_VALUES`:
+#: an id, a timestamp or an unbinned number, whose values the release would publish.
+#: A categorical attribute has its values repeated many times over (CCES's largest has
+#: 8 values in 64 600 rows); a column whose values are mostly distinct is not one.
+NEAR_UNIQUE_SHARE = 0.5
+#: ... and the minimum number of values for that warning: on a few dozen rows a short
+#: categorical column (8 values in 12 rows) is not taken for an id.
+NEAR_UNIQUE_MIN_VALUES = 20
+
+
 def infer_domain(input_path: str, period_col: str = "period",
                  in_format: Optional[str] = None) -> Domain:
     """The values that occur in every non-period column (``--infer-domain``).
 
     NOT differentially private: the domain discloses which values occur, which is why the
-    manifest says so.  The user's own ``--domain`` is the private way."""
+    manifest says so.  The user's own ``--domain`` is the private way.  Every column
+    becomes an attribute, so a nearly unique one (an id; see :data:`NEAR_UNIQUE_SHARE`)
+    is logged as a warning naming it: its values would be published in the manifest's
+    domain and the synthetic rows."""
     table = read_dataset(input_path, in_format)
     attributes = {}
     for name in table.column_names:
@@ -87,6 +101,16 @@ def infer_domain(input_path: str, period_col: str = "period",
         attributes[name] = values + ([None] if column.null_count else [])
     if not attributes:
         raise InputError(f"{input_path}: no attribute columns besides {period_col!r}")
+    for name, values in attributes.items():
+        if len(values) >= NEAR_UNIQUE_MIN_VALUES and \
+                len(values) > NEAR_UNIQUE_SHARE * table.num_rows:
+            logs.LOGGER.warning(
+                "--infer-domain: column %r holds %d distinct values in the %d rows read "
+                "(more than %d %% of them): an id or an unbinned number? It becomes an "
+                "attribute, and its values are published in the manifest's domain and the "
+                "synthetic rows; drop the column from the input, bin it, or give --domain "
+                "(docs/tabular.md, Domain)", name, len(values), table.num_rows,
+                round(100 * NEAR_UNIQUE_SHARE))
     return Domain(attributes)
 
 

