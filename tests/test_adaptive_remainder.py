@@ -1,6 +1,8 @@
 """``remainder="adaptive"`` of the proposed tabular synthesizer (mechanisms/tabular.py):
 the drift statistic over the pooled one-way margins, the stationary estimate's
 James-Stein weight, and the choice between them on streams in random and sorted order."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -201,8 +203,8 @@ def test_manifest_reports_the_drift_statistic_and_the_weight():
     assert fields["remainder_drift"] == pytest.approx(tabular.drift_estimate(state.drift),
                                                       abs=1e-5)
     assert fields["remainder_stationary_weight"] == 1.0
-    fields = tabular.manifest_fields(config.__class__(**{**config.__dict__,
-                                                         "remainder": "increment",
-                                                         "selection_schedule": "fixed"}),
-                                     state)
+    # dataclasses.replace, the config's copy API: a config's __dict__ also holds its
+    # cached properties once computed, which are no fields of its constructor
+    fields = tabular.manifest_fields(dataclasses.replace(config, remainder="increment",
+                                                         selection_schedule="fixed"), state)
     assert fields["remainder_drift"] is None and fields["remainder_stationary_weight"] is None
