@@ -63,7 +63,13 @@ Two rule sets (``RULES``; each rule is also its own option):
   (``margins="pooled"``, the default where the fit takes them: ``ipf`` or ``mw`` with
   the ``adaptive``, ``increment`` or ``model`` remainder): every fit also matches each
   attribute's one-way margin pooled over all the periods' counter increments of the
-  workloads holding it (:mod:`~continual_synth.mechanisms.pooled_margins`).
+  workloads holding it (:mod:`~continual_synth.mechanisms.pooled_margins`).  Structure
+  (``structure="informative"``, the default with the ``ipf`` fit and the pooled margins;
+  ``"measured"``, every measurement fitted as the paper's A_Dataset does, under ``paper``
+  and in states saved before): a selected pair outside the model's junction tree joins
+  the fit only when its counter's sum departs from independence by more than the
+  counter's noise would (:func:`informative`); otherwise its measurement feeds only its
+  counter and the pooled margins, and the model completes the pair.
 
 Budget split (``selection_share`` s): each period's ε goes s·ε to its k selections
 (s·ε/k each) and (1 − s)·ε to its k measurements ((1 − s)·ε/k each).  The paper's
