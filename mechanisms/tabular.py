@@ -281,6 +281,10 @@ SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5, "selection_d
                          "structure": "measured"}
 RELATION = "event-level add/remove of one record"
 MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
+# The largest ε: its noise scales (k/((1 − s)·ε) records) are already nil, and the noise
+# variances and OpenDP's noisy max take ε², which overflows a float from ε ≈ 1.3·10^154
+# (before: ε = 1e160 failed mid-run with an OverflowError, exit 1).
+MAX_EPSILON = 1e100
 INCREMENT_PULL = 0.2  # weight of g_t in the prior of the increment model δ_t
 FORMAT_VERSION = 2  # 2: the aim rules, the ipf fit (junction-tree models)
 # remainder="adaptive": the drift estimate Δ̂ (the mean squared distance between a
@@ -420,6 +424,9 @@ class TabularConfig:
                 f"choose fewer or smaller marginals"))
         object.__setattr__(self, "workloads", workloads)
         object.__setattr__(self, "epsilon", positive_real("epsilon", self.epsilon))
+        if self.epsilon > MAX_EPSILON:
+            raise ParameterError("epsilon", f"{self.epsilon:g} is too large: at most "
+                                            f"{MAX_EPSILON:g}, whose noise is already nil")
         if self.method not in METHODS:
             raise InputError(f"method must be one of {METHODS}, got {self.method!r}")
         selections = whole_number("selections", self.selections)

@@ -613,6 +613,23 @@ def test_an_epsilon_whose_noise_alone_makes_a_huge_table_is_refused(stream_files
     assert not (tmp_path / "o").exists()
 
 
+def test_an_epsilon_too_large_for_a_float_square_is_refused(stream_files, tmp_path, capsys):
+    """Before: --epsilon 1e160 ran until the first period's noise variance squared it
+    (OverflowError, a traceback, exit 1). Now exit 2 naming --epsilon and its largest
+    value, before any record is read; the largest runs."""
+    code = main(["tabular", "run", "--input", str(tmp_path / "never-read.parquet"),
+                 "--output", str(tmp_path / "o"), "--domain", str(stream_files / "domain.json"),
+                 "--epsilon", "1e160", "--horizon", "20"])
+    [line] = [x for x in capsys.readouterr().err.splitlines() if "error" in x]
+    assert code == 2 and line == "continual-synth: error: --epsilon 1e+160 is too large: " \
+        "at most 1e+100, whose noise is already nil", line
+    assert not (tmp_path / "o").exists()
+    code = main(["tabular", "run", "--input", str(stream_files / "stream.parquet"),
+                 "--output", str(tmp_path / "o"), "--domain", str(stream_files / "domain.json"),
+                 "--epsilon", "1e100", "--seed", "1", "--selections", "3"])
+    assert code == 0, capsys.readouterr().err
+
+
 def test_a_counter_for_the_baseline_is_refused(stream_files, tmp_path, capsys):
     """Before: accepted and ignored (the manifest said counter null)."""
     code = main(["tabular", "run", "--input", str(stream_files / "stream.parquet"),
