@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import types
 
 import numpy as np
 
@@ -104,10 +105,22 @@ class OpenDPSampler(Sampler):
 
     def __init__(self):
         super().__init__(np.random.default_rng(secrets.randbits(128)))
-        import opendp.prelude as dp
+        # The modules themselves, not ``opendp.prelude``: the prelude also imports
+        # OpenDP's scikit-learn extras when scikit-learn is installed (the test extras pull
+        # it in), 3-6 s of every unseeded command's start against under a second
+        import opendp.domains
+        import opendp.measurements
+        import opendp.measures
+        import opendp.metrics
+        from opendp.mod import enable_features
 
-        dp.enable_features("contrib")
-        self._dp = dp
+        enable_features("contrib")
+        self._dp = types.SimpleNamespace(
+            m=opendp.measurements, vector_domain=opendp.domains.vector_domain,
+            atom_domain=opendp.domains.atom_domain, l1_distance=opendp.metrics.l1_distance,
+            l2_distance=opendp.metrics.l2_distance,
+            linf_distance=opendp.metrics.linf_distance,
+            zero_concentrated_divergence=opendp.measures.zero_concentrated_divergence)
 
     def _vector_noise(self, make, metric, scale: float, size: int) -> np.ndarray:
         dp = self._dp
