@@ -21,6 +21,7 @@ from typing import Dict, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 
 from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms import privhp
@@ -109,6 +110,13 @@ class ContinualPrivHPJob(IncrementalJob):
     """The write-ahead step of continual PrivHP (``bounded step`` and ``bounded stream``)."""
 
     kind = KIND
+    #: a period with no points feeds the zero state: the counters advance (as ``run
+    #: --horizon`` releases a period its period column skips)
+    empty_period_valid = True
+
+    def empty_period(self, state: Dict) -> pa.Table:
+        """The point columns, no rows."""
+        return point_schema(state["columns"]).empty_table()
 
     def canonical(self, document: Dict) -> Dict:
         """The configuration as today's :class:`ContinualPrivHPConfig` writes it (a state

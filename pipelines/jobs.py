@@ -134,6 +134,10 @@ class PanelJob(IncrementalJob):
     lifecycle`): the people's history (their last k − 1 values or their weight) and the
     synthetic people's codes are the private files a version names."""
 
+    #: every person reports each period: a period without records is not a period of
+    #: the panel (``step`` refuses a file that holds none)
+    empty_period_valid = False
+
     def __init__(self, kind: Optional[str] = None):
         self.kind = kind
 

@@ -23,6 +23,7 @@ from typing import Dict, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from continual_synth.mechanisms.accounting import BudgetLedger
@@ -217,6 +218,14 @@ class TabularJob(IncrementalJob):
     """The write-ahead step of the tabular stream synthesizer."""
 
     kind = KIND
+    #: a period's batch may be empty (Kumar et al.: the counters and the fit still step);
+    #: ``step`` takes a file with the attribute columns and no rows
+    empty_period_valid = True
+
+    def empty_period(self, state: Dict) -> pa.Table:
+        """The domain's attribute columns, typed as the released tables', no rows."""
+        domain = TabularSynthesizer.from_config_dict(state["config"]).domain
+        return synthetic_schema(domain).remove(0).empty_table()  # the period comes first
 
     def canonical(self, document: Dict) -> Dict:
         """A state saved before ``horizon_source`` was recorded compares equal to today's
