@@ -568,11 +568,25 @@ class ReleaseClosedPeriods(beam.DoFn):
     watermark passes a period's end (a watermark timer), every period up to it is
     released in order through the lifecycle's step, its records spooled first to
     ``STATE/spool/<token>/`` on the state's own store (the step reads files; the spool is
-    removed after the step, and a killed stream's spool when the next one starts).  A
-    period with no records, or refused by the step's validation, goes to the dead letter
-    once and holds the later periods back (a panel needs every person's report each
-    period).  A period committed but not published (a step or stream killed after its
-    commit) is published first, from its saved plan.  Never beyond ``until_period``."""
+    removed after the step, and a killed stream's spool when the next one starts).
+
+    A period in which no record arrived (a quiet period) is released or refused by one
+    rule, the job's :attr:`~continual_synth.pipelines.lifecycle.IncrementalJob.
+    empty_period_valid`: the tabular and bounded (continual PrivHP) jobs take a period
+    without records as any other — their ``step`` releases a file with the columns and no
+    rows — so it is spooled as the job's 0-row table (:meth:`~continual_synth.pipelines.
+    lifecycle.IncrementalJob.empty_period`) and released through the same step: the same
+    ledger charge, state and release as ``step`` on an empty period file.  The panel jobs
+    (window, cumulative) need every person's report each period, so there a quiet period
+    goes to the dead letter once, saying so, and holds the later periods back, as does a
+    period refused by the step's validation.  The timer is set by records: a quiet period
+    is released when a later period that holds records closes (every period up to the
+    one closed is released in order); one after the last period that holds records waits
+    for a record of a later period (no element sets a timer for it, and a drain's
+    watermark at the end of time must not release the rest of the horizon empty).  A
+    period committed but not published (a step or stream killed after its commit) is
+    published first, from its saved plan.  Never beyond ``until_period`` nor beyond the
+    period the watermark has closed."""
 
     BATCHES = BagStateSpec("batches", PickleCoder())
     REFUSED = ReadModifyWriteStateSpec("refused_period", VarIntCoder())
@@ -619,7 +633,7 @@ class ReleaseClosedPeriods(beam.DoFn):
                 while period <= closed and period != refused.read() and \
                         (self.until_period is None or period <= self.until_period) and \
                         not _Stop.requested.is_set():
-                    if not self._release(period, waiting.pop(period, [])):
+                    if not self._release(period, waiting.pop(period, []), state):
                         refused.write(period)  # dead-lettered once; it holds the rest back
                         break
                     period += 1
@@ -646,21 +660,31 @@ class ReleaseClosedPeriods(beam.DoFn):
         for record in table.to_pylist():
             write_late_records(self.state_dir, (period, record, reason))
 
-    def _release(self, period: int, tables) -> bool:
+    def _release(self, period: int, tables, state: Dict) -> bool:
         where = f"period {period} (event time {self.clock.start(period)} to " \
                 f"{self.clock.end(period)})"
-        if not tables:
+        if not tables and not self.job.empty_period_valid:
             reject(self.state_dir, where, period, f"{where}: no records arrived before the "
-                   f"watermark passed its end")
+                   f"watermark passed its end, and a {self.job.kind or state['kind']} period "
+                   f"needs every person's report (a panel): the period is not released and "
+                   f"holds the later periods back; stop the stream, step the period from "
+                   f"its file and start the stream again")
             return False
-        unreadable = [t.reason for t in tables if isinstance(t, UnreadableBatch)]
-        if unreadable:
-            reject(self.state_dir, where, period, unreadable[0])
-            return False
-        table = pa.concat_tables(tables, promote_options="default")
-        table = table.drop_columns([c for c in self.drop_columns if c in table.column_names])
-        if self.distinct_rows:  # a redelivered message: the same report twice
-            table = table.group_by(table.column_names, use_threads=False).aggregate([])
+        if not tables:  # a period without records, as step takes it: the job's columns
+            table = self.job.empty_period(state)
+            _event("empty", period=period, message=f"{where}: no records arrived before the "
+                                                   f"watermark passed its end; released as a "
+                                                   f"period without records")
+        else:
+            unreadable = [t.reason for t in tables if isinstance(t, UnreadableBatch)]
+            if unreadable:
+                reject(self.state_dir, where, period, unreadable[0])
+                return False
+            table = pa.concat_tables(tables, promote_options="default")
+            table = table.drop_columns([c for c in self.drop_columns
+                                        if c in table.column_names])
+            if self.distinct_rows:  # a redelivered message: the same report twice
+                table = table.group_by(table.column_names, use_threads=False).aggregate([])
         # The step reads files: the period's records are spooled next to the state, on
         # the state's own store (on Dataflow or Flink the step's workers read them there,
         # not on this worker's disk), and removed whatever happens.

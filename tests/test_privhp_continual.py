@@ -940,3 +940,52 @@ def test_empirical_privacy_of_a_tiny_continual_case(counter):
     buggy = pt.run_case(case, pt.ScaledNoiseSampler(SeededSampler([903, 2]), 0.5), 20_000,
                         1e-3)
     assert buggy.refuted, buggy.to_dict()
+
+
+def test_a_quiet_bounded_period_is_released_by_the_event_stream_as_step_releases_it(
+        stream, tmp_path):
+    """``bounded stream`` on an event source: period 2, in which no point arrived, is
+    released (empty) when period 3 closes, through the same step as a 0-row file with the
+    point columns, so the release and the synthesizer state equal ``init`` + ``step`` over
+    period 1's file, an empty file and period 3's file.  Before, the quiet period was
+    dead-lettered and held period 3 back."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.testing.test_stream import TestStream as BeamTestStream
+    from continual_synth.pipelines.bounded_continual import ContinualPrivHPJob
+    from continual_synth.pipelines.lifecycle import load_state
+    from continual_synth.pipelines.stream import _stopping, event_pipeline
+    from continual_synth.transforms.stream_sources import PeriodClock
+    length = 10.0
+    empty = str(tmp_path / "empty.parquet")
+    write_file(read_file(str(stream / "period_01.parquet")).slice(0, 0), empty, "parquet")
+    init = ["bounded", "init", "--horizon", "3"] + OPTIONS
+    steps_state, steps_out = str(tmp_path / "steps-state"), str(tmp_path / "steps-out")
+    assert run_cli(init + ["--state", steps_state])[0] == 0
+    for path in (str(stream / "period_01.parquet"), empty, str(stream / "period_03.parquet")):
+        code, _, err = run_cli(["bounded", "step", "--state", steps_state, "--input", path,
+                                "--output", steps_out])
+        assert code == 0, err
+    events = BeamTestStream()
+    for t in (1, 2, 3):
+        points = [] if t == 2 else read_file(str(stream / f"period_{t:02d}.parquet")).to_pylist()
+        events = events.add_elements([{"x": p["x"], "y": p["y"],
+                                       "ts": (t - 1) * length + i * length / (len(points) + 1)}
+                                      for i, p in enumerate(points)])
+        events = events.advance_watermark_to(t * length)
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    assert run_cli(init + ["--state", state])[0] == 0
+    job = ContinualPrivHPJob()
+    assert job.empty_period_valid
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    with _stopping(), beam.Pipeline(options=options) as pipeline:
+        event_pipeline(pipeline, job, state, out, clock=PeriodClock(length),
+                       timestamp_col="ts",
+                       records=pipeline | events.advance_watermark_to_infinity(),
+                       horizon=3, released_through=0)
+    assert not os.path.exists(os.path.join(state, "rejected"))
+    assert snapshot(out).keys() == snapshot(steps_out).keys()
+    data = [n for n in snapshot(out) if n.startswith("synthetic-")]
+    assert len(data) == 6 and all(snapshot(out)[n] == snapshot(steps_out)[n] for n in data)
+    assert load_state(state)["synthesizer_state"] == load_state(steps_state)["synthesizer_state"]

@@ -19,7 +19,8 @@ from apache_beam.transforms.window import TimestampedValue
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.marginals import Domain, all_workloads
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-from continual_synth.mechanisms.panel_synthesizers import WindowSynthesizer
+from continual_synth.mechanisms.cumulative import CumulativeConfig
+from continual_synth.mechanisms.panel_synthesizers import CumulativeSynthesizer, WindowSynthesizer
 from continual_synth.mechanisms.window import WindowConfig
 from continual_synth.pipelines import jobs, logs, tabular
 from continual_synth.pipelines.cli import main
@@ -31,7 +32,8 @@ from continual_synth.transforms.stream_sources import (PeriodClock, event_time,
                                                        kafka_reader)
 from continual_synth.transforms.tabular_stream import SynthesizeTabularStream
 
-from helpers_panels import long_table, markov_codes, read_manifest, sorted_records
+from helpers_panels import (long_table, markov_codes, read_manifest, release_snapshot,
+                            sorted_records)
 
 N, T, K, SEED, SHARDS = 40, 4, 2, 5, 2
 LENGTH, ORIGIN = 10.0, 1000.0
@@ -56,14 +58,16 @@ def panel(tmp_path_factory):
 
 
 def run_events(events: BeamTestStream, state: str, out: str, before=lambda: None,
-               until_period=None):
+               until_period=None, model=None):
     """The command's event pipeline (as ``follow_events`` builds it: the horizon, the
-    periods the state had released) on ``events``; stops as the command does."""
+    periods the state had released) on ``events``; stops as the command does (``model``:
+    the panel synthesizer, window by default)."""
     from continual_synth.pipelines.stream import _stopping
-    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
+    model = model or WindowSynthesizer(CONFIG)
+    document = jobs.initial_document(model, seed=SEED, num_shards=SHARDS)
     open_state(state, document)
     before()
-    job = jobs.PanelJob("window")
+    job = jobs.PanelJob(model.kind)
     options = PipelineOptions()
     options.view_as(StandardOptions).streaming = True
     with _stopping(), beam.Pipeline(options=options) as pipeline:
@@ -104,19 +108,32 @@ def test_out_of_order_duplicated_and_late_records_equal_run(panel, tmp_path):
     assert "closed" in dead[0]["reason"]
 
 
-def test_empty_period_is_dead_lettered_and_holds_later_periods(panel, tmp_path):
+PANELS = {"window": WindowSynthesizer(CONFIG),
+          "cumulative": CumulativeSynthesizer(CumulativeConfig(
+              horizon=T, rho=1.0, neighbor="add-remove", public_population=True))}
+
+
+@pytest.mark.parametrize("kind", sorted(PANELS))
+def test_empty_period_is_dead_lettered_and_holds_later_periods(panel, tmp_path, kind):
+    """A panel period in which no report arrived is not a period of the panel (every
+    person reports each period; ``step`` refuses a file without records): dead-lettered
+    once, saying why, and the later periods wait (a tabular or bounded stream releases
+    it: ``test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file``)."""
     _, records, _ = panel
     events = (BeamTestStream()
               .add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
               .advance_watermark_to(ORIGIN + 2 * LENGTH)  # period 2: nothing arrived
               .add_elements(records[3]).advance_watermark_to_infinity())
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    run_events(events, state, out)
+    run_events(events, state, out, model=PANELS[kind])
+    assert not jobs.PanelJob(kind).empty_period_valid
     assert load_state(state)["synthesizer_state"]["period"] == 1
     dead = rejected(state)
     assert not glob.glob(os.path.join(out, "*rejected*"))
     assert [d["period"] for d in dead] == [2]
     assert "no records arrived" in dead[0]["reason"]
+    assert f"a {kind} period needs every person's report (a panel)" in dead[0]["reason"]
+    assert "holds the later periods back" in dead[0]["reason"]
 
 
 def test_bad_messages_are_dead_lettered_and_the_stream_goes_on(panel, tmp_path):
@@ -473,3 +490,66 @@ def test_event_periods_are_spooled_next_to_the_state_and_removed(panel, tmp_path
         assert not stale
     assert not os.path.exists(os.path.join(state, "spool")) or \
         not [f for _, _, files in os.walk(os.path.join(state, "spool")) for f in files]
+
+
+TABULAR_DOMAIN = {"a": [0, 1, 2], "b": ["x", "y", None], "c": [0, 1]}
+
+
+def tabular_synthesizer() -> TabularSynthesizer:
+    domain = Domain(TABULAR_DOMAIN)
+    return TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
+                                     epsilon=2.0, fit="mw", horizon=T)
+
+
+@pytest.mark.parametrize("quiet", [(2,), (1, 3)])
+def test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file(tmp_path, quiet):
+    """A tabular period in which no event arrived is a period like any other (Kumar et
+    al.: a period's batch may be empty; ``tabular step`` takes a file with the columns and
+    no rows): when a later period closes, the stream releases every period up to it in
+    order, the quiet ones through the same step as a 0-row file — the same synthetic
+    tables, manifest and synthesizer state (ledger, counters, model) as ``init`` +
+    ``step`` over the period files with an empty one for each quiet period.  Before, the
+    quiet period was dead-lettered and held every later period back."""
+    from continual_synth.pipelines.stream import _stopping
+    rng = np.random.default_rng(3)
+    records = {p: [] for p in range(1, T + 1)}
+    for period in (p for p in range(1, T + 1) if p not in quiet):
+        for i in range(30):
+            records[period].append({"a": int(rng.integers(0, 3)),
+                                    "b": [None, "x", "y"][int(rng.integers(0, 3))],
+                                    "c": int(rng.integers(0, 2)),
+                                    "ts": ORIGIN + (period - 1) * LENGTH + i * LENGTH / 31})
+    # the steps: one file per period, a 0-row one (the attribute columns) for a quiet one
+    columns = {"a": pa.int64(), "b": pa.string(), "c": pa.int64()}
+    steps_state, steps_out = str(tmp_path / "steps-state"), str(tmp_path / "steps-out")
+    tabular.init(tabular_synthesizer(), steps_state, seed=SEED)
+    for period in range(1, T + 1):
+        path = str(tmp_path / f"p{period}.parquet")
+        rows = [{k: r[k] for k in columns} for r in records[period]]
+        write_file(pa.Table.from_pylist(rows, pa.schema(columns)), path, "parquet")
+        # --period: two quiet periods' files hold the same bytes (a copy, without it)
+        assert tabular.step(steps_state, path, steps_out, period=period)["status"] == \
+            "released"
+    # the stream: the watermark passes each period's end; nothing arrives in a quiet one
+    events = BeamTestStream()
+    for period in range(1, T + 1):
+        events = events.add_elements(records[period]).advance_watermark_to(
+            ORIGIN + period * LENGTH)
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    open_state(state, tabular.initial_document(tabular_synthesizer(), seed=SEED))
+    job = tabular.TabularJob()
+    assert job.empty_period_valid
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    with _stopping(), beam.Pipeline(options=options) as pipeline:
+        event_pipeline(pipeline, job, state, out, clock=PeriodClock(LENGTH, ORIGIN),
+                       timestamp_col="ts", records=pipeline | events.advance_watermark_to_infinity(),
+                       horizon=T, released_through=0)
+    assert rejected(state) == []
+    assert read_manifest(out)["periods_released"] == list(range(1, T + 1))
+    assert release_snapshot(out) == release_snapshot(steps_out)
+    streamed, stepped = load_state(state), load_state(steps_state)
+    assert streamed["synthesizer_state"] == stepped["synthesizer_state"]
+    assert [e["label"] for e in streamed["synthesizer_state"]["ledger"]["entries"]] == \
+        [e["label"] for e in stepped["synthesizer_state"]["ledger"]["entries"]]
+    assert not [f for _, _, files in os.walk(os.path.join(state, "spool")) for f in files]
