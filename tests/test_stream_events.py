@@ -543,7 +543,8 @@ def test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file(tmp_p
     options.view_as(StandardOptions).streaming = True
     with _stopping(), beam.Pipeline(options=options) as pipeline:
         event_pipeline(pipeline, job, state, out, clock=PeriodClock(LENGTH, ORIGIN),
-                       timestamp_col="ts", records=pipeline | events.advance_watermark_to_infinity(),
+                       timestamp_col="ts",
+                       records=pipeline | events.advance_watermark_to_infinity(),
                        horizon=T, released_through=0)
     assert rejected(state) == []
     assert read_manifest(out)["periods_released"] == list(range(1, T + 1))
