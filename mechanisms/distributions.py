@@ -397,8 +397,10 @@ class MRFModel(FittedModel):
             keep = sep + tuple(a for a in attrs if a in present and a not in sep)
             sep_marg = _project_dense(self.marginals[node], list(node), sep).reshape(
                 [self.domain.sizes[i] for i in self.domain.index(sep)])
+            # a separator cell of subnormal mass holds (numerically) none: its inverse
+            # would overflow to inf, and inf × 0 make the product NaN
             inverse = np.divide(1.0, sep_marg, out=np.zeros_like(sep_marg),
-                                where=sep_marg > 0)
+                                where=sep_marg > np.finfo(sep_marg.dtype).tiny)
             return keep, _einsum(factors + [(sep, inverse)], keep)
 
         return message(root, None)

@@ -240,6 +240,25 @@ def test_pair_marginals_together_on_a_forest_equal_the_dense_ones():
         assert np.allclose(p, fitting._project_dense(dense, names, w), atol=1e-12), w
 
 
+def test_a_marginal_across_cliques_survives_a_separator_cell_of_subnormal_mass():
+    """A marginal of (a, b, c) on the chain (a, b), (b, c) is μ_ab·μ_bc/μ_b; a value of b
+    of subnormal mass (1e-310, which a fit's multiplicative steps can leave) made 1/μ_b
+    overflow, inf × 0 made the product NaN, and the marginal came back uniform (the warm
+    start of a fit whose tree had changed); such a cell now counts as empty."""
+    domain = Domain({"a": [0, 1], "b": [0, 1, 2], "c": [0, 1]})
+    tiny = 1e-310
+    ab = np.array([[0.3, 0.1, 0.0], [0.2, 0.4 - tiny, tiny]])
+    bc = np.array([[0.25, 0.25], [0.2, 0.3 - tiny], [tiny, 0.0]])
+    model = distributions.JunctionTreeModel(domain, 100.0, [("a", "b"), ("b", "c")],
+                                            {("a", "b"): ab, ("b", "c"): bc})
+    b = ab.sum(axis=0)
+    expected = np.divide(ab[:, :, None] * bc[None], b[None, :, None],
+                         out=np.zeros((2, 3, 2)), where=b[None, :, None] > 1e-300)
+    with np.errstate(over="raise", invalid="raise"):
+        np.testing.assert_allclose(model.probabilities(("a", "b", "c")),
+                                   expected.reshape(-1), atol=1e-12)
+
+
 @pytest.mark.parametrize("method", ["ipf", "mw"])
 def test_one_way_margins_are_fitted_beside_the_workloads(method):
     """A one-way measurement (a pooled margin) is fitted exactly beside a consistent
