@@ -426,10 +426,14 @@ class Fitter:
         return UniformModel(self.domain, total)
 
     def fit(self, measurements: Sequence[Measurement], total: float,
-            warm_start: Optional[FittedModel] = None, steer: bool = False) -> FittedModel:
+            warm_start: Optional[FittedModel] = None, steer: bool = False,
+            drop: Sequence[Workload] = ()) -> FittedModel:
         """``steer``: the fit only steers the next selection and is not released (the
         k − 1 first iterates of a period whose release is the last, h_{t,l}, l < k):
-        the ``ipf`` fit then stops at ``STEER_TOLERANCE`` times its tolerance."""
+        the ``ipf`` fit then stops at ``STEER_TOLERANCE`` times its tolerance.
+        ``drop``: workloads of the warm start's structure that leave it (``ipf``; one
+        measured in ``measurements`` stays): the model keeps, of their dependence, only
+        what the remaining structure implies."""
         total = max(float(total), 0.0)
         warm = warm_start if warm_start is not None else self.start(total)
         measurements = [m for m in measurements]
@@ -443,7 +447,7 @@ class Fitter:
         if self.model_kind == "dense":
             return self._fit_mw(measurements, total, warm)
         if self.model_kind == "junction-tree":
-            return self._fit_ipf(measurements, total, warm, steer)
+            return self._fit_ipf(measurements, total, warm, steer, drop)
         return self._fit_mbi(measurements, total, warm)
 
     def _is_margin(self, workload) -> bool:
@@ -517,7 +521,7 @@ class Fitter:
             self._trees[key] = junction_tree(self.domain, structure)
         return self._trees[key]
 
-    def _fit_ipf(self, measurements, total, warm, steer=False):
+    def _fit_ipf(self, measurements, total, warm, steer=False, drop=()):
         """The MW fit (exact entropic step = iterative proportional fitting) restricted to
         decomposable models: the warm start is expressed on the junction forest of the
         structure (its measured workloads plus these), then each measured workload W ⊆ C
@@ -545,7 +549,7 @@ class Fitter:
         determine each other are fitted as one block step after ``PAIR_AFTER`` sweeps
         (:meth:`_pair_dependent_margins`)."""
         given = {tuple(m.workload) for m in measurements}
-        kept = set(self.structure(warm))
+        kept = set(self.structure(warm)) - {tuple(w) for w in drop}
         structure = [w for w in self.workloads if w in given or w in kept]
         cliques = self._tree(structure)
         last = warm.components[-1] if isinstance(warm, MixtureModel) else warm
