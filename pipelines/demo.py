@@ -34,6 +34,7 @@ def demo(output_dir: str, seed: Optional[int] = None, beam_args: Sequence[str] =
              evaluate_cumulative))
     for release, _, _, _ in runs:
         lifecycle.check_fresh_output(os.path.join(output_dir, release))
+    lifecycle.check_fresh_output(output_dir)  # new or empty: the demo's alone
     write_file(generate_panel(), panel_path, "parquet")
     result = {"input": panel_path}
     for release, report, model, evaluate in runs:

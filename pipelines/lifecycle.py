@@ -428,10 +428,58 @@ class Ownership:
 # ----------------------------------------------------------------------- the output
 
 
-def check_fresh_output(output_dir: str) -> None:
+#: the names a release's data files start with (every synthesizer's: ``synthetic-t0001-
+#: s00000.parquet``, a one-shot ``bounded run``'s ``synthetic-s00000.parquet``)
+RELEASE_FILE_PREFIX = "synthetic-"
+
+
+def _hidden(name: str) -> bool:
+    """A hidden entry: a job's staging folder (``.staging-*``), lease (``.leases``), probe
+    or temporary file.  Readers skip them and a manifest never lists them."""
+    return name.startswith(".")
+
+
+def _some(names: List[str], shown: int = 3) -> str:
+    """``a, b, c and 4 more`` (what a message names of a long list)."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def check_fresh_output(output_dir: str, replaces_leftovers: bool = False) -> None:
+    """Refuse an ``--output`` that is not new or empty (nothing written, nothing read):
+    one that holds a release (``manifest.json``) or anything but hidden entries (a killed
+    job's ``.staging-*`` folder, which readers skip and which may be a live run's).  A
+    whole run (``replaces_leftovers``) also takes the ``synthetic-*`` files that a run
+    killed while publishing moved into place before its manifest: it replaces them.  A
+    step's first release does not (they are another release's; its manifest would list
+    them), nor does the ``demo``."""
     if storage.is_file(storage.join(output_dir, MANIFEST)):
         raise InputError(f"{output_dir} already holds a release (manifest.json); "
                          f"choose an empty output directory")
+    strangers = [name for name in storage.children(output_dir) if not _hidden(name) and not (
+        replaces_leftovers and name.startswith(RELEASE_FILE_PREFIX))]
+    if strangers:
+        raise InputError(f"--output {output_dir} is not empty: it holds {_some(strangers)}; "
+                         f"a release goes into a new or empty directory, so that nothing "
+                         f"else is published with it")
+
+
+def check_release_alone(output_dir: str) -> None:
+    """Refuse to step on when the release directory a state publishes into holds anything
+    besides the release: its ``manifest.json``, its ``synthetic-*`` files (those of an
+    interrupted publication included, which the re-run publishes) and hidden entries
+    (staging folders, temporary files).  A data file put there would be listed in the
+    next manifest's ``files`` as the release's; a report or notes would be published
+    with it."""
+    strangers = [name for name in storage.children(output_dir)
+                 if not (_hidden(name) or name == MANIFEST
+                         or name.startswith(RELEASE_FILE_PREFIX))]
+    if strangers:
+        raise StateError(f"--output {output_dir} holds {_some(strangers)}, not files of the "
+                         f"release this state publishes there (a release directory holds "
+                         f"only its {MANIFEST} and {RELEASE_FILE_PREFIX}* files, and the "
+                         f"next manifest would list a data file there as the release's); "
+                         f"move them out, then run the step again")
 
 
 @contextmanager
@@ -500,7 +548,7 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
     fingerprint), last.  Of two runs into
     one output directory, the second to publish is refused and publishes nothing.
     """
-    check_fresh_output(output_dir)
+    check_fresh_output(output_dir, replaces_leftovers=True)
     with staging(output_dir) as staged:
         plan_path = storage.join(staged, ".manifest.json")
         write(staged, plan_path)
@@ -510,7 +558,7 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
         storage.remove(plan_path)
         crash_point("staged")
         with _output_claim(output_dir):
-            check_fresh_output(output_dir)
+            check_fresh_output(output_dir, replaces_leftovers=True)
             # files without a manifest are a crashed publication's: never a release
             release_dir.publish_staged_files(staged, output_dir, replace_glob="synthetic-*")
             crash_point("published")
@@ -686,6 +734,8 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
             check_fresh_output(output_dir)
         check_release_target(state, output_dir)
         check_release_intact(job, state, output_dir)
+        if state["output_dir"] is not None:
+            check_release_alone(output_dir)
         pending = state["pending"]
         digests = input_digests(input_path) if input_path is not None and \
             storage.exists(input_path) else None

@@ -899,8 +899,10 @@ def start_state(job: IncrementalJob, document: Dict, state_dir: str, output_dir:
                 until_period: Optional[int], wait: float) -> None:
     """Create the stream's state from ``document`` if absent, or check it against it,
     after refusing what could never work, before anything is written: a bad ``--wait``,
-    an ``--until-period`` beyond the horizon, an ``--output`` that holds another release.
-    The caller reads the state once it holds the stream's ownership."""
+    an ``--until-period`` beyond the horizon, an ``--output`` that holds another release
+    or other files (for a state that has published nothing yet: anything; for one that
+    has: anything besides its own release).  The caller reads the state once it holds
+    the stream's ownership."""
     lifecycle.Ownership(StateDir(state_dir), wait)  # checks --wait; owns nothing yet
     horizon = job.horizon(document)
     if until_period is not None and horizon is not None and until_period > horizon:
@@ -912,6 +914,8 @@ def start_state(job: IncrementalJob, document: Dict, state_dir: str, output_dir:
     lifecycle.check_release_target(state, output_dir)
     if state["output_dir"] is None:
         lifecycle.check_fresh_output(output_dir)
+    else:
+        lifecycle.check_release_alone(output_dir)
 
 
 def _summary(job: IncrementalJob, state_dir: str, output_dir: str) -> Dict:

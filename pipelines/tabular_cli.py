@@ -290,6 +290,8 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         return run_stream(tabular.TabularJob(), document, args, beam_args,
                           period_col=args.period_col)
     if args.action == "run":
+        from continual_synth.pipelines.lifecycle import check_fresh_output
+        check_fresh_output(args.output, replaces_leftovers=True)  # before reading the data
         domain = None
         if not args.infer_domain:  # checked before the data is read for the horizon
             domain = tabular.read_domain(args.domain)
