@@ -30,8 +30,9 @@ from continual_synth.mechanisms.errors import (InputError, ParameterError, forma
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
                                                POSITIVE_REAL, HelpFormatter, InitOptions,
                                                InputOptions,
-                                               JobOptions, OutputOptions, StepOptions,
-                                               add_job_commands, add_job_options)
+                                               JobOptions, OutputOptions, REPORT_HELP,
+                                               StepOptions, add_job_commands,
+                                               add_job_options)
 
 MAX_SHARD_VALUES = 2 ** 25  # float64 coordinates sampled in one shard (256 MiB)
 
@@ -167,7 +168,7 @@ def add_commands(commands, evaluate) -> None:
     ev.add_argument("--truth", required=True, help="the real points (file or directory)")
     ev.add_argument("--synthetic", required=True, help="a bounded run's release directory")
     ev.add_argument("--columns", required=True, help="comma-separated columns, e.g. x,y")
-    ev.add_argument("--report", default=None, help="directory for summary.json and plots")
+    ev.add_argument("--report", default=None, help=REPORT_HELP)
     ev.add_argument("--input-format", default=None, choices=FORMATS,
                     help="the truth's format (default: from its file names)")
     ev.add_argument("--ot-points", type=POSITIVE_INT, default=4000,

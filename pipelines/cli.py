@@ -34,7 +34,7 @@ from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT,  # noq
                                                POSITIVE_INT, POSITIVE_REAL, PROBABILITY,
                                                ArgumentParser, HelpFormatter, InitOptions,
                                                InputOptions, JobOptions, OutputOptions,
-                                               StepOptions,
+                                               REPORT_HELP, StepOptions,
                                                add_job_commands, add_job_options)
 
 
@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev_window.add_argument("--truth", required=True,
                            help="the real panel (file or directory: id, period, value)")
     ev_window.add_argument("--synthetic", required=True, help="the release directory to evaluate")
-    ev_window.add_argument("--report", default=None, help="directory for summary.json and plots")
+    ev_window.add_argument("--report", default=None, help=REPORT_HELP)
     ev_window.add_argument("--id-col", default="id", help="the truth's id column")
     ev_window.add_argument("--period-col", default="period", help="the truth's period column")
     ev_window.add_argument("--value-col", default="value", help="the truth's value column")
@@ -168,8 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev_cumulative.add_argument("--truth", required=True,
                            help="the real panel (file or directory: id, period, value)")
     ev_cumulative.add_argument("--synthetic", required=True, help="the release directory to evaluate")
-    ev_cumulative.add_argument("--report", default=None,
-                               help="directory for summary.json and plots")
+    ev_cumulative.add_argument("--report", default=None, help=REPORT_HELP)
     ev_cumulative.add_argument("--id-col", default="id", help="the truth's id column")
     ev_cumulative.add_argument("--period-col", default="period", help="the truth's period column")
     ev_cumulative.add_argument("--value-col", default="value", help="the truth's value column")
@@ -355,6 +354,7 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
     from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
                                                    one_line)
     from continual_synth.pipelines.options import (check_beam_args, check_directory_options,
+                                                   check_report_outside_releases,
                                                    check_separate_locations)
     try:
         check_beam_args(beam_args, command, command_options)
@@ -362,6 +362,7 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
         configure(beam_args)  # --s3_endpoint_url … reach the driver's reads and writes too
         check_separate_locations(args)
         check_directory_options(args)
+        check_report_outside_releases(args)  # (a report's bucket exists: checked above)
         if args.command == "evaluate":
             logs.LOGGER.info("reading the truth %s and the release %s", args.truth,
                              args.synthetic)

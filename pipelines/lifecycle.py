@@ -464,6 +464,16 @@ def check_fresh_output(output_dir: str, replaces_leftovers: bool = False) -> Non
                          f"else is published with it")
 
 
+def release_around(path: str) -> Optional[str]:
+    """The release directory that ``path`` is or lies inside (the nearest folder, ``path``
+    included, that holds a ``manifest.json``; symbolic links followed), or None.  One
+    existence check per folder up to the root or the bucket."""
+    for folder in storage.folder_and_parents(path):
+        if storage.is_file(storage.join(folder, MANIFEST)):
+            return folder
+    return None
+
+
 def check_release_alone(output_dir: str) -> None:
     """Refuse to step on when the release directory a state publishes into holds anything
     besides the release: its ``manifest.json``, its ``synthetic-*`` files (those of an

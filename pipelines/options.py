@@ -377,6 +377,29 @@ def check_separate_locations(args: argparse.Namespace) -> None:
                                  f"are the same place or one is inside the other: {why}")
 
 
+#: ``--help`` of every evaluation's ``--report``
+REPORT_HELP = ("directory for summary.json and plots (they hold the true counts: keep it "
+               "private, outside every release and the truth)")
+
+
+def check_report_outside_releases(args: argparse.Namespace) -> None:
+    """Refuse an evaluation's ``--report`` that is, or lies inside, a release directory
+    (a folder holding ``manifest.json``, links followed), whichever release it is: its
+    ``summary.json`` holds the true counts, and everything in a release folder is
+    published with it (the release evaluated is refused by
+    :func:`check_separate_locations` too, with the truth).  Nothing is read before."""
+    report = getattr(args, "report", None)
+    if not isinstance(report, str):
+        return
+    from continual_synth.pipelines.lifecycle import MANIFEST, release_around
+    release = release_around(report)
+    if release is not None:
+        raise InputError(f"--report {report} is or lies inside the release directory "
+                         f"{release} (it holds {MANIFEST}): a report holds the true counts, "
+                         f"and whatever is in a release folder is published with it; keep "
+                         f"reports on the private side, outside every release")
+
+
 def parse_alphabet(text: str) -> Tuple:
     """``"0,1,2"`` → (0, 1, 2); non-numeric values stay strings (``"low,high"``)."""
     items = [item.strip() for item in str(text).split(",") if item.strip() != ""]

@@ -24,7 +24,7 @@ from typing import List, Optional
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
                                                POSITIVE_REAL, PROBABILITY, HelpFormatter,
                                                InitOptions, InputOptions, OutputOptions,
-                                               StepOptions,
+                                               REPORT_HELP, StepOptions,
                                                add_job_commands)
 
 
@@ -199,7 +199,7 @@ def add_commands(commands, evaluate) -> None:
     ev.add_argument("--marginals", default="2",
                     help="the workloads scored: 2 (all 2-way, default), 3, or "
                          "\"a,b;a,c\"")
-    ev.add_argument("--report", default=None, help="directory for summary.json and plots")
+    ev.add_argument("--report", default=None, help=REPORT_HELP)
     ev.add_argument("--period-col", default="period",
                     help="the period column of the truth and the release (default period)")
     ev.add_argument("--last", type=POSITIVE_INT, default=10,

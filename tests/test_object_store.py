@@ -345,6 +345,15 @@ def test_evaluate_reads_a_release_and_writes_its_report_on_s3(s3_server, panel, 
     assert {"window_error.png", "quarterly_queries.png"} <= set(report)
     assert report["window_error.png"].startswith(b"\x89PNG")
     assert sorted(os.listdir(tmp_path)) == ["report"]  # no ./s3: folder
+    # a report inside another release on the store is refused (before: written into it)
+    upload(s3_server, local_out, f"{root}/other")
+    before = objects(s3_server, f"{root}/other")
+    code, message = cli("evaluate", "window", "--truth", str(panel / "panel"), "--synthetic",
+                        f"{root}/release", "--report", f"{root}/other/report",
+                        *s3_server.beam_args)
+    assert code == 2 and f"the release directory {root}/other (it holds manifest.json)" \
+        in message, message
+    assert objects(s3_server, f"{root}/other") == before
 
 
 def test_an_s3_endpoint_that_does_not_answer_is_a_one_line_error():

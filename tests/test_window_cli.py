@@ -269,6 +269,38 @@ def test_evaluate_refuses_a_report_in_the_release_or_the_truth(string_panel, cli
     assert snapshot(str(tmp_path)) == before
 
 
+@pytest.mark.parametrize("evaluate", ["window", "cumulative", "tabular", "bounded"])
+@pytest.mark.parametrize("where", ["other-release", "inside-other-release", "deep-inside",
+                                   "linked"])
+def test_evaluate_refuses_a_report_in_any_other_release(string_panel, cli_release, tmp_path,
+                                                       capsys, evaluate, where):
+    """Before: ``evaluate window --synthetic r1 --report r2`` with r2 another release
+    exited 0 and wrote summary.json (the truth's exact counts) and the plots into r2, or
+    into a folder inside it, to be published with it.  Now every evaluate command refuses
+    a --report that is, or lies inside, a folder holding a manifest.json (links
+    followed), naming it, before reading anything and writing nothing."""
+    import shutil
+    _, _, _, panel = string_panel
+    _, _, out = cli_release
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    (tmp_path / "to-other").symlink_to(other)
+    report = {"other-release": other, "inside-other-release": other / "report",
+              "deep-inside": other / "a" / "b", "linked": tmp_path / "to-other" / "r"}[where]
+    options = {"window": ["--id-col", "pid", "--period-col", "month", "--value-col", "status"],
+               "cumulative": ["--id-col", "pid", "--period-col", "month", "--value-col",
+                              "status"],
+               "tabular": [], "bounded": ["--columns", "x,y"]}[evaluate]
+    before = snapshot(str(tmp_path))
+    code = main(["evaluate", evaluate, "--truth", panel, "--synthetic", out,
+                 "--report", str(report), *options])
+    assert code == 2
+    [line] = error_lines(capsys.readouterr().err)
+    assert f"--report {report}" in line and f"the release directory {other}" in line, line
+    assert "a report holds the true counts" in line
+    assert snapshot(str(tmp_path)) == before and not os.path.exists(other / "report")
+
+
 def test_evaluate_window_missing_release_exits_2(tmp_path, capsys):
     code = main(["evaluate", "window", "--truth", str(tmp_path / "t.parquet"),
                  "--synthetic", str(tmp_path / "nothing")])

@@ -198,6 +198,20 @@ def resolved(path: str) -> str:
     return os.path.realpath(path) if is_local(path) else path.rstrip("/")
 
 
+def folder_and_parents(path: str) -> List[str]:
+    """``path`` (as :func:`resolved` gives it) and every folder above it, nearest first:
+    up to ``/`` locally, up to the bucket (``s3://bucket``) on an object store."""
+    path = resolved(path)
+    if is_local(path):
+        out = [path]
+        while os.path.dirname(out[-1]) != out[-1]:
+            out.append(os.path.dirname(out[-1]))
+        return out
+    prefix, _, rest = path.partition("://")
+    parts = rest.split("/")
+    return [f"{prefix}://" + "/".join(parts[:end]) for end in range(len(parts), 0, -1)]
+
+
 def join(directory: str, *names: str) -> str:
     return FileSystems.join(_available(directory), *names)
 
