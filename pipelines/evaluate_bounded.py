@@ -45,6 +45,7 @@ from scipy import stats
 
 from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.pipelines import release_dir
+from continual_synth.pipelines.options import check_distinct_columns
 from continual_synth.pipelines.plots import privacy_subtitle, save_figure, suptitle
 from continual_synth.pipelines.provenance import truth_check
 from continual_synth.transforms import storage
@@ -227,6 +228,10 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
     A continual release is compared at ``period`` (see the module docstring)."""
     columns = list(columns)
     files, chosen = continual_files(synthetic_dir, period)
+    # before any points are read, as bounded run checks them (with --period-col for a
+    # continual release, whose truth is read by period)
+    check_distinct_columns([("--columns", columns)]
+                           + ([("--period-col", [period_col])] if files is not None else []))
     summary: Dict = {"columns": columns}
     if files is None:
         truth = load_points(truth_path, columns, in_format, where=truth_path)

@@ -13,6 +13,7 @@ from typing import Optional
 import numpy as np
 
 from continual_synth.pipelines.evaluate_window import SYNTHETIC_COLUMNS, panel_indices
+from continual_synth.pipelines.options import PanelColumns
 from continual_synth.pipelines.plots import (plot_error_over_time, plot_query_panels,
                                              privacy_subtitle)
 from continual_synth.pipelines.provenance import truth_check
@@ -41,7 +42,9 @@ def evaluate_cumulative(truth: str, synthetic: str, report_dir: Optional[str] = 
                         truth_format: Optional[str] = None) -> dict:
     """Compare a cumulative release directory with the true panel; return the summary and,
     with ``report_dir``, write ``summary.json``, ``cumulative_error.png`` and
-    ``cumulative_shares.png`` there."""
+    ``cumulative_shares.png`` there.  Column names that are not three different ones are
+    refused before anything is read, as by ``cumulative run``."""
+    PanelColumns(id_col, period_col, value_col)
     manifest = read_json(storage.join(synthetic, "manifest.json"))
     if manifest is None:
         raise InputError(f"{synthetic}: no manifest.json; not a release directory")

@@ -159,6 +159,9 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     manifest = _read_manifest(synthetic_dir)
     domain_source = domain_path or f"{synthetic_dir}/{MANIFEST_NAME}"
     domain = _domain(domain_path, manifest, domain_source)
+    from continual_synth.pipelines.tabular import check_period_col
+    check_period_col(domain, period_col,  # before any records are read, as run's
+                     "--domain" if domain_path else f"the domain of {domain_source}")
     workloads = parse_workloads(marginals, domain)
     positions = [domain.index(w) for w in workloads]
     synthetic_form = _release_form(synthetic_form, manifest)

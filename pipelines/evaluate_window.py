@@ -27,6 +27,7 @@ import pyarrow as pa
 from numpy.lib.stride_tricks import sliding_window_view
 
 from continual_synth.mechanisms.panel import decode_windows, encode_values, pivot, window_histograms
+from continual_synth.pipelines.options import PanelColumns
 from continual_synth.pipelines.plots import (plot_error_over_time, plot_query_panels,
                                              privacy_subtitle)
 from continual_synth.pipelines.provenance import truth_check
@@ -84,9 +85,12 @@ def evaluate_window(truth: str, synthetic: str, report_dir: Optional[str] = None
         The summary (JSON-serialisable); see :func:`evaluate_release`.
 
     Raises:
-        InputError: missing manifest or columns, a release whose periods or values
-            do not match its manifest, or a truth that is not a complete panel.
+        InputError: column names that are not three different ones (before anything is
+            read, as for ``window run``), missing manifest or columns, a release whose
+            periods or values do not match its manifest, or a truth that is not a
+            complete panel.
     """
+    PanelColumns(id_col, period_col, value_col)  # three different columns, as run's
     manifest = read_manifest(synthetic)
     alphabet = manifest["alphabet"]
     last_period = max(manifest["periods_released"])

@@ -66,10 +66,11 @@ def read_domain(path: str) -> Domain:
     return Domain.from_json(storage.read_bytes(path), f"domain file {path}")
 
 
-def check_period_col(domain: Domain, period_col: str) -> None:
+def check_period_col(domain: Domain, period_col: str, domain_from: str = "--domain") -> None:
     """The period column is a column of its own, not one of the domain's attributes
-    (checked before any data is read: it would be read as both)."""
-    check_distinct_columns([("--domain", domain.names), ("--period-col", [period_col])])
+    (checked before any data is read: it would be read as both); ``domain_from`` names
+    where the domain came from in the message."""
+    check_distinct_columns([(domain_from, domain.names), ("--period-col", [period_col])])
 
 
 #: ``--infer-domain`` warns of an attribute with more distinct values (null counted as

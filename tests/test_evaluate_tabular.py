@@ -367,3 +367,32 @@ def test_truth_of_other_periods_is_refused_naming_both(tmp_path, files, capsys):
     assert "shifted_truth.parquet: periods 31..33" in message, message
     assert "release has periods 1..3" in message, message
     assert not report.exists()
+
+
+@pytest.mark.parametrize("domain_given", [True, False])
+def test_a_period_col_that_is_a_domain_attribute_is_refused_before_reading(
+        tmp_path, files, capsys, monkeypatch, domain_given):
+    """``--period-col b`` with b an attribute of the domain would read b as the period and
+    as an attribute, as tabular run/init/step refuse (tabular.check_period_col).  Before:
+    evaluate tabular read the truth and failed on b's values as periods ("truth
+    tab.parquet: periods must be whole numbers 1, 2, ...; row 1 holds period 0"), and
+    would have scored them as periods had they been 1, 2, ...  Now it exits 2 naming both
+    (--domain, or the domain the release's manifest records), before reading any records
+    and writing no report."""
+    from continual_synth.pipelines import evaluate_tabular as module
+    from continual_synth.pipelines.cli import main
+    for name in ("read_dataset", "_count_release"):
+        monkeypatch.setattr(module, name, lambda *a, **k: pytest.fail("records read"))
+    _, domain, truth, release = files
+    if not domain_given:  # the domain the release's manifest records
+        with open(os.path.join(release, "manifest.json"), "w") as handle:
+            json.dump({"method": "proposed", "epsilon": 1.0, "domain": DOMAIN}, handle)
+    report = tmp_path / "report"
+    assert main(["evaluate", "tabular", "--truth", truth, "--synthetic", release,
+                 "--period-col", "b", "--report", str(report)]
+                + (["--domain", domain] if domain_given else [])) == 2
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    owner = "--domain" if domain_given else f"the domain of {release}/manifest.json"
+    assert message == f"continual-synth: error: {owner} and --period-col must name " \
+        f"different columns: both name 'b'", message
+    assert not report.exists()

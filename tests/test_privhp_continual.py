@@ -892,6 +892,39 @@ def test_evaluate_a_continual_release_at_one_period(stream, stepped, tmp_path):
     assert code == 2 and "integer column, found type double" in err, err
 
 
+@pytest.mark.parametrize("release, options, said", [
+    ("continual", ["--columns", "x,period"], "--columns and --period-col must name "
+                                             "different columns: both name 'period'"),
+    ("continual", ["--columns", "x,y", "--period-col", "y"],
+     "--columns and --period-col must name different columns: both name 'y'"),
+    ("continual", ["--columns", "x,x"], "--columns names a column twice: ['x', 'x']"),
+    ("one-shot", ["--columns", "y,y"], "--columns names a column twice: ['y', 'y']")])
+def test_evaluate_refuses_columns_that_name_one_column_before_reading(
+        stream, stepped, tmp_path, monkeypatch, release, options, said):
+    """bounded run, init and step refuse a --columns that names a column twice, or a
+    --period-col among them (continual PrivHP).  Before: evaluate bounded took
+    ``--columns x,x`` and exited 0 with the W1 of (x, x) against (x, x); with ``--columns
+    x,period`` or ``--period-col x`` it read the data and failed on what it found ("bc:
+    missing column(s) ['period']", "truth pts.parquet: column 'x' must hold whole-number
+    periods in an integer column, found type double").  Now it exits 2 with run's words,
+    before reading any points and writing no report (a one-shot release has no period
+    column to check)."""
+    from continual_synth.pipelines import evaluate_bounded
+    synthetic = stepped[1]
+    if release == "one-shot":
+        synthetic = str(tmp_path / "one-shot")
+        code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
+                                "--output", synthetic] + OPTIONS)
+        assert code == 0, err
+    for name in ("read_dataset", "read_files", "load_points"):
+        monkeypatch.setattr(evaluate_bounded, name, lambda *a, **k: pytest.fail("points read"))
+    report = tmp_path / "report"
+    code, _, err = run_cli(["evaluate", "bounded", "--truth", str(stream / "all.csv"),
+                            "--synthetic", synthetic, "--report", str(report), *options])
+    assert code == 2 and err.strip().splitlines()[-1] == f"continual-synth: error: {said}", err
+    assert not report.exists()
+
+
 # ----------------------------------------------------------------- empirical privacy
 
 

@@ -309,6 +309,40 @@ def test_evaluate_window_missing_release_exits_2(tmp_path, capsys):
     assert "nothing: not a release directory" in line
 
 
+
+@pytest.mark.parametrize("evaluate", ["window", "cumulative"])
+@pytest.mark.parametrize("columns, said", [
+    (["--id-col", "month"], "--id-col and --period-col must name different columns: both "
+                            "name 'month'"),
+    (["--value-col", "pid"], "--id-col and --value-col must name different columns: both "
+                             "name 'pid'"),
+    (["--period-col", "status", "--value-col", "status"],
+     "--period-col and --value-col must name different columns: both name 'status'")])
+def test_evaluate_refuses_column_options_naming_one_column_before_reading(
+        string_panel, cli_release, tmp_path, capsys, monkeypatch, evaluate, columns, said):
+    """run, init and step refuse an --id-col, --period-col and --value-col that name one
+    column twice (options.check_distinct_columns).  Before: evaluate read the truth with
+    them and failed on what it found (``--id-col period``: "truth panel.parquet: id 1
+    reports 60 times in period 1; 4 duplicate report(s) in all"), or on the release first.
+    Now both evaluations exit 2 with run's words, before reading anything and writing no
+    report."""
+    from continual_synth.pipelines import evaluate_cumulative, evaluate_window
+    for module in (evaluate_window, evaluate_cumulative):
+        for name in ("read_dataset", "read_release"):
+            monkeypatch.setattr(module, name, lambda *a, **k: pytest.fail("data read"))
+    monkeypatch.setattr(evaluate_window, "read_manifest",
+                        lambda *a, **k: pytest.fail("the release was read"))
+    _, _, _, panel = string_panel
+    _, _, out = cli_release
+    given = dict(zip(["--id-col", "--period-col", "--value-col"], ["pid", "month", "status"]))
+    given.update(zip(columns[::2], columns[1::2]))
+    report = tmp_path / "report"
+    code = main(["evaluate", evaluate, "--truth", panel, "--synthetic", out, "--report",
+                 str(report), *[word for pair in given.items() for word in pair]])
+    assert code == 2
+    assert error_lines(capsys.readouterr().err) == [f"continual-synth: error: {said}"]
+    assert not report.exists()
+
 def test_demo(tmp_path, capsys):
     output = str(tmp_path / "demo")
     assert main(["demo", "--output", output, "--seed", "1"]) == 0
