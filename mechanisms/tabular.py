@@ -69,7 +69,9 @@ Two rule sets (``RULES``; each rule is also its own option):
   and in states saved before): a selected pair outside the model's junction tree joins
   the fit only when its counter's sum departs from independence by more than the
   counter's noise would (:func:`informative`); otherwise its measurement feeds only its
-  counter and the pooled margins, and the model completes the pair.
+  counter and the pooled margins, and the model completes the pair.  At the size limit,
+  pairs of the tree whose sums show no departure beyond sampling and noise give way to
+  a selected workload that needs their room (:func:`yielding`, :func:`room_for`).
 
 Budget split (``selection_share`` s): each period's ε goes s·ε to its k selections
 (s·ε/k each) and (1 − s)·ε to its k measurements ((1 − s)·ε/k each).  The paper's
