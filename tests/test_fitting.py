@@ -240,6 +240,22 @@ def test_pair_marginals_together_on_a_forest_equal_the_dense_ones():
         assert np.allclose(p, fitting._project_dense(dense, names, w), atol=1e-12), w
 
 
+def test_the_fitters_caches_of_trees_and_sizes_stay_bounded(monkeypatch):
+    """A fitter folding a long stream meets many structures: its caches of junction trees
+    and of their sizes are emptied when full (``CACHE_ENTRIES``), and answer the same."""
+    monkeypatch.setattr(fitting, "CACHE_ENTRIES", 3)
+    domain = Domain({a: [0, 1, 2] for a in "abcdef"})
+    pairs = all_workloads(domain, 2)
+    fitter = fitting.Fitter(domain, pairs, "ipf")
+    answers = []
+    for rounds in range(2):
+        answers.append([fitter.fits(pairs[:k], pairs[-1], 40) for k in range(1, 10)])
+        assert len(fitter._fits_cache) <= 3 and len(fitter._trees) <= 3
+    assert answers[0] == answers[1]
+    assert answers[0] == [fitting.junction_tree_cells(domain, pairs[:k] + [pairs[-1]]) <= 40
+                          for k in range(1, 10)]
+
+
 def test_a_marginal_across_cliques_survives_a_separator_cell_of_subnormal_mass():
     """A marginal of (a, b, c) on the chain (a, b), (b, c) is μ_ab·μ_bc/μ_b; a value of b
     of subnormal mass (1e-310, which a fit's multiplicative steps can leave) made 1/μ_b
