@@ -74,9 +74,11 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
     parser.add_argument("--structure", choices=["informative", "measured"], default=None,
                         help="informative: a measured pair joins the fitted model only when "
                              "its measurement departs from independence by more than its "
-                             "noise would (default for the proposed method with the ipf fit "
-                             "and pooled margins); measured: every measured workload, as "
-                             "the paper (docs/tabular.md, Structure)")
+                             "noise would, and at the model's size limit a pair of no shown "
+                             "dependence gives way to a selected workload that needs its room "
+                             "(default for the proposed method with the ipf fit and pooled "
+                             "margins); measured: every measured workload, as the paper "
+                             "(docs/tabular.md, Structure)")
     parser.add_argument("--wide-cells", type=NON_NEGATIVE_INT, default=None,
                         help="measure each selected workload as the marginal of a wider "
                              "attribute set holding it, of at most N cells and as many as "
