@@ -354,7 +354,7 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
     from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
                                                    one_line)
     from continual_synth.pipelines.options import (check_beam_args, check_directory_options,
-                                                   check_report_outside_releases,
+                                                   check_outside_releases,
                                                    check_separate_locations)
     try:
         check_beam_args(beam_args, command, command_options)
@@ -362,7 +362,7 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
         configure(beam_args)  # --s3_endpoint_url … reach the driver's reads and writes too
         check_separate_locations(args)
         check_directory_options(args)
-        check_report_outside_releases(args)  # (a report's bucket exists: checked above)
+        check_outside_releases(args)  # (the buckets exist: checked above)
         if args.command == "evaluate":
             logs.LOGGER.info("reading the truth %s and the release %s", args.truth,
                              args.synthetic)

@@ -382,22 +382,35 @@ REPORT_HELP = ("directory for summary.json and plots (they hold the true counts:
                "private, outside every release and the truth)")
 
 
-def check_report_outside_releases(args: argparse.Namespace) -> None:
-    """Refuse an evaluation's ``--report`` that is, or lies inside, a release directory
-    (a folder holding ``manifest.json``, links followed), whichever release it is: its
-    ``summary.json`` holds the true counts, and everything in a release folder is
-    published with it (the release evaluated is refused by
-    :func:`check_separate_locations` too, with the truth).  Nothing is read before."""
-    report = getattr(args, "report", None)
-    if not isinstance(report, str):
-        return
+def check_outside_releases(args: argparse.Namespace) -> None:
+    """Refuse private or new places that are, or lie inside, a release directory (a folder
+    holding ``manifest.json``, links followed), whichever release it is, since everything
+    in a release folder is published with it: an evaluation's ``--report`` (its
+    ``summary.json`` holds the true counts), a ``--state`` (the private counts, and for
+    some synthesizers the records themselves) and a new ``--output`` below another
+    release (the release evaluated, or stepped into, is refused by
+    :func:`check_separate_locations` and the lifecycle).  An ``--output`` that *is* a
+    release is the one a step publishes into.  Nothing is read before."""
     from continual_synth.pipelines.lifecycle import MANIFEST, release_around
-    release = release_around(report)
-    if release is not None:
-        raise InputError(f"--report {report} is or lies inside the release directory "
-                         f"{release} (it holds {MANIFEST}): a report holds the true counts, "
-                         f"and whatever is in a release folder is published with it; keep "
-                         f"reports on the private side, outside every release")
+    from continual_synth.transforms.storage import folder_and_parents
+    for name, what in (("report", "a report holds the true counts"),
+                       ("state", "a state holds the private counts")):
+        path = getattr(args, name, None)
+        release = release_around(path) if isinstance(path, str) else None
+        if release is not None:
+            raise InputError(f"--{name} {path} is or lies inside the release directory "
+                             f"{release} (it holds {MANIFEST}): {what}, and whatever is in a "
+                             f"release folder is published with it; keep {name}s on the "
+                             f"private side, outside every release")
+    output = getattr(args, "output", None)
+    if isinstance(output, str):
+        above = folder_and_parents(output)[1:]
+        release = release_around(above[0]) if above else None
+        if release is not None:
+            raise InputError(f"--output {output} lies inside the release directory {release} "
+                             f"(it holds {MANIFEST}): a release inside another would be "
+                             f"published as part of it; choose an output directory outside "
+                             f"every release")
 
 
 def parse_alphabet(text: str) -> Tuple:

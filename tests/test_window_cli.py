@@ -301,6 +301,42 @@ def test_evaluate_refuses_a_report_in_any_other_release(string_panel, cli_releas
     assert snapshot(str(tmp_path)) == before and not os.path.exists(other / "report")
 
 
+@pytest.mark.parametrize("where", ["state-in-release", "state-deep-inside", "state-linked",
+                                   "run-output-inside", "stream-output-inside"])
+def test_state_and_new_outputs_outside_every_release(string_panel, cli_release, tmp_path,
+                                                     capsys, where):
+    """Before: ``window init --state r/state`` with r a release folder exited 0 and kept the
+    private state (the window's histograms of real records) inside the release, to be
+    published with it; ``window run --output r/sub`` published a release inside another.
+    Now both are refused, naming the release folder, before anything is read or written."""
+    import shutil
+    _, _, _, panel = string_panel
+    _, _, out = cli_release
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    (tmp_path / "to-other").symlink_to(other)
+    privacy = ["--window", str(WINDOW), "--horizon", str(HORIZON), "--rho", "5"]
+    columns = ["--id-col", "pid", "--period-col", "month", "--value-col", "status",
+               "--alphabet", ",".join(LEVELS)]
+    place = {"state-in-release": other / "state", "state-deep-inside": other / "a" / "state",
+             "state-linked": tmp_path / "to-other" / "state",
+             "run-output-inside": other / "sub", "stream-output-inside": other / "sub"}[where]
+    argv = {"state-in-release": ["window", "init", "--state", str(place), *privacy],
+            "run-output-inside": ["window", "run", "--input", panel, "--output", str(place),
+                                  *PRIVACY, *columns, "--format", "csv"],
+            "stream-output-inside": ["window", "stream", "--watch", str(tmp_path / "in"),
+                                     "--state", str(tmp_path / "state"), "--output",
+                                     str(place), *privacy, *columns]}
+    argv["state-deep-inside"] = argv["state-linked"] = argv["state-in-release"]
+    before = snapshot(str(tmp_path))
+    code = main(argv[where])
+    assert code == 2
+    [line] = error_lines(capsys.readouterr().err)
+    option = "--output" if "output" in where else "--state"
+    assert f"{option} {place}" in line and f"the release directory {other}" in line, line
+    assert snapshot(str(tmp_path)) == before and not os.path.exists(place)
+
+
 def test_evaluate_window_missing_release_exits_2(tmp_path, capsys):
     code = main(["evaluate", "window", "--truth", str(tmp_path / "t.parquet"),
                  "--synthetic", str(tmp_path / "nothing")])
