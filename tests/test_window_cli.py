@@ -302,13 +302,14 @@ def test_evaluate_refuses_a_report_in_any_other_release(string_panel, cli_releas
 
 
 @pytest.mark.parametrize("where", ["state-in-release", "state-deep-inside", "state-linked",
-                                   "run-output-inside", "stream-output-inside"])
+                                   "run-output-inside", "stream-output-inside",
+                                   "example-in-release"])
 def test_state_and_new_outputs_outside_every_release(string_panel, cli_release, tmp_path,
                                                      capsys, where):
     """Before: ``window init --state r/state`` with r a release folder exited 0 and kept the
     private state (the window's histograms of real records) inside the release, to be
-    published with it; ``window run --output r/sub`` published a release inside another.
-    Now both are refused, naming the release folder, before anything is read or written."""
+    published with it; ``window run --output r/sub`` published a release inside another;
+    ``tabular example --output r`` wrote the stream's records into it.  Now all are refused, naming the release folder, before anything is read or written."""
     import shutil
     _, _, _, panel = string_panel
     _, _, out = cli_release
@@ -320,21 +321,25 @@ def test_state_and_new_outputs_outside_every_release(string_panel, cli_release, 
                "--alphabet", ",".join(LEVELS)]
     place = {"state-in-release": other / "state", "state-deep-inside": other / "a" / "state",
              "state-linked": tmp_path / "to-other" / "state",
-             "run-output-inside": other / "sub", "stream-output-inside": other / "sub"}[where]
+             "run-output-inside": other / "sub", "stream-output-inside": other / "sub",
+             "example-in-release": other}[where]
     argv = {"state-in-release": ["window", "init", "--state", str(place), *privacy],
             "run-output-inside": ["window", "run", "--input", panel, "--output", str(place),
                                   *PRIVACY, *columns, "--format", "csv"],
             "stream-output-inside": ["window", "stream", "--watch", str(tmp_path / "in"),
                                      "--state", str(tmp_path / "state"), "--output",
-                                     str(place), *privacy, *columns]}
+                                     str(place), *privacy, *columns],
+            "example-in-release": ["tabular", "example", "--output", str(place),
+                                   "--periods", "2"]}
     argv["state-deep-inside"] = argv["state-linked"] = argv["state-in-release"]
     before = snapshot(str(tmp_path))
     code = main(argv[where])
     assert code == 2
     [line] = error_lines(capsys.readouterr().err)
-    option = "--output" if "output" in where else "--state"
+    option = "--state" if "state" in where else "--output"
     assert f"{option} {place}" in line and f"the release directory {other}" in line, line
-    assert snapshot(str(tmp_path)) == before and not os.path.exists(place)
+    assert snapshot(str(tmp_path)) == before
+    assert where == "example-in-release" or not os.path.exists(place)
 
 
 def test_evaluate_window_missing_release_exits_2(tmp_path, capsys):
