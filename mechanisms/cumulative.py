@@ -55,7 +55,7 @@ import numpy as np
 from continual_synth.mechanisms import accounting
 from continual_synth.mechanisms.errors import (MAX_NOISE_RECORDS, ParameterError,
                                                check_next_period, check_noise_records,
-                                               positive_real, probability, whole_number)
+                                               privacy_budget, probability, whole_number)
 from continual_synth.mechanisms.counters import (
     DISCRETE_GAUSSIAN,
     INTEGER_KINDS,
@@ -114,7 +114,7 @@ class CumulativeConfig:
             raise ParameterError("horizon", f"{self.horizon} would run {self.horizon} private "
                                  f"counters (one per threshold b = 1..T); at most "
                                  f"{MAX_HORIZON} are supported")
-        positive_real("rho", self.rho)
+        privacy_budget("rho", self.rho)
         probability("beta", self.beta)
         probability("delta", self.delta)
         probability("population_share", self.population_share)

@@ -64,6 +64,24 @@ def positive_real(option: str, value) -> float:
     return float(value)
 
 
+#: The largest privacy budget (ε or ρ) a mechanism takes.  Its noise is already nil (a
+#: scale of 1/ε records), and from about 10^154 the variances square it past a float;
+#: from about 10^308 the per-level and per-counter scales underflow to 0.  Before this
+#: limit, ``tabular run --epsilon 1e160`` failed mid-run with an OverflowError (exit 1),
+#: ``cumulative run --rho 1.7e308`` said "the privacy budget must be ... finite, got inf"
+#: and ``bounded run --epsilon 1.7e308`` "scale must be a positive finite number".
+MAX_BUDGET = 1e100
+
+
+def privacy_budget(option: str, value) -> float:
+    """A privacy budget (ε, ρ): :func:`positive_real`, and at most :data:`MAX_BUDGET`."""
+    value = positive_real(option, value)
+    if value > MAX_BUDGET:
+        raise ParameterError(option, f"{value:g} is too large: at most {MAX_BUDGET:g}, whose "
+                                     f"noise is already nil")
+    return value
+
+
 def probability(option: str, value) -> float:
     """A number in the open interval (0, 1) (β, δ, a share of the budget)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < 1:

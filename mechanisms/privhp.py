@@ -58,7 +58,7 @@ import numpy as np
 
 from continual_synth.mechanisms import hierarchy
 from continual_synth.mechanisms.accounting import check_neighbor, laplace_scale
-from continual_synth.mechanisms.errors import (ParameterError, format_bytes, positive_real,
+from continual_synth.mechanisms.errors import (ParameterError, format_bytes, privacy_budget,
                                                whole_number)
 from continual_synth.mechanisms.samplers import discrete_laplace_variance
 from continual_synth.mechanisms.sketch import CountMinSketch, sketch_sensitivity, splitmix64
@@ -91,7 +91,7 @@ class PrivHPConfig:
 
     def __post_init__(self):
         check_neighbor(self.neighbor)
-        object.__setattr__(self, "epsilon", positive_real("epsilon", self.epsilon))
+        object.__setattr__(self, "epsilon", privacy_budget("epsilon", self.epsilon))
         whole_number("dims", self.dims)
         whole_number("prune_k", self.prune_k)
         depth = whole_number("depth", self.depth)
@@ -117,7 +117,7 @@ class PrivHPConfig:
         if self.budget_split not in BUDGET_SPLITS:
             raise ValueError(f"budget split must be one of {BUDGET_SPLITS}")
         if self.level_epsilons is not None:
-            values = tuple(positive_real("level_epsilons", e) for e in self.level_epsilons)
+            values = tuple(privacy_budget("level_epsilons", e) for e in self.level_epsilons)
             if len(values) != self.depth + 1:
                 raise ParameterError("level_epsilons", f"need one value per level "
                                      f"0..{self.depth} ({self.depth + 1} values), "

@@ -204,7 +204,7 @@ from continual_synth.mechanisms.distributions import (
 )
 from continual_synth.mechanisms.errors import (MAX_NOISE_RECORDS, InputError, ParameterError,
                                                StateError, check_noise_records, format_bytes,
-                                               positive_real, probability, whole_number)
+                                               privacy_budget, probability, whole_number)
 from continual_synth.mechanisms.fitting import (
     DEFAULT_MAX_CELLS,
     DEFAULT_MODEL_CELLS,
@@ -283,10 +283,6 @@ SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5, "selection_d
                          "structure": "measured"}
 RELATION = "event-level add/remove of one record"
 MAX_WORKLOAD_CELLS = 1 << 26  # cells of all workload histograms together (512 MiB of int64)
-# The largest ε: its noise scales (k/((1 − s)·ε) records) are already nil, and the noise
-# variances and OpenDP's noisy max take ε², which overflows a float from ε ≈ 1.3·10^154
-# (before: ε = 1e160 failed mid-run with an OverflowError, exit 1).
-MAX_EPSILON = 1e100
 INCREMENT_PULL = 0.2  # weight of g_t in the prior of the increment model δ_t
 FORMAT_VERSION = 2  # 2: the aim rules, the ipf fit (junction-tree models)
 # remainder="adaptive": the drift estimate Δ̂ (the mean squared distance between a
@@ -360,7 +356,7 @@ def auto_selections(epsilon: float, method: str, num_workloads: int,
     so 3 stays the floor of k, and the selection schedule (:func:`period_selections`)
     lowers k_t period by period where the stream reads as exchangeable; see
     bench/results/tabular_selections_k1.md and tabular_selection_schedule.md."""
-    epsilon = positive_real("epsilon", epsilon)
+    epsilon = privacy_budget("epsilon", epsilon)
     k = PAPER_SELECTIONS
     if method == "proposed":
         share = resolved_selection_share(method, selection_share)
@@ -425,10 +421,7 @@ class TabularConfig:
                 f"({format_bytes(8 * cells)} per period); at most {MAX_WORKLOAD_CELLS} fit: "
                 f"choose fewer or smaller marginals"))
         object.__setattr__(self, "workloads", workloads)
-        object.__setattr__(self, "epsilon", positive_real("epsilon", self.epsilon))
-        if self.epsilon > MAX_EPSILON:
-            raise ParameterError("epsilon", f"{self.epsilon:g} is too large: at most "
-                                            f"{MAX_EPSILON:g}, whose noise is already nil")
+        object.__setattr__(self, "epsilon", privacy_budget("epsilon", self.epsilon))
         if self.method not in METHODS:
             raise InputError(f"method must be one of {METHODS}, got {self.method!r}")
         selections = whole_number("selections", self.selections)

@@ -32,7 +32,7 @@ import numpy as np
 from continual_synth.mechanisms import accounting
 from continual_synth.mechanisms.errors import (MAX_NOISE_RECORDS, ParameterError,
                                                check_next_period, check_noise_records,
-                                               format_bytes, positive_real, probability,
+                                               format_bytes, privacy_budget, probability,
                                                whole_number)
 from continual_synth.mechanisms.consistency import consistent_extension
 from continual_synth.mechanisms.samplers import Sampler
@@ -65,7 +65,7 @@ class WindowConfig:
                                  f"need 1 <= window <= horizon")
         object.__setattr__(self, "horizon", horizon)
         object.__setattr__(self, "window", window)
-        positive_real("rho", self.rho)
+        privacy_budget("rho", self.rho)
         probability("beta", self.beta)
         probability("delta", self.delta)
         accounting.check_neighbor(self.neighbor)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from continual_synth.mechanisms.errors import (InputError, ParameterError, format_bytes,
-                                               positive_real)
+                                               privacy_budget)
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
                                                POSITIVE_REAL, HelpFormatter, InitOptions,
                                                InputOptions,
@@ -192,7 +192,7 @@ def _config(args):
     columns = _columns(args.columns)
     bounds = Bounds.parse(args.bounds, max(len(columns), 1))
     check_columns(columns, bounds)
-    positive_real("epsilon", args.epsilon)  # before it sets the depth
+    privacy_budget("epsilon", args.epsilon)  # before it sets the depth
     depth_from = None
     depth = args.depth
     if depth is not None and args.expected_n is not None:

@@ -342,6 +342,38 @@ def test_state_and_new_outputs_outside_every_release(string_panel, cli_release, 
     assert where == "example-in-release" or not os.path.exists(place)
 
 
+@pytest.mark.parametrize("job, budget", [
+    (["window", "run", "--window", "2", "--horizon", "4"], ["--rho", "1.7e308"]),
+    (["window", "init", "--window", "2", "--horizon", "4"], ["--rho", "1e101"]),
+    (["cumulative", "run", "--horizon", "4"], ["--rho", "1.7e308"]),
+    (["bounded", "run", "--columns", "x,y", "--bounds", "0:1,0:1", "--samples", "10",
+      "--depth", "4"], ["--epsilon", "1.7e308"]),
+    (["bounded", "run", "--columns", "x,y", "--bounds", "0:1,0:1", "--samples", "10",
+      "--depth", "1"], ["--level-epsilons", "1,1e101", "--epsilon", "2"])])
+def test_a_budget_past_the_largest_is_refused_by_every_job(tmp_path, capsys, job, budget):
+    """Before: ``cumulative run --rho 1.7e308`` said "the privacy budget must be a positive
+    finite number, got inf" (a value the user did not give, no option named) and ``bounded
+    run --epsilon 1.7e308`` "scale must be a positive finite number, got np.float64(0.0)";
+    ``window run`` ran.  Every job now takes at most errors.MAX_BUDGET (1e100, whose noise
+    is nil), as ``tabular`` did: exit 2 naming the option, before anything is read."""
+    place = ["--state", str(tmp_path / "s")] if "init" in job else [
+        "--input", str(tmp_path / "never-read.parquet"), "--output", str(tmp_path / "o")]
+    code = main([*job, *place, *budget])
+    [line] = error_lines(capsys.readouterr().err)
+    option = budget[0]
+    assert code == 2 and line.startswith(f"continual-synth: error: {option} 1"), line
+    assert line.endswith("is too large: at most 1e+100, whose noise is already nil"), line
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_largest_budget_runs(string_panel, tmp_path):
+    _, _, _, panel = string_panel
+    assert main(["window", "run", "--input", panel, "--output", str(tmp_path / "o"),
+                 "--window", str(WINDOW), "--horizon", str(HORIZON), "--rho", "1e100",
+                 "--alphabet", ",".join(LEVELS), "--format", "csv", "--id-col", "pid",
+                 "--period-col", "month", "--value-col", "status", "--seed", "1"]) == 0
+
+
 def test_evaluate_window_missing_release_exits_2(tmp_path, capsys):
     code = main(["evaluate", "window", "--truth", str(tmp_path / "t.parquet"),
                  "--synthetic", str(tmp_path / "nothing")])
