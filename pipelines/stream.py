@@ -224,15 +224,17 @@ def file_period(path: str, period_col: str, in_format: Optional[str]) -> int:
 
 
 def reject(state_dir: str, path: str, period: Optional[int], reason: str,
-           fingerprint: Optional[str] = None) -> str:
+           fingerprint: Optional[str] = None, name: Optional[str] = None) -> str:
     """Dead-letter one file: ``STATE/rejected/<time>-<name>.json`` with the reason (in the
     private state directory: a reason may quote a value of the file); return that
     document's path, which the ``rejected`` event names (``dead_letter``).
     ``fingerprint`` (:func:`~continual_synth.pipelines.lifecycle.fingerprint`) lets a
-    restarted stream recognise the file instead of rejecting it again."""
+    restarted stream recognise the file instead of rejecting it again; ``name`` is the
+    document's name after its time (default: the file's), for what is not a file (an
+    event-time period: ``period-7``)."""
     reason = one_line(reason)
     name = f"{time.strftime('%Y%m%dT%H%M%S')}-{lifecycle.new_token()[-6:]}-" \
-           f"{os.path.basename(path.rstrip('/'))}.json"
+           f"{name or os.path.basename(path.rstrip('/'))}.json"
     document = storage.join(state_dir, REJECTED, name)
     release_dir.write_json_atomic(
         document,
@@ -661,14 +663,14 @@ class ReleaseClosedPeriods(beam.DoFn):
             write_late_records(self.state_dir, (period, record, reason))
 
     def _release(self, period: int, tables, state: Dict) -> bool:
-        where = f"period {period} (event time {self.clock.start(period)} to " \
-                f"{self.clock.end(period)})"
+        where = f"period {period} (event time {self.clock.start(period).to_rfc3339()} to " \
+                f"{self.clock.end(period).to_rfc3339()})"
         if not tables and not self.job.empty_period_valid:
             reject(self.state_dir, where, period, f"{where}: no records arrived before the "
                    f"watermark passed its end, and a {self.job.kind or state['kind']} period "
                    f"needs every person's report (a panel): the period is not released and "
                    f"holds the later periods back; stop the stream, step the period from "
-                   f"its file and start the stream again")
+                   f"its file and start the stream again", name=f"period-{period}")
             return False
         if not tables:  # a period without records, as step takes it: the job's columns
             table = self.job.empty_period(state)

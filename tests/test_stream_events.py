@@ -15,6 +15,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.testing.test_stream import TestStream as BeamTestStream  # not "Test*": pytest would collect it
 from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
 
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.marginals import Domain, all_workloads
@@ -134,6 +135,12 @@ def test_empty_period_is_dead_lettered_and_holds_later_periods(panel, tmp_path, 
     assert "no records arrived" in dead[0]["reason"]
     assert f"a {kind} period needs every person's report (a panel)" in dead[0]["reason"]
     assert "holds the later periods back" in dead[0]["reason"]
+    # the period's times as RFC 3339 (not Beam's "Timestamp(…)"), its document named by it
+    start, end = (Timestamp(ORIGIN + n * LENGTH).to_rfc3339() for n in (1, 2))
+    assert f"period 2 (event time {start} to {end})" in dead[0]["reason"], dead[0]["reason"]
+    [name] = [os.path.basename(path) for path in
+              glob.glob(os.path.join(state, "rejected", "*.json"))]
+    assert name.endswith("-period-2.json") and " " not in name, name
 
 
 def test_bad_messages_are_dead_lettered_and_the_stream_goes_on(panel, tmp_path):

@@ -183,12 +183,12 @@ class ParseEventRecords(beam.DoFn):
             moment = event_time(record[self.timestamp_col], self.timestamp_col)
             period = self.clock.period(moment)
             if period < 1:
-                raise InputError(f"its time {moment} is before --origin "
-                                 f"{self.clock.start(1)} (period {period})")
+                raise InputError(f"its time {moment.to_rfc3339()} is before --origin "
+                                 f"{self.clock.start(1).to_rfc3339()} (period {period})")
             if self.horizon is not None and period > self.horizon:
-                raise InputError(f"its time {moment} is in period {period}, beyond the "
-                                 f"horizon T={self.horizon} (a time in milliseconds read as "
-                                 f"seconds?)")
+                raise InputError(f"its time {moment.to_rfc3339()} is in period {period}, "
+                                 f"beyond the horizon T={self.horizon} (a time in "
+                                 f"milliseconds read as seconds?)")
         except InputError as exc:  # no period of the stream (the reason names any)
             if isinstance(record, bytes):
                 record = record.decode("utf-8", errors="replace")
