@@ -389,13 +389,14 @@ def check_outside_releases(args: argparse.Namespace) -> None:
     ``summary.json`` holds the true counts), a ``--state`` (the private counts, and for
     some synthesizers the records themselves), ``tabular example``'s ``--output`` (records)
     and a new ``--output`` below another release (the release evaluated, or stepped into,
-    is refused by :func:`check_separate_locations` and the lifecycle).  An ``--output`` that *is* a
-    release is the one a step publishes into.  Nothing is read before."""
+    is refused by :func:`check_separate_locations` and the lifecycle).  An ``--output``
+    that *is* a release is the one a step publishes into.  Nothing is read before."""
     from continual_synth.pipelines.lifecycle import MANIFEST, release_around
     from continual_synth.transforms.storage import folder_and_parents
+    example = getattr(args, "action", None) == "example"  # tabular example writes records
     private = [("report", "a report holds the true counts"),
                ("state", "a state holds the private counts")]
-    if getattr(args, "action", None) == "example":  # tabular example writes records
+    if example:
         private.append(("output", "the example's files are the stream's records"))
     for name, what in private:
         path = getattr(args, name, None)
@@ -406,7 +407,7 @@ def check_outside_releases(args: argparse.Namespace) -> None:
                              f"release folder is published with it; keep {name}s on the "
                              f"private side, outside every release")
     output = getattr(args, "output", None)
-    if isinstance(output, str) and getattr(args, "action", None) != "example":
+    if isinstance(output, str) and not example:
         above = folder_and_parents(output)[1:]
         release = release_around(above[0]) if above else None
         if release is not None:

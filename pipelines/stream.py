@@ -233,9 +233,9 @@ def reject(state_dir: str, path: str, period: Optional[int], reason: str,
     document's name after its time (default: the file's), for what is not a file (an
     event-time period: ``period-7``)."""
     reason = one_line(reason)
-    name = f"{time.strftime('%Y%m%dT%H%M%S')}-{lifecycle.new_token()[-6:]}-" \
-           f"{name or os.path.basename(path.rstrip('/'))}.json"
-    document = storage.join(state_dir, REJECTED, name)
+    document = storage.join(state_dir, REJECTED,
+                            f"{time.strftime('%Y%m%dT%H%M%S')}-{lifecycle.new_token()[-6:]}-"
+                            f"{name or os.path.basename(path.rstrip('/'))}.json")
     release_dir.write_json_atomic(
         document,
         {"file": path, "period": period, "reason": reason, "fingerprint": fingerprint,

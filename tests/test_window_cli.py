@@ -309,7 +309,8 @@ def test_state_and_new_outputs_outside_every_release(string_panel, cli_release, 
     """Before: ``window init --state r/state`` with r a release folder exited 0 and kept the
     private state (the window's histograms of real records) inside the release, to be
     published with it; ``window run --output r/sub`` published a release inside another;
-    ``tabular example --output r`` wrote the stream's records into it.  Now all are refused, naming the release folder, before anything is read or written."""
+    ``tabular example --output r`` wrote the stream's records into it.  Now all are
+    refused, naming the release folder, before anything is read or written."""
     import shutil
     _, _, _, panel = string_panel
     _, _, out = cli_release
