@@ -871,8 +871,9 @@ class TabularRelease:
     ∇g_t (``increment`` True, baseline: append ``increment_size`` records sampled from it
     to the previous table).  ``size``: the noisy size of the stream so far (int ≥ 0,
     post-processing, see the module docstring); ``increment_size``: records to draw from
-    ``model`` now (= ``size`` for the proposed method).  ``selected``: the workloads
-    selected this period, in selection order.
+    ``model`` now (= ``size`` for the proposed method).  ``chosen``: the workloads this
+    period's k_t selection slots chose, in order (the ledger's ``selections``);
+    ``selected``: those and the workloads measured with them from a wide set.
     """
 
     period: int
@@ -882,6 +883,7 @@ class TabularRelease:
     increment_size: int
     selected: Tuple[Workload, ...]
     method: str
+    chosen: Tuple[Workload, ...] = ()
 
 
 def initial_state(config: TabularConfig) -> TabularState:
@@ -1031,7 +1033,7 @@ def step(config: TabularConfig, state: TabularState, period_histograms,
     label = "stream" if period == 1 else f"period {period}"
     new.ledger.charge(period_cost(config, period), label, period=period,
                       epsilon_on_period_records=config.epsilon,
-                      selections=[list(w) for w in release.selected])
+                      selections=[list(w) for w in release.chosen])
     return new, release
 
 
@@ -1487,12 +1489,14 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
     measurement, and :func:`yielding` which pairs of the structure give way to a
     workload that would not fit otherwise (such a workload is eligible, and its
     selection takes the fewest of them out: :func:`room_for`); None: the fit takes every
-    measurement and nothing leaves.  Returns (selected indices, iterates)."""
+    measurement and nothing leaves.  Returns (selected indices, chosen indices, iterates):
+    ``chosen`` the workloads the k slots chose, in order; ``selected`` adds those measured
+    with them from a wide set."""
     fitter = config.fitter()
     workloads, cells = config.workloads, config.cells
     h = start
     k = config.selections if selections is None else selections
-    selected, sums, variances, iterates = [], [], [], []
+    selected, chosen, sums, variances, iterates = [], [], [], [], []
     steered = False  # whether the last iterate is a steering fit
     for slot in range(k):   # slot l − 1 (``selected`` also holds the wide extras)
         structure = fitter.structure(h)
@@ -1526,6 +1530,7 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
         wide = _wide_set(config, j, wide_cap)
         extras = _wide_extras(config, fitter, structure, j, wide, selected + (fed or []), limit)
         selected.append(j)
+        chosen.append(j)
         increment, variance = measure(j, extras, wide) if extras else measure(j)
         if extras and config.wide_fit == "inside":   # fit an extra only inside the tree
             fed.extend(i for i in extras if not fitter.fits(structure, workloads[i], 0))
@@ -1549,7 +1554,7 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
         iterates.append(h)
     if steered:  # the candidates ran out: the released iterate to the full tolerance
         iterates[-1] = fitter.fit(measurements, total, warm_start=h)
-    return selected, iterates
+    return selected, chosen, iterates
 
 
 def _wide_set(config, j: int, cap: float) -> Workload:
@@ -1683,7 +1688,7 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
         entry_variance = new.counters[0].node_variance(new.counters[0].entry_param(share))
         if entry_variance > 0:
             wide_cap = config.wide_noise * batch / entry_variance
-    selected, iterates = _select_measure_fit(
+    selected, chosen, iterates = _select_measure_fit(
         config, sampler, targets, g_prev, bias, measure, measurement,
         lambda increment: max(g_prev.total + increment, 0.0), rescale=False,
         counts=new.selection_counts, batch=batch, margins=margins if pooling else None,
@@ -1714,10 +1719,11 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
             new.selection_counts[i] += 1
     new.model = g
     new.size = int(round(g.total))
-    new.last_selected = list(selected)
+    new.last_selected = list(chosen)
     return TabularRelease(period=period, model=g, size=new.size, increment=False,
                           increment_size=new.size,
-                          selected=tuple(workloads[j] for j in selected), method="proposed")
+                          selected=tuple(workloads[j] for j in selected), method="proposed",
+                          chosen=tuple(workloads[j] for j in chosen))
 
 
 def _carry_increment(config, state, g, batch, selected, increments, fed=()) -> None:
@@ -1788,7 +1794,7 @@ def _step_baseline(config, new, hists, sampler, period) -> TabularRelease:
     start = fitter.start(0.0)
     if config.baseline_start == "previous" and new.model is not None:
         start = new.model.scaled(0.0)
-    selected, iterates = _select_measure_fit(
+    selected, chosen, iterates = _select_measure_fit(
         config, sampler, targets, start, bias, measure,
         lambda j, total: (noisy[j], noise_var), lambda increment: increment, rescale=True,
         counts=new.selection_counts,
@@ -1798,12 +1804,13 @@ def _step_baseline(config, new, hists, sampler, period) -> TabularRelease:
     for j in selected:
         new.selection_counts[j] += 1
     new.size = state_size = new.size + increment_size
-    new.last_selected = list(selected)
+    new.last_selected = list(chosen)
     if config.baseline_start == "previous":
         new.model = increment
     return TabularRelease(period=period, model=increment, size=state_size, increment=True,
                           increment_size=increment_size,
-                          selected=tuple(workloads[j] for j in selected), method="baseline")
+                          selected=tuple(workloads[j] for j in selected), method="baseline",
+                          chosen=tuple(workloads[j] for j in chosen))
 
 
 def _periods_by_selections(state: TabularState) -> Dict[str, int]:

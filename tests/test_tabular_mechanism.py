@@ -786,6 +786,26 @@ def test_wide_measurement_feeds_every_workload_inside_it_its_exact_projection():
     assert all(state.selection_counts[i] == (i in fed) for i in range(len(WORKLOADS)))
 
 
+def test_the_ledger_counts_the_slots_choices_not_the_workloads_fed_with_them():
+    """``periods_by_selections`` (and the ledger's ``selections``, ``last_selected``) count
+    the k_t workloads the selection slots chose; the workloads a wide measurement fed
+    with them are measurements, not selections (before, a period of k = 2 with wide sets
+    was reported as making 5 or more)."""
+    cfg = config(epsilon=1e6, selections=2, wide_cells=24, wide_ratio=4.0,
+                 selection_schedule="fixed")
+    codes = stream(1, 60, 3)[0]
+    state = tabular.initial_state(cfg)
+    for t in range(3):
+        hists = workload_histograms(codes[20 * t:20 * (t + 1)], DOMAIN, cfg.input_workloads)
+        state, release = tabular.step(cfg, state, hists, SeededSampler(t))
+        assert len(release.chosen) == 2 < len(release.selected)
+        assert set(release.chosen) <= set(release.selected)
+        assert [list(w) for w in release.chosen] == state.ledger.entries[-1]["selections"]
+    manifest = tabular.manifest_fields(cfg, state)
+    assert manifest["periods_by_selections"] == {"2": 3}
+    assert len(manifest["last_selected"]) == 2
+
+
 def test_wide_measurement_options_are_validated_and_saved():
     for bad in (0, -3, 2.5, True, "64"):
         with pytest.raises(ParameterError, match="wide_cells"):
