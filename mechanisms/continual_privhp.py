@@ -280,8 +280,15 @@ class ContinualPrivHPConfig:
                            "noise_scale": float(counter._entry_groups()[0][1]),
                            "counter_nodes_per_entry": sum(k for k, _ in counter._entry_groups()),
                            "variance_at_horizon": float(counter.variance(self.horizon))})
+        meaning = ("streams differ by adding or removing one point in one period"
+                   if self.structure.neighbor == "add-remove" else
+                   "streams differ by replacing one point by another in one period "
+                   "(sensitivities doubled)")
         return {
             **one_shot,
+            "privacy_statement": (f"{self.epsilon:.6g}-DP (pure) for the whole stream where "
+                                  f"{meaning}; public, not protected: the columns, their "
+                                  f"bounds and the horizon T (inputs the user gives)"),
             "level_epsilons": [level["epsilon"] for level in levels],
             "composition": ("basic (pure ε-DP): ε = Σ_ℓ ε_ℓ over the measured levels; "
                             "level ℓ's continual counter is ε_ℓ-DP over the whole stream"),
@@ -292,10 +299,7 @@ class ContinualPrivHPConfig:
                                 "descendants; least squares over the exact levels 0..L_e "
                                 "with the counters' variances at t (Hay et al. 2010), then "
                                 "Algorithms 2-3 (growth, consistency, non-negativity)"),
-            "neighbor_meaning": ("streams differ by adding or removing one point in one "
-                                 "period" if self.structure.neighbor == "add-remove" else
-                                 "streams differ by replacing one point by another in "
-                                 "one period (sensitivities doubled)"),
+            "neighbor_meaning": meaning,
             "sensitivity_note": ("a point changes one period's entry of Δ_ℓ cells of each "
                                  "measured level ℓ (1 exact, j sketch); the counter's noise "
                                  "scale is Δ_ℓ·h/ε_ℓ, h = nodes one entry touches over all "

@@ -63,6 +63,7 @@ from continual_synth.mechanisms.counters import (
     make_counter,
     max_variance,
 )
+from continual_synth.mechanisms.panel import PUBLIC_INPUTS
 from continual_synth.mechanisms.samplers import MAX_VARIANCE_TABLE_SIGMA2, Sampler
 
 ALGORITHM = "bun2024-algorithm-2-cumulative"
@@ -369,7 +370,7 @@ def manifest_fields(state: CumulativeState) -> Dict:
         "counter_rhos": config.counter_rhos.tolist(), "epsilon": epsilon, "delta": config.delta,
         "privacy_statement": (f"{spent:.6g}-zCDP so far (of {config.rho:.6g}) for neighbouring "
                               f"panels that {relation}; this implies ({epsilon:.4g}, "
-                              f"{config.delta:g})-DP"),
+                              f"{config.delta:g})-DP; " + PUBLIC_INPUTS[config.neighbor]),
         "population": ("public (replace relation: neighbours have the same n)"
                        if config.neighbor == "replace" else
                        "declared public by the user" if config.public_population else

@@ -15,6 +15,15 @@ import numpy as np
 
 from continual_synth.mechanisms.errors import InputError, row_label
 
+#: what a panel release treats as public, by neighbouring relation (the end of every
+#: panel manifest's ``privacy_statement``): the horizon and the alphabet are inputs the
+#: user gives; under ``replace`` neighbours have the same people, so n is public
+PUBLIC_INPUTS = {
+    "replace": ("public, not protected: the horizon T, the alphabet and the number of "
+                "people n (neighbours under replace have the same n)"),
+    "add-remove": "public, not protected: the horizon T and the alphabet",
+}
+
 
 def shown(value) -> str:
     """A value for an error message: numpy scalars shown as plain Python values."""

@@ -234,15 +234,18 @@ class PrivHPConfig:
     def accounting(self) -> Dict:
         """What a manifest says about the privacy of a release with this configuration."""
         eps = self.epsilons()
+        meaning = ("datasets differ by adding or removing one point"
+                   if self.neighbor == "add-remove" else
+                   "datasets differ by replacing one point by another (sensitivities doubled)")
         return {
             "epsilon": self.epsilon,
             "epsilon_spent": float(eps.sum()),
+            "privacy_statement": (f"{float(eps.sum()):.6g}-DP (pure, of {self.epsilon:.6g}) "
+                                  f"where {meaning}; public, not protected: the columns "
+                                  f"and their bounds (inputs the user gives)"),
             "composition": "basic (pure ε-DP): ε = Σ_ℓ ε_ℓ over levels 0..r",
             "neighbor": self.neighbor,
-            "neighbor_meaning": ("datasets differ by adding or removing one point"
-                                 if self.neighbor == "add-remove" else
-                                 "datasets differ by replacing one point by another "
-                                 "(sensitivities doubled)"),
+            "neighbor_meaning": meaning,
             "budget_split": ("explicit" if self.level_epsilons is not None
                              else self.budget_split),
             "levels": [{"level": l,
@@ -535,7 +538,6 @@ class PrivHPRelease:
     tree: PrivHPTree
     emission_seed: int
     sampler: str
-    for_publication: bool
     clipped: int = 0
     info: Dict = field(default_factory=dict)
 
@@ -545,12 +547,12 @@ class PrivHPRelease:
     def facts(self) -> Dict:
         """The release's facts a manifest states (see :func:`release_manifest`)."""
         return {"released_tree_nodes": self.tree.num_nodes, "noisy_total": self.tree.total,
-                "sampler": self.sampler, "for_publication": self.for_publication}
+                "sampler": self.sampler}
 
 
 def release_manifest(config: PrivHPConfig, released_tree_nodes: Optional[int] = None,
-                     noisy_total: Optional[float] = None, sampler: Optional[str] = None,
-                     for_publication: Optional[bool] = None) -> Dict:
+                     noisy_total: Optional[float] = None, sampler: Optional[str] = None
+                     ) -> Dict:
     """What a manifest says of a release with ``config``: the algorithm, the accounting,
     the parameters and memory, and — once released (:meth:`PrivHPRelease.facts`) — the
     released tree's size, its noisy total and the sampler."""
@@ -573,8 +575,7 @@ def release_manifest(config: PrivHPConfig, released_tree_nodes: Optional[int] = 
     }
     if released_tree_nodes is not None:
         manifest["memory"]["released_tree_nodes"] = int(released_tree_nodes)
-        manifest.update({"noisy_total": noisy_total, "sampler": sampler,
-                         "for_publication": for_publication})
+        manifest.update({"noisy_total": noisy_total, "sampler": sampler})
     return manifest
 
 
@@ -598,7 +599,7 @@ def release(accumulator: PrivHPAccumulator, sampler, least_squares: bool = False
         noisy_tree = least_squares_tree(noisy_tree, [discrete_laplace_variance(b)
                                                      for b in scales], config.exact_depth)
     tree = grow(config, noisy_tree, noisy_sketches)
-    return PrivHPRelease(config, tree, draw_emission_seed(sampler), sampler.name, sampler.for_publication,
+    return PrivHPRelease(config, tree, draw_emission_seed(sampler), sampler.name,
                          clipped=accumulator.clipped)
 
 

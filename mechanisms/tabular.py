@@ -1862,7 +1862,8 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
                   "selected workload (L1 sensitivity 1: one record is one cell), "
                   "projected without further noise on the workloads inside it"
                   if config.wide_cells is not None else "")) + "), parallel "
-            "composition across periods"),
+            "composition across periods; public, not protected: the domain, the workloads "
+            "and the horizon T (inputs the user gives)"),
         "selections": config.selections,
         "selection_schedule": config.selection_schedule,
         "selection_ceiling": config.selection_ceiling,

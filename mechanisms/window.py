@@ -35,6 +35,7 @@ from continual_synth.mechanisms.errors import (MAX_NOISE_RECORDS, ParameterError
                                                format_bytes, privacy_budget, probability,
                                                whole_number)
 from continual_synth.mechanisms.consistency import consistent_extension
+from continual_synth.mechanisms.panel import PUBLIC_INPUTS
 from continual_synth.mechanisms.samplers import Sampler
 
 ALGORITHM = "bun2024-algorithm-1-fixed-time-window"
@@ -300,7 +301,7 @@ def manifest_fields(state: WindowState) -> Dict:
         "privacy_statement": (
             f"{spent:.6g}-zCDP so far (of {config.rho:.6g}) for neighbouring panels that "
             f"{relation}; "
-            f"this implies ({epsilon:.4g}, {config.delta:g})-DP"),
+            f"this implies ({epsilon:.4g}, {config.delta:g})-DP; " + PUBLIC_INPUTS[config.neighbor]),
         "noise": "discrete Gaussian",
         "noise_variance": config.noise_variance,
         "l2_sensitivity": config.l2_sensitivity,
