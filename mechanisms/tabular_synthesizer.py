@@ -177,8 +177,4 @@ class TabularSynthesizer:
             "table: the rows with period t are the synthetic table g_t released at t "
             "(Algorithm 3)")
         manifest["domain"] = self.domain.to_dict()
-        manifest["domain_source"] = (
-            "inferred from the private data (--infer-domain): NOT differentially private; "
-            "the set of values that occur is disclosed" if self.domain_inferred
-            else "given by the user (public)")
         return manifest

@@ -116,7 +116,7 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
     logs.LOGGER.info("reading %s", input_path)
     return lifecycle.release_whole_run(output_dir, write, {"mode": "bounded run"},
                                        f"{input_path}: the pipeline finished without a "
-                                       f"manifest", input_path)
+                                       f"manifest")
 
 
 def read_unit_points(input_path: str, columns: Sequence[str], bounds: Bounds,

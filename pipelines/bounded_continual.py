@@ -180,7 +180,7 @@ class ContinualPrivHPJob(IncrementalJob):
     def manifest(self, state: Dict) -> Dict:
         synthesizer, cstate = self.synthesizer(state)
         return {**synthesizer.manifest(cstate), "sampler": state["sampler"],
-                "for_publication": state["for_publication"], "format": state["format"],
+                "format": state["format"],
                 "mode": "incremental",
                 **{k: state[k] for k in ("columns", "bounds", "shards", "clip",
                                          "release_form", "depth_from") if k in state},
@@ -370,7 +370,7 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
         release_dir.write_json_atomic(plan_path, manifest)
 
     extras = {"sampler": "opendp" if seed is None else "seeded",
-              "for_publication": seed is None, "mode": "run"}
+              "mode": "run"}
     logs.LOGGER.info("reading %s (periods 1..%d)", input_path, config.horizon)
     return lifecycle.release_whole_run(output_dir, write, extras,
-                                       f"{input_path}: the stream holds no points", input_path)
+                                       f"{input_path}: the stream holds no points")

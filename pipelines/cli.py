@@ -380,10 +380,10 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
               "and a step commits all or nothing, so run the same command again to finish",
               file=sys.stderr)
         return 130
-    from continual_synth.pipelines.provenance import tidy_floats
+    from continual_synth.pipelines.publication import printed
     logs.LOGGER.info(logs.summary_line())
     try:
-        print(json.dumps(tidy_floats(result), indent=2, default=str, ensure_ascii=False))
+        print(json.dumps(printed(result, command), indent=2, default=str, ensure_ascii=False))
         sys.stdout.flush()
     except BrokenPipeError:  # `| head` closed the pipe: the job has finished, only its
         # summary was cut; no traceback, and none at exit (Python's documented idiom)

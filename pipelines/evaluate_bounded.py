@@ -47,7 +47,6 @@ from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.pipelines import release_dir
 from continual_synth.pipelines.options import check_distinct_columns
 from continual_synth.pipelines.plots import privacy_subtitle, save_figure, suptitle
-from continual_synth.pipelines.provenance import truth_check
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_dataset, read_files, release_files
 from continual_synth.transforms.periods import period_values
@@ -255,7 +254,6 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
     if not synthetic.shape[0]:
         raise InputError(f"synthetic release {synthetic_dir}: no records")
     manifest = release_dir.read_json(storage.join(synthetic_dir, "manifest.json")) or {}
-    summary.update(truth_check(truth_path, manifest))
     summary.update(wasserstein_summary(truth, synthetic, ot_points=ot_points,
                                        projections=projections, seed=seed))
     bounds = _box(manifest, columns)

@@ -16,7 +16,6 @@ from continual_synth.pipelines.evaluate_window import SYNTHETIC_COLUMNS, panel_i
 from continual_synth.pipelines.options import PanelColumns
 from continual_synth.pipelines.plots import (plot_error_over_time, plot_query_panels,
                                              privacy_subtitle)
-from continual_synth.pipelines.provenance import truth_check
 from continual_synth.pipelines.release_dir import read_json, write_summary
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset, read_release
@@ -77,7 +76,7 @@ def evaluate_cumulative(truth: str, synthetic: str, report_dir: Optional[str] = 
                   for t in range(last)]
     worst = int(np.abs(errors).max())
     summary = {
-        "truth": truth, "synthetic": synthetic, **truth_check(truth, manifest),
+        "truth": truth, "synthetic": synthetic,
         "horizon": last,
         "num_people": n, "num_synthetic": n_synthetic, "manifest": manifest,
         "error_bound": {"counts": bound, "proportion": bound / n, "beta": manifest["beta"],

@@ -42,7 +42,6 @@ from continual_synth.mechanisms.workload_error import (METRICS, average_last,
                                                        stream_metrics)
 from continual_synth.pipelines.plots import (_figure, _finish_axes, privacy_subtitle,
                                              save_figure, suptitle)
-from continual_synth.pipelines.provenance import truth_check
 from continual_synth.pipelines.release_dir import periods_released, write_summary
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset, read_file, release_files
@@ -242,7 +241,6 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
         "label": label or _default_label(manifest, synthetic_dir),
         "truth": truth_path, "synthetic": synthetic_dir,
         "domain": domain_source,
-        **truth_check(truth_path, manifest),
         "marginals": str(marginals), "num_workloads": len(workloads),
         "scale": scale, "zero_truth": zero_truth, "period_col": period_col,
         "synthetic_form": synthetic_form,

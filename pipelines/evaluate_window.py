@@ -30,7 +30,6 @@ from continual_synth.mechanisms.panel import decode_windows, encode_values, pivo
 from continual_synth.pipelines.options import PanelColumns
 from continual_synth.pipelines.plots import (plot_error_over_time, plot_query_panels,
                                              privacy_subtitle)
-from continual_synth.pipelines.provenance import truth_check
 from continual_synth.pipelines.release_dir import write_summary
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset, read_release
@@ -112,7 +111,7 @@ def evaluate_window(truth: str, synthetic: str, report_dir: Optional[str] = None
         raise InputError(f"truth {truth}: periods 1..{truth_panel.shape[1]} but the release goes up"
                          f" to period {last_period}")
 
-    summary = {"truth": truth, "synthetic": synthetic, **truth_check(truth, manifest),
+    summary = {"truth": truth, "synthetic": synthetic,
                **evaluate_release(truth_panel[:, :last_period], synthetic_panel, manifest)}
     if report_dir is not None:
         write_report(summary, report_dir)

@@ -102,7 +102,7 @@ def run(model, input_path: str, output_dir: str, *,
 
     logs.LOGGER.info("reading %s (periods 1..%d)", input_path, model.horizon)
     return lifecycle.release_whole_run(output_dir, write, {"format": out_format, "mode": "run"},
-                                       f"{input_path}: the panel holds no records", input_path)
+                                       f"{input_path}: the panel holds no records")
 
 
 # --------------------------------------------------------------------- incremental
@@ -199,7 +199,7 @@ class PanelJob(IncrementalJob):
     def manifest(self, state: Dict) -> Dict:
         model, wstate = self.synthesizer(state)
         manifest = {**model.manifest(wstate), "sampler": state["sampler"],
-                    "for_publication": state["seed"] is None, "format": state["format"],
+                    "format": state["format"],
                     "mode": "incremental"}
         note = model.before_first_release_note(wstate)
         if note:

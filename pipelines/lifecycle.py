@@ -48,7 +48,7 @@ from contextlib import contextmanager
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from continual_synth.mechanisms.errors import InputError, StateBusy, StateError
-from continual_synth.pipelines import conditional_create, provenance, release_dir
+from continual_synth.pipelines import conditional_create, publication, release_dir
 from continual_synth.transforms import packed_json, storage
 from continual_synth.transforms.files import digest_data_files, release_file_names
 
@@ -545,8 +545,7 @@ def _output_claim(output_dir: str) -> Iterator[None]:
 
 
 def release_whole_run(output_dir: str, write: Callable[[str, str], None],
-                      extras: Dict, empty_message: str, input_path: Optional[str] = None
-                      ) -> Dict:
+                      extras: Dict, empty_message: str) -> Dict:
     """The staged whole-run release of a batch job.
 
     ``write(staging_dir, plan_path)`` runs the job's pipeline: it writes the data files
@@ -554,8 +553,7 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
     inside the staging directory), or no manifest if the input held no records
     (``empty_message``).  The files are published only if it succeeded, then
     ``manifest.json`` (its document updated by ``extras`` and finished by
-    :func:`continual_synth.pipelines.provenance.finish_manifest` with ``input_path``'s
-    fingerprint), last.  Of two runs into
+    :func:`continual_synth.pipelines.publication.manifest`), last.  Of two runs into
     one output directory, the second to publish is refused and publishes nothing.
     """
     check_fresh_output(output_dir, replaces_leftovers=True)
@@ -572,8 +570,8 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
             # files without a manifest are a crashed publication's: never a release
             release_dir.publish_staged_files(staged, output_dir, replace_glob="synthetic-*")
             crash_point("published")
-            manifest = provenance.finish_manifest(
-                {**manifest, **extras, "files": release_file_names(output_dir)}, input_path)
+            manifest = publication.manifest(
+                {**manifest, **extras, "files": release_file_names(output_dir)})
             release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), manifest)
     LOGGER.info("released %s → %s", _periods_text(manifest), output_dir)
     return manifest
@@ -757,8 +755,7 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
                 raise StateError(f"period {pending['period']} was computed but not published "
                                  f"(interrupted run); re-run the step with that period's file "
                                  f"(or with --period {pending['period']}) to publish it first")
-            return _publish(job, store, version, state, output_dir, beam_args, resumed=True,
-                            input_path=input_path)
+            return _publish(job, store, version, state, output_dir, beam_args, resumed=True)
         target = _check_order(job, state, period, seen)  # seen: this same file's period
         if isinstance(target, dict):
             return target
@@ -799,8 +796,7 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         if token not in store.named_runs(new_state):  # scratch only
             storage.remove_tree(run_dir)
         crash_point("committed")
-        return _publish(job, store, version, new_state, output_dir, beam_args, resumed=False,
-                        input_path=input_path)
+        return _publish(job, store, version, new_state, output_dir, beam_args, resumed=False)
 
 
 def _check_unchanged(input_path: str, digests: Tuple[str, str]) -> None:
@@ -880,7 +876,7 @@ def _check_order(job: IncrementalJob, state: Dict, period: Optional[int],
 
 
 def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
-             output_dir: str, beam_args, resumed: bool, input_path: str) -> Dict:
+             output_dir: str, beam_args, resumed: bool) -> Dict:
     """Emit the pending release, publish it and the manifest, commit nothing pending."""
     token = new_token()
     run_dir = store.run_dir(token)
@@ -906,14 +902,8 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
                 storage.remove_tree(staged)
         crash_point("published")
         store.check_current(version)
-        period = state["pending"]["period"]
-        # the input's digest as ingested (a resumed step may be given another file, or none)
-        ingested = [digest for digest, seen in state.get("contents", {}).items()
-                    if seen == period]
-        manifest = provenance.finish_manifest(
-            {**job.manifest(state), "files": release_file_names(output_dir)},
-            None if ingested else input_path, period,
-            input_digest=ingested[-1] if ingested else None)
+        manifest = publication.manifest(
+            {**job.manifest(state), "files": release_file_names(output_dir)})
         release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), manifest)
         crash_point("manifested")
         horizon = job.horizon(state) or "an open horizon"

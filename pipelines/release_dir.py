@@ -57,7 +57,7 @@ def write_json_atomic(path: str, document: Dict) -> None:
 def write_summary(report_dir: str, summary: Dict) -> str:
     """An evaluation's ``summary.json`` in ``report_dir`` (any filesystem), its floats
     tidied as the printed summary's; its path."""
-    from continual_synth.pipelines.provenance import tidy_floats
+    from continual_synth.pipelines.publication import tidy_floats
     path = storage.join(report_dir, "summary.json")
     text = json.dumps(tidy_floats(summary), indent=2, allow_nan=False, ensure_ascii=False)
     storage.write_bytes(path, (text + "\n").encode("utf-8"))

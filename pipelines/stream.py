@@ -926,11 +926,14 @@ def _summary(job: IncrementalJob, state_dir: str, output_dir: str) -> Dict:
     ingested before anything is released)."""
     state = lifecycle.load_state(state_dir, job.kind or None)
     manifest = release_dir.read_json(storage.join(output_dir, lifecycle.MANIFEST))
+    dead_letters = len(storage.list_files(storage.join(state_dir, REJECTED)))
+    if dead_letters:  # the operator's log: what was refused depends on the data
+        LOGGER.info("the dead letter %s holds %d document(s)",
+                    storage.join(state_dir, REJECTED), dead_letters)
     return {"status": "stopped",
             "periods_released": release_dir.periods_released(manifest, output_dir),
             "periods_ingested": job.periods_seen(state),
             "pending": state["pending"] is not None,
-            "rejected_files": len(storage.list_files(storage.join(state_dir, REJECTED))),
             "state": state_dir, "output": output_dir}
 
 

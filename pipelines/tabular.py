@@ -35,6 +35,7 @@ from continual_synth.pipelines import lifecycle, logs
 from continual_synth.pipelines.jobs import save_manifest_after
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import check_distinct_columns, pipeline_options
+from continual_synth.pipelines.publication import DOMAIN_FROM_DATA, DOMAIN_GIVEN
 from continual_synth.transforms import monitoring, packed_json, storage
 from continual_synth.transforms.files import (check_dataset, check_format, detect_format,
                                               read_dataset, read_file)
@@ -84,6 +85,12 @@ NEAR_UNIQUE_SHARE = 0.5
 NEAR_UNIQUE_MIN_VALUES = 20
 
 
+def domain_source(synthesizer: TabularSynthesizer) -> str:
+    """Where a release's domain came from (``domain_source``; read off the data, it makes
+    the release one not for publication: :mod:`continual_synth.pipelines.publication`)."""
+    return DOMAIN_FROM_DATA if synthesizer.domain_inferred else DOMAIN_GIVEN
+
+
 def infer_domain(input_path: str, period_col: str = "period",
                  in_format: Optional[str] = None) -> Domain:
     """The values that occur in every non-period column (``--infer-domain``).
@@ -120,9 +127,9 @@ def last_period(input_path: str, period_col: str = "period",
                 in_format: Optional[str] = None) -> int:
     """The largest value of the period column (``run``'s default horizon T).
 
-    Read from the data, so NOT a public parameter unless the stream's period range is
-    public (a stream whose last period holds one record has a neighbour with a smaller
-    T): the manifest says where T came from (``horizon_source``)."""
+    Read from the data, so NOT a public parameter (a stream whose last period holds one
+    record has a neighbour with a smaller T): the manifest says where T came from
+    (``horizon_source``) and the release is marked not for publication."""
     fmt = detect_format(input_path, in_format)
     last = 0
     for path in check_dataset(input_path, fmt):  # only the period column is read
@@ -177,12 +184,13 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
             save_manifest_after(written, plan, plan_path)
         logs.record_metrics(pipeline)
 
-    extras = {"sampler": "opendp" if seed is None else "seeded",
-              "for_publication": seed is None, "format": out_format, "mode": "run",
+    extras = {"domain_source": domain_source(synthesizer),
+              "sampler": "opendp" if seed is None else "seeded",
+              "format": out_format, "mode": "run",
               "period_col": period_col, "horizon_source": horizon_source}
     logs.LOGGER.info("reading %s", input_path)
     return lifecycle.release_whole_run(output_dir, write, extras,
-                                       f"{input_path}: the stream holds no records", input_path)
+                                       f"{input_path}: the stream holds no records")
 
 
 # --------------------------------------------------------------------- incremental
@@ -293,8 +301,8 @@ class TabularJob(IncrementalJob):
 
     def manifest(self, state: Dict) -> Dict:
         synthesizer, tstate = self.synthesizer(state)
-        return {**synthesizer.manifest(tstate), "sampler": state["sampler"],
-                "for_publication": state["for_publication"], "format": state["format"],
+        return {**synthesizer.manifest(tstate), "domain_source": domain_source(synthesizer),
+                "sampler": state["sampler"], "format": state["format"],
                 "mode": "incremental", "period_col": lifecycle.recorded(state, "period_col"),
                 "horizon_source": lifecycle.recorded(state, "horizon_source")}
 

@@ -208,9 +208,6 @@ def add_commands(commands, evaluate) -> None:
                     help="average the metrics over the last N periods (default 10)")
 
 
-HORIZON_FROM_INPUT = ("the input's last period: read from the data, so the privacy "
-                      "statement holds given this T; give --horizon where the stream's "
-                      "period range is not public")
 
 
 def synthesizer_from_args(args, input_path: Optional[str] = None, domain=None):
@@ -301,7 +298,8 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         source = "--horizon"
         if args.horizon is None:  # the documented default: the stream's last period
             args.horizon = tabular.last_period(args.input, args.period_col, args.input_format)
-            source = HORIZON_FROM_INPUT
+            from continual_synth.pipelines.publication import HORIZON_FROM_DATA
+            source = HORIZON_FROM_DATA
         synthesizer = synthesizer_from_args(args, args.input, domain)
         manifest = tabular.run(synthesizer, args.input, args.output, seed=args.seed,
                                in_format=args.input_format, out_format=args.out_format,

@@ -108,7 +108,7 @@ def snapshot(directory: str) -> Dict[str, bytes]:
 
 
 def without_provenance(manifest: Dict) -> Dict:
-    """A manifest without its ``provenance`` block (creation time, input digest): what two
+    """A manifest without its ``provenance`` block (its creation time): what two
     runs releasing the same thing must agree on."""
     return {key: value for key, value in manifest.items() if key != "provenance"}
 

@@ -81,7 +81,7 @@ def test_metrics_per_period_summary_and_plot(files):
     assert summary["method"] == "proposed" and summary["epsilon"] == 1.0
     assert summary["label"] == "proposed (ε=1.0)"
     on_disk = json.loads((report / "summary.json").read_text())
-    from continual_synth.pipelines.provenance import tidy_floats  # as the file's floats
+    from continual_synth.pipelines.publication import tidy_floats  # as the file's floats
     assert on_disk["average_last"] == tidy_floats(summary["average_last"])
     assert (report / "tabular_metrics.png").stat().st_size > 1000
 

@@ -148,7 +148,7 @@ def test_report_files(tmp_path, truth_values):
     summary = evaluate_window(write_truth(tmp_path, truth_values),
                               write_release(tmp_path / "release", synthetic, 3, n_pad),
                               report_dir=str(report))
-    from continual_synth.pipelines.provenance import tidy_floats  # as the file's floats
+    from continual_synth.pipelines.publication import tidy_floats  # as the file's floats
     assert json.loads((report / "summary.json").read_text()) == \
         json.loads(json.dumps(tidy_floats(summary)))
     for name in ("window_error.png", "quarterly_queries.png"):

@@ -1,5 +1,7 @@
-"""Manifests say how a release was made (software version, UTC creation time, input
-digest) and print budgets without binary float noise (issue 10, item 6)."""
+"""The publication boundary (pipelines/publication.py): manifests say how a release was
+made (software version, UTC creation time) and nothing exact about the input, print
+budgets without binary float noise, classify every field, and say by one rule whether a
+release is for publication."""
 from __future__ import annotations
 
 import datetime
@@ -11,7 +13,7 @@ from importlib import metadata
 import numpy as np
 import pytest
 
-from continual_synth.pipelines import provenance
+from continual_synth.pipelines import publication
 from continual_synth.pipelines.cli import main
 from continual_synth.transforms.files import write_file
 
@@ -22,32 +24,20 @@ def test_tidy_floats_rounds_to_twelve_significant_digits_everywhere():
     noisy = 0.1 * 3  # 0.30000000000000004
     document = {"rho_spent": 0.049999999999999996, "levels": [noisy, {"x": np.float64(noisy)}],
                 "count": 3, "name": "tree", "flag": True, "array": np.array([noisy, 1.5])}
-    assert provenance.tidy_floats(document) == {
+    assert publication.tidy_floats(document) == {
         "rho_spent": 0.05, "levels": [0.3, {"x": 0.3}], "count": 3, "name": "tree",
         "flag": True, "array": [0.3, 1.5]}
-    assert json.dumps(provenance.tidy_floats(1 / 3)) == "0.333333333333"
-    assert provenance.tidy_floats(1e-300) == 1e-300  # rounding is relative, not absolute
+    assert json.dumps(publication.tidy_floats(1 / 3)) == "0.333333333333"
+    assert publication.tidy_floats(1e-300) == 1e-300  # rounding is relative, not absolute
 
 
 def test_created_utc_is_iso_8601_utc_and_honours_source_date_epoch(monkeypatch):
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    assert provenance.created_utc() == "2023-11-14T22:13:20Z"
+    assert publication.created_utc() == "2023-11-14T22:13:20Z"
     monkeypatch.delenv("SOURCE_DATE_EPOCH")
-    stamp = datetime.datetime.strptime(provenance.created_utc(), "%Y-%m-%dT%H:%M:%SZ")
+    stamp = datetime.datetime.strptime(publication.created_utc(), "%Y-%m-%dT%H:%M:%SZ")
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
     assert abs((now - stamp).total_seconds()) < 5
-
-
-def test_input_digest_is_the_bytes_not_the_path(tmp_path):
-    table = long_table(markov_codes(5, 2, seed=1))
-    first, second = str(tmp_path / "a.csv"), str(tmp_path / "b.csv")
-    write_file(table, first, "csv")
-    write_file(table, second, "csv")
-    with open(first, "rb") as handle:
-        expected = hashlib.sha256(handle.read()).hexdigest()
-    assert provenance.input_sha256(first) == provenance.input_sha256(second) == expected
-    write_file(long_table(markov_codes(5, 2, seed=2)), second, "csv")
-    assert provenance.input_sha256(second) != expected
 
 
 @pytest.fixture(scope="module")
@@ -73,40 +63,56 @@ def test_run_manifest_carries_provenance_and_a_clean_budget(panel, capsys):
     assert printed == manifest
     assert manifest["provenance"]["software"] == \
         f"continual-synth {metadata.version('continual-synth')}"
-    assert manifest["provenance"]["input_sha256"] == provenance.input_sha256(path)
     assert manifest["provenance"]["created_utc"].endswith("Z")
+    assert set(manifest["provenance"]) == {"software", "created_utc"}  # no input digest
 
 
-@pytest.mark.parametrize("continual", [False, True])
-def test_bounded_run_manifest_carries_the_input_fingerprint(tmp_path, capsys, continual):
-    """``bounded run`` and ``bounded run --horizon T`` (continual PrivHP's whole-run
-    release) fingerprint their input as every other manifest does."""
-    path = str(tmp_path / "points.csv")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write("x,y,period\n0.1,0.2,1\n0.7,0.4,2\n0.5,0.9,2\n0.3,0.3,1\n")
-    out = str(tmp_path / "release")
-    argv = ["bounded", "run", "--input", path, "--output", out, "--columns", "x,y",
-            "--bounds", "0:1", "--epsilon", "2", "--samples", "10", "--depth", "3",
-            "--seed", "1", "--shards", "2"] + (["--horizon", "2"] if continual else [])
-    assert main(argv) == 0
-    capsys.readouterr()
-    manifest = json.load(open(os.path.join(out, "manifest.json"), encoding="utf-8"))
-    assert manifest["provenance"]["input_sha256"] == provenance.input_sha256(path)
-
-
-def test_step_manifest_names_the_period_file_it_ingested(panel, capsys):
+def test_step_manifests_name_no_input(panel, capsys):
+    """A step's manifest says nothing of the file it ingested (no digest, no period of
+    an input): the state keeps the fingerprints."""
     root, _, paths = panel
     state, out = str(root / "state"), str(root / "steps")
     assert main(["window", "init", "--state", state, *PRIVACY]) == 0
     capsys.readouterr()
-    for period, path in enumerate(paths, 1):
+    for path in paths:
         assert main(["window", "step", "--state", state, "--input", path,
                      "--output", out]) == 0
         printed = json.loads(capsys.readouterr().out)
         manifest = json.load(open(os.path.join(out, "manifest.json"), encoding="utf-8"))
-        assert manifest["provenance"]["input_period"] == period
-        assert manifest["provenance"]["input_sha256"] == provenance.input_sha256(path)
+        assert set(manifest["provenance"]) == {"software", "created_utc"}
     assert printed["rho_spent"] == 0.05 and manifest["rho_spent"] == 0.05
+
+
+def test_an_unclassified_manifest_field_is_refused_before_publication():
+    with pytest.raises(publication.UnclassifiedField, match="input_sha256"):
+        publication.manifest({"algorithm": "x", "sampler": "opendp",
+                              "input_sha256": "00" * 32})
+    with pytest.raises(publication.UnclassifiedField, match="records_read"):
+        publication.printed({"status": "released", "records_read": 12}, "window step")
+    # evaluate prints on the private side: not checked
+    assert publication.printed({"truth_rows": 12}, "evaluate window") == {"truth_rows": 12}
+
+
+@pytest.mark.parametrize("fields, reasons", [
+    ({"sampler": "opendp"}, []),
+    ({"sampler": "seeded"}, ["seeded"]),
+    ({"sampler": "opendp", "horizon_source": publication.HORIZON_FROM_DATA}, ["horizon"]),
+    ({"sampler": "opendp", "domain_source": publication.DOMAIN_FROM_DATA}, ["domain"]),
+    ({"sampler": "seeded", "horizon_source": publication.HORIZON_FROM_DATA,
+      "domain_source": publication.DOMAIN_FROM_DATA}, ["seeded", "horizon", "domain"]),
+    ({"sampler": "opendp", "horizon_source": "--horizon",
+      "domain_source": publication.DOMAIN_GIVEN}, []),
+])
+def test_one_rule_says_whether_a_release_is_for_publication(fields, reasons):
+    manifest = publication.manifest({"algorithm": "x", **fields, "for_publication": True})
+    assert manifest["for_publication"] is (not reasons)
+    said = manifest.get("not_for_publication", [])
+    assert len(said) == len(reasons)
+    for reason, word in zip(said, reasons):
+        assert word in reason
+    # the verdict stands next to the sampler, and a job's own value never wins
+    keys = list(manifest)
+    assert keys[keys.index("sampler") + 1] == "for_publication"
 
 
 def test_a_report_summary_file_is_tidied_as_the_printed_summary(tmp_path):

@@ -322,7 +322,8 @@ def test_infer_domain_is_labelled_not_private(stream_files, tmp_path, capsys):
     assert code == 0
     capsys.readouterr()
     manifest = json.load(open(tmp_path / "o" / "manifest.json"))
-    assert "NOT differentially private" in manifest["domain_source"]
+    assert "disclosed" in manifest["domain_source"] and manifest["for_publication"] is False
+    assert any("--infer-domain" in why for why in manifest["not_for_publication"])
     assert manifest["domain"]["b"] == ["x", "y", None]
 
 

@@ -225,25 +225,6 @@ def test_evaluate_window_writes_the_report(string_panel, cli_release, tmp_path, 
         [manifest["num_synthetic"]] * (HORIZON - WINDOW + 1)
 
 
-def test_evaluate_says_when_the_truth_is_not_the_release_input(string_panel, cli_release,
-                                                                 tmp_path, capsys):
-    """Before: a release evaluated against another panel exited 0 with no word (an audit
-    compared 299 people's release with a 23 000-person panel: ``within_bound: false``)."""
-    _, codes, table, panel = string_panel
-    _, _, out = cli_release
-    options = ["--id-col", "pid", "--period-col", "month", "--value-col", "status"]
-    assert main(["evaluate", "window", "--truth", panel, "--synthetic", out, *options]) == 0
-    captured = capsys.readouterr()
-    assert json.loads(captured.out)["truth_is_release_input"] is True
-    assert "not the input this release was made from" not in captured.err
-    other = str(tmp_path / "other.csv")
-    write_file(long_table(codes[::-1], LEVELS, "pid", "month", "status"), other, "csv")
-    assert main(["evaluate", "window", "--truth", other, "--synthetic", out, *options]) == 0
-    captured = capsys.readouterr()
-    assert json.loads(captured.out)["truth_is_release_input"] is False
-    assert "not the input this release was made from" in captured.err
-
-
 @pytest.mark.parametrize("where", ["release", "inside-release", "truth-folder"])
 def test_evaluate_refuses_a_report_in_the_release_or_the_truth(string_panel, cli_release,
                                                                tmp_path, capsys, where):

@@ -53,8 +53,7 @@ def fold_synthesizer(num_people: int, statistics: np.ndarray, synthesizer, num_s
         "emission_seeds": seeds,
         "shard_sizes": emission.shard_sizes(state.num_synthetic, num_shards),
         "manifest": {**synthesizer.manifest(state),
-                     "sampler": "opendp" if seed is None else "seeded",
-                     "for_publication": seed is None},
+                     "sampler": "opendp" if seed is None else "seeded"},
     }
 
 
