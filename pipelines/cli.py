@@ -358,6 +358,8 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
                                                    check_separate_locations)
     try:
         check_beam_args(beam_args, command, command_options)
+        from continual_synth.pipelines.publication import source_date
+        source_date()  # SOURCE_DATE_EPOCH, before anything is read
         from continual_synth.transforms.storage import configure
         configure(beam_args)  # --s3_endpoint_url … reach the driver's reads and writes too
         check_separate_locations(args)

@@ -556,6 +556,7 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
     :func:`continual_synth.pipelines.publication.manifest`), last.  Of two runs into
     one output directory, the second to publish is refused and publishes nothing.
     """
+    publication.source_date()  # the manifest's time, checked before the data is read
     check_fresh_output(output_dir, replaces_leftovers=True)
     with staging(output_dir) as staged:
         plan_path = storage.join(staged, ".manifest.json")
@@ -733,6 +734,7 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
                      beam_args=(), wait: float = 0.0) -> Dict:
     """Ingest the next period (see the module docstring); return a summary whose
     ``status`` says what happened."""
+    publication.source_date()  # the manifest's time, checked before anything is charged
     store = StateDir(state_dir)
     store.read(job.kind)  # a clear message for a missing or mismatched state
     with Ownership(store, wait):

@@ -40,7 +40,9 @@ import datetime
 import os
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional
+
+from continual_synth.mechanisms.errors import InputError
 
 SIGNIFICANT_DIGITS = 12
 DISTRIBUTION = "continual-synth"
@@ -316,11 +318,34 @@ def software_version() -> str:
         return f"{DISTRIBUTION} (not installed)"
 
 
+#: the environment variable that fixes a manifest's creation time (reproducible builds)
+SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"
+
+
+def source_date() -> Optional[datetime.datetime]:
+    """The time ``SOURCE_DATE_EPOCH`` fixes (None if unset or empty), checked: whole
+    seconds since the epoch, within the years 1970-9999 that ISO 8601 writes with four
+    digits (:class:`~continual_synth.mechanisms.errors.InputError` naming the variable
+    otherwise).  Every job calls it before it reads data or charges a budget, so a bad
+    value never leaves a period charged without its manifest."""
+    text = os.environ.get(SOURCE_DATE_EPOCH, "").strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise InputError(f"{SOURCE_DATE_EPOCH}={text!r} is not a whole number of seconds "
+                         f"since 1970-01-01 (the reproducible-builds convention); fix or "
+                         f"unset it")
+    seconds = int(text)
+    largest = datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=datetime.timezone.utc)
+    if seconds > largest.timestamp():
+        raise InputError(f"{SOURCE_DATE_EPOCH}={text} is after the year 9999 (at most "
+                         f"{int(largest.timestamp())}); fix or unset it")
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+
+
 def created_utc() -> str:
     """Now (or ``SOURCE_DATE_EPOCH``), UTC, ISO 8601 to the second: ``2026-11-23T19:30:00Z``."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    moment = (datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc) if epoch
-              else datetime.datetime.now(datetime.timezone.utc))
+    moment = source_date() or datetime.datetime.now(datetime.timezone.utc)
     return moment.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 

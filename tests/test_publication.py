@@ -115,6 +115,36 @@ def test_one_rule_says_whether_a_release_is_for_publication(fields, reasons):
     assert keys[keys.index("sampler") + 1] == "for_publication"
 
 
+@pytest.mark.parametrize("value", ["abc", "1700000000.5", "-5", "99999999999999999999",
+                                   "253402300800"])  # the last: 10000-01-01
+def test_a_bad_source_date_epoch_is_refused_before_anything_is_charged(panel, tmp_path, capsys,
+                                                                      monkeypatch, value):
+    """Before: the step charged the period, then failed writing its manifest (a
+    ``ValueError`` or ``OverflowError`` that never named the variable), leaving the
+    period's files without a manifest and the period charged."""
+    from helpers_panels import snapshot
+    _, path, paths = panel
+    state, out = str(tmp_path / "state"), str(tmp_path / "steps")
+    assert main(["window", "init", "--state", state, *PRIVACY]) == 0
+    capsys.readouterr()
+    before = snapshot(state)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", value)
+    assert main(["window", "step", "--state", state, "--input", paths[0],
+                 "--output", out]) == 2
+    assert "SOURCE_DATE_EPOCH" in capsys.readouterr().err
+    assert snapshot(state) == before and not os.path.exists(out)
+    assert main(["window", "run", "--input", path, "--output", str(tmp_path / "run"),
+                 *PRIVACY]) == 2
+    assert "SOURCE_DATE_EPOCH" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "run")
+    # the lifecycle checks it too, for callers that are not the command line
+    from continual_synth.mechanisms.errors import InputError
+    from continual_synth.pipelines import jobs
+    with pytest.raises(InputError, match="SOURCE_DATE_EPOCH"):
+        jobs.step(state, paths[0], out, kind="window")
+    assert snapshot(state) == before
+
+
 def test_a_report_summary_file_is_tidied_as_the_printed_summary(tmp_path):
     """Before: ``summary.json`` kept every float's full repr (0.013424934968143655),
     while the printed summary rounded the same values."""
