@@ -19,3 +19,16 @@ _SOURCE_ROOT = _os.path.dirname(_HERE)
 if not _os.path.isdir(_os.path.join(_HERE, "pipelines")) and \
         _os.path.isfile(_os.path.join(_SOURCE_ROOT, "pipelines", "__init__.py")):
     __path__.append(_SOURCE_ROOT)  # noqa: F821  (the package's own __path__)
+
+#: the Python API (:mod:`continual_synth.pipelines.api`), imported on first use so that
+#: ``import continual_synth`` stays light for the command line
+_API = ("Release", "ContinualSynthesizer", "WindowSynthesizer", "CumulativeSynthesizer",
+        "TabularSynthesizer", "PrivHPSynthesizer", "load")
+__all__ = list(_API)
+
+
+def __getattr__(name):
+    if name in _API:
+        from continual_synth.pipelines import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'continual_synth' has no attribute {name!r}")

@@ -342,35 +342,43 @@ def main(argv: Optional[List[str]] = None) -> int:
                    _command_options(parser, args))
 
 
-def execute(args, beam_args: List[str], command: str, command_options: List[str]) -> int:
+def perform(args, beam_args: List[str], command: str, command_options: List[str]) -> dict:
     """Run parsed options (``args.command`` and ``args.action`` say which job) with the
-    rest of the arguments as Beam's options; print the result as JSON and return 0, or
-    print a one-line error and return 2.  ``command_options`` are the job's own options
-    (for "did you mean")."""
+    rest of the arguments as Beam's options, after every check that needs no data; return
+    the job's result (what the command prints).  Errors are raised, typed: the command
+    line's :func:`execute` and the Python API (:mod:`continual_synth.pipelines.api`)
+    share this.  ``command_options`` are the job's own options (for "did you mean")."""
     from continual_synth.pipelines import logs
-    verbose = getattr(args, "verbose", False)
-    logs.configure(command, verbose)
-    from continual_synth.mechanisms.accounting import BudgetExceededError
-    from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
-                                                   one_line)
     from continual_synth.pipelines.options import (check_beam_args, check_directory_options,
                                                    check_outside_releases,
                                                    check_separate_locations)
+    from continual_synth.pipelines.publication import source_date
+    from continual_synth.transforms.storage import configure
+    check_beam_args(beam_args, command, command_options)
+    source_date()  # SOURCE_DATE_EPOCH, before anything is read
+    configure(beam_args)  # --s3_endpoint_url … reach the driver's reads and writes too
+    check_separate_locations(args)
+    check_directory_options(args)
+    check_outside_releases(args)  # (the buckets exist: checked above)
+    if args.command == "evaluate":
+        logs.LOGGER.info("reading the truth %s and the release %s", args.truth,
+                         args.synthetic)
+    result = dispatch(args, logs.beam_log_args(beam_args, getattr(args, "verbose", False)))
+    if getattr(args, "report", None):
+        logs.LOGGER.info("report written → %s", args.report)
+    return result
+
+
+def execute(args, beam_args: List[str], command: str, command_options: List[str]) -> int:
+    """:func:`perform`, then print the result as JSON and return 0, or print a one-line
+    error and return 2."""
+    from continual_synth.pipelines import logs
+    logs.configure(command, getattr(args, "verbose", False))
+    from continual_synth.mechanisms.accounting import BudgetExceededError
+    from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
+                                                   one_line)
     try:
-        check_beam_args(beam_args, command, command_options)
-        from continual_synth.pipelines.publication import source_date
-        source_date()  # SOURCE_DATE_EPOCH, before anything is read
-        from continual_synth.transforms.storage import configure
-        configure(beam_args)  # --s3_endpoint_url … reach the driver's reads and writes too
-        check_separate_locations(args)
-        check_directory_options(args)
-        check_outside_releases(args)  # (the buckets exist: checked above)
-        if args.command == "evaluate":
-            logs.LOGGER.info("reading the truth %s and the release %s", args.truth,
-                             args.synthetic)
-        result = dispatch(args, logs.beam_log_args(beam_args, verbose))
-        if getattr(args, "report", None):
-            logs.LOGGER.info("report written → %s", args.report)
+        result = perform(args, beam_args, command, command_options)
     except ParameterError as exc:  # a config's check: name the option that set the value
         print(f"continual-synth: error: {exc.for_command_line()}", file=sys.stderr)
         return 2

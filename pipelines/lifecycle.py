@@ -985,3 +985,35 @@ def load_state(state_dir: str, kind: Optional[str] = None) -> Dict:
     """The current state document of ``state_dir``."""
     return StateDir(state_dir).read(kind)[1]
 
+
+
+def relocate(state_dir: str, new_state_dir: str, output_dir: str, new_output_dir: str) -> None:
+    """Copy a state directory and its release folder to new places (the Python API's
+    ``save``): the new state is the current version, with the run folders it names, as
+    version 0 of ``new_state_dir`` publishing into ``new_output_dir``, which receives the
+    release (its files, then its manifest).  Both new places must be new or empty; the
+    state must have nothing pending (a committed period is published first, by a step).
+    The old places are the caller's to remove: while both exist, only one may go on."""
+    store, target = StateDir(state_dir), StateDir(new_state_dir)
+    with Ownership(store):
+        _, state = store.read()
+        if state["pending"] is not None:
+            raise StateError(f"{state_dir}: period {state['pending']['period']} is committed "
+                             f"but not published; step again to publish it, then save")
+        if storage.children(new_state_dir):
+            raise StateError(f"{new_state_dir} is not empty: a state is saved into a new or "
+                             f"empty directory")
+        check_fresh_output(new_output_dir)
+        for token in store.named_runs(state):
+            source = storage.join(store.runs, token)
+            for path in storage.list_files(source):
+                parts = storage.relative_parts(source, path)
+                storage.write_bytes(storage.join(target.runs, token, *parts),
+                                    storage.read_bytes(path))
+        moved = dict(state)
+        if state["output_dir"] is not None:
+            for name in release_file_names(output_dir) + [MANIFEST]:
+                storage.write_bytes(storage.join(new_output_dir, name),
+                                    storage.read_bytes(storage.join(output_dir, name)))
+            moved["output_dir"] = storage.absolute(new_output_dir)
+        target.create(moved)
