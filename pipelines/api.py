@@ -208,21 +208,8 @@ class ContinualSynthesizer:
         return self._option_argv("run", options)
 
     def _option_argv(self, action: str, options: Mapping[str, Any]) -> List[str]:
-        """Keyword arguments as the job's command-line options (an unknown name is an
-        :class:`InputError` naming the closest one)."""
-        from continual_synth.pipelines.cli import job_options
-        from continual_synth.pipelines.options import closest_option, option_strings
-        known = [o for o in option_strings(_raising_parser(
-            job_options()[f"{self.family}_{action}"])) if o not in _MANAGED]
-        argv = []
-        for name, value in options.items():
-            option = "--" + name.replace("_", "-")
-            if option not in known:
-                close = closest_option(option, known)
-                hint = f"; did you mean {close[2:].replace('-', '_')}?" if close else ""
-                raise InputError(f"{type(self).__name__} takes no option {name!r}{hint}")
-            argv += _option_words(option, value, self._work_file)
-        return argv
+        return option_argv(self.family, action, options, type(self).__name__,
+                           self._work_file)
 
     def _work_file(self, name: str, text: str) -> str:
         """A file of this object's own (a tabular domain given as a dict)."""
@@ -259,6 +246,36 @@ def _published_periods(summary: Mapping, manifest: Mapping) -> List[int]:
     if summary.get("status") == "already-released":
         return []
     return list(manifest.get("periods_released", []))
+
+
+def option_argv(family: str, action: str, options: Mapping[str, Any], owner: str,
+                work_file) -> List[str]:
+    """Keyword arguments as the command-line options of ``FAMILY ACTION`` (an unknown name
+    is an :class:`InputError` naming the closest one; ``owner`` names the object in the
+    message; ``work_file(name, text)`` writes a file an option names, e.g. a domain)."""
+    from continual_synth.pipelines.cli import job_options
+    from continual_synth.pipelines.options import closest_option, option_strings
+    known = [o for o in option_strings(_raising_parser(job_options()[f"{family}_{action}"]))
+             if o not in _MANAGED]
+    argv = []
+    for name, value in options.items():
+        option = "--" + name.replace("_", "-")
+        if option not in known:
+            close = closest_option(option, known)
+            hint = f"; did you mean {close[2:].replace('-', '_')}?" if close else ""
+            raise InputError(f"{owner} takes no option {name!r}{hint}")
+        argv += _option_words(option, value, work_file)
+    return argv
+
+
+def parse_options(family: str, action: str, argv: List[str]) -> argparse.Namespace:
+    """``argv`` parsed by ``FAMILY ACTION``'s parser, errors raised (:class:`InputError`)."""
+    from continual_synth.pipelines.cli import job_options
+    args, rest = _raising_parser(job_options()[f"{family}_{action}"]).parse_known_args(argv)
+    if rest:
+        raise InputError(f"unrecognised options {' '.join(rest)}")
+    args.command, args.action = family, action
+    return args
 
 
 def _option_words(option: str, value, work_file) -> List[str]:

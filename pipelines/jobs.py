@@ -67,6 +67,37 @@ def shard_file(directory: str, shard: int, suffix: str) -> str:
 # --------------------------------------------------------------------------- batch
 
 
+class SynthesizePanelTables(beam.PTransform):
+    """A whole panel's records → ``{"plan": the plan (one element, its ``manifest``
+    inside), "records": (key, pa.Table) synthetic records}``: validation, shards, the
+    panel statistics, the synthesizer folded over periods 1..T and the sharded emission
+    (``run``'s pipeline between reading and writing; ``continual_synth.beam`` too)."""
+
+    def __init__(self, model, *, seed: Optional[int], columns: PanelColumns, fill,
+                 num_shards: int, where: str):
+        super().__init__()
+        self.model, self.seed, self.columns, self.fill = model, seed, columns, fill
+        self.num_shards, self.where = num_shards, where
+
+    def expand(self, batches):
+        model, columns, num_shards = self.model, self.columns, self.num_shards
+        statistics = (batches
+                      | "Validate" >> ValidatePanelBatches(
+                          columns.id_col, columns.period_col, columns.value_col,
+                          model.alphabet, (1, model.horizon), where=self.where)
+                      | "Shard" >> GroupByShard(num_shards)
+                      | "Statistics" >> PanelStatistics(model, self.fill, where=self.where,
+                                                        num_shards=num_shards))
+        plan = (statistics
+                | "Synthesize" >> SynthesizePanel(model, num_shards, self.seed)
+                | "CountPeriods" >> CountPeriodsReleased(
+                    lambda p: len(p["manifest"]["periods_released"])))
+        records = (plan
+                   | "Emit" >> EmitSyntheticPanel(num_shards, model)
+                   | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN))
+        return {"plan": plan, "records": records}
+
+
 def run(model, input_path: str, output_dir: str, *,
         seed: Optional[int] = None, in_format: Optional[str] = None,
         out_format: str = "parquet", columns: PanelColumns = PanelColumns(),
@@ -79,25 +110,16 @@ def run(model, input_path: str, output_dir: str, *,
 
     def write(staging: str, plan_path: str) -> None:
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-            statistics = (pipeline
-                          | "Read" >> reader
-                          | "CountRead" >> CountRecords(RECORDS_READ)
-                          | "Validate" >> ValidatePanelBatches(
-                              columns.id_col, columns.period_col, columns.value_col,
-                              model.alphabet, (1, model.horizon), where=input_path)
-                          | "Shard" >> GroupByShard(num_shards)
-                          | "Statistics" >> PanelStatistics(model, fill, where=input_path,
-                                                            num_shards=num_shards))
-            plan = (statistics
-                    | "Synthesize" >> SynthesizePanel(model, num_shards, seed)
-                    | "CountPeriods" >> CountPeriodsReleased(
-                        lambda p: len(p["manifest"]["periods_released"])))
-            written = (plan
-                       | "Emit" >> EmitSyntheticPanel(num_shards, model)
-                       | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
+            released = (pipeline
+                        | "Read" >> reader
+                        | "CountRead" >> CountRecords(RECORDS_READ)
+                        | "Synthesize" >> SynthesizePanelTables(
+                            model, seed=seed, columns=columns, fill=fill,
+                            num_shards=num_shards, where=input_path))
+            written = (released["records"]
                        | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),
                                                        out_format, record_schema(model.alphabet)))
-            save_manifest_after(written, plan, plan_path)
+            save_manifest_after(written, released["plan"], plan_path)
         logs.record_metrics(pipeline)
 
     logs.LOGGER.info("reading %s (periods 1..%d)", input_path, model.horizon)

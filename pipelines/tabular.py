@@ -145,6 +145,38 @@ def last_period(input_path: str, period_col: str = "period",
 # --------------------------------------------------------------------------- batch
 
 
+class SynthesizeTables(beam.PTransform):
+    """A whole stream's records (with the period column) → ``{"manifest": the manifest
+    (one element), "records": (key, pa.Table) synthetic records}``: the periods' workload
+    histograms, the synthesizer folded over periods 1..T, the sharded sampling (``run``'s
+    pipeline between reading and writing; ``continual_synth.beam`` too).  Each period's
+    shards leave the fold as it releases them (no element holds all periods), then the
+    manifest."""
+
+    def __init__(self, synthesizer: TabularSynthesizer, *, seed: Optional[int],
+                 period_col: str, where: str):
+        super().__init__()
+        self.synthesizer, self.seed, self.period_col, self.where = (synthesizer, seed,
+                                                                    period_col, where)
+
+    def expand(self, batches):
+        synthesizer, period_col = self.synthesizer, self.period_col
+        released = (batches
+                    | "Histograms" >> PeriodWorkloadHistograms(
+                        synthesizer.domain, synthesizer.input_workloads, period_col,
+                        horizon=synthesizer.horizon, where=self.where)
+                    | "AllPeriods" >> beam.combiners.ToList()
+                    | "Synthesize" >> beam.FlatMap(
+                        synthesize_periods, synthesizer, self.seed, synthesizer.horizon,
+                        monitoring.command()))
+        records = (released
+                   | "Tasks" >> beam.FlatMap(of_kind(TASK))
+                   | "Emit" >> EmitSyntheticTables(synthesizer.domain, period_col)
+                   | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN))
+        return {"manifest": released | "Manifest" >> beam.FlatMap(of_kind(MANIFEST)),
+                "records": records}
+
+
 def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
         seed: Optional[int] = None, in_format: Optional[str] = None,
         out_format: str = "parquet", period_col: str = "period",
@@ -163,24 +195,13 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
             released = (pipeline
                         | "Read" >> reader
                         | "CountRead" >> CountRecords(RECORDS_READ)
-                        | "Histograms" >> PeriodWorkloadHistograms(
-                            domain, synthesizer.input_workloads, period_col,
-                            horizon=synthesizer.horizon, where=input_path)
-                        | "AllPeriods" >> beam.combiners.ToList()
-                        | "Synthesize" >> beam.FlatMap(
-                            synthesize_periods, synthesizer, seed, synthesizer.horizon,
-                            monitoring.command()))
-            # each period's shards leave the fold as it releases them (no element holds
-            # all periods), then the manifest
-            written = (released
-                       | "Tasks" >> beam.FlatMap(of_kind(TASK))
-                       | "Emit" >> EmitSyntheticTables(domain, period_col)
-                       | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN)
+                        | "Synthesize" >> SynthesizeTables(synthesizer, seed=seed,
+                                                           period_col=period_col,
+                                                           where=input_path))
+            written = (released["records"]
                        | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),
                                                        out_format, schema))
-            plan = (released
-                    | "Manifest" >> beam.FlatMap(of_kind(MANIFEST))
-                    | "AsPlan" >> beam.Map(lambda m: {"manifest": m}))
+            plan = released["manifest"] | "AsPlan" >> beam.Map(lambda m: {"manifest": m})
             save_manifest_after(written, plan, plan_path)
         logs.record_metrics(pipeline)
 
