@@ -38,6 +38,7 @@ import logging
 import fcntl
 import hashlib
 import json
+import math
 import os
 import signal
 import socket
@@ -71,6 +72,37 @@ def new_token() -> str:
 
 
 # ----------------------------------------------------------------------- the state
+
+
+#: the fields every state version holds (a version without one is refused, named)
+REQUIRED_FIELDS = ("kind", "state_id", "pending", "output_dir", "files", "fingerprints",
+                   "synthesizer_state")
+#: a version's record of its history (:func:`sealed`)
+CHAIN = "chain"
+#: what to do about a damaged or edited state (every such refusal ends with it)
+RESTORE = ("it was damaged or edited outside continual-synth; restore the state directory "
+           "from a backup (docs/object_stores.md, Backups)")
+
+
+def ledger_totals(state: Dict) -> Tuple[float, int]:
+    """(budget spent, number of charges) of a state version's ledger."""
+    ledger = (state.get("synthesizer_state") or {}).get("ledger") or {}
+    entries = ledger.get("entries") or []
+    return float(sum(entry["amount"] for entry in entries)), len(entries)
+
+
+def sealed(state: Dict, previous: Optional[bytes]) -> Dict:
+    """``state`` with its ``chain``: the SHA-256 of the version committed before it
+    (``previous``, its bytes; None for version 0) and its ledger's running total (spent,
+    charges).  :meth:`StateDir.read` verifies both, so a ledger edited by hand — entries
+    emptied, a charge removed, an older version copied over the newest — is refused
+    instead of resetting the budget.  It protects against accidents and careless edits,
+    not against someone who rewrites the whole chain (the state is private: guard it
+    as such)."""
+    spent, entries = ledger_totals(state)
+    chain = {"previous_sha256": None if previous is None else
+             hashlib.sha256(previous).hexdigest(), "spent": spent, "entries": entries}
+    return {**{key: value for key, value in state.items() if key != CHAIN}, CHAIN: chain}
 
 
 # The command family of a state's ``kind`` (for messages: "run 'continual-synth bounded init'").
@@ -155,7 +187,7 @@ class StateDir:
             storage.makedirs(self.runs)
             storage.makedirs(self.versions)
             open(self.lock, "a").close()
-        if not create.create(self.version_path(0), packed_json.dumps(state)):
+        if not create.create(self.version_path(0), packed_json.dumps(sealed(state, None))):
             raise StateError(f"{self.root} already holds a state (another init created it "
                              f"first); use a new directory")
 
@@ -185,18 +217,59 @@ class StateDir:
                 raise StateError(f"{self.version_path(version)} is empty: the state was "
                                  f"damaged outside continual-synth; restore it from a backup")
             return self.read(kind)
-        state = release_dir.read_json(self.version_path(version))
+        path = self.version_path(version)
+        state = release_dir.read_json(path)
+        missing = [key for key in REQUIRED_FIELDS if key not in state] if \
+            isinstance(state, dict) else list(REQUIRED_FIELDS)
+        if missing:
+            raise StateError(f"{path}: not a complete state (no {', '.join(missing)}): "
+                             f"{RESTORE}")
+        self._verify_chain(version, state)
         if kind is not None and state.get("kind") != kind:
             raise StateError(f"{self.root}: holds a {state.get('kind')} synthesizer state, "
                              f"not a {kind} one")
         return version, state
 
+    def _verify_chain(self, version: int, state: Dict) -> None:
+        """Refuse a current version whose ledger does not match its own record of it or
+        the version before (see :func:`sealed`): a ledger edited by hand (its entries
+        emptied, a charge removed) would otherwise reset the budget."""
+        path = self.version_path(version)
+        chain = state.get(CHAIN)
+        previous_path = self.version_path(version - 1) if version > 0 else None
+        previous_bytes = storage.read_bytes(previous_path) if previous_path and \
+            storage.is_file(previous_path) else b""
+        previous = packed_json.loads(previous_bytes) if previous_bytes else None
+        if chain is None:
+            if previous is not None and CHAIN in previous:
+                raise StateError(f"the ledger of {path} does not match its history (the "
+                                 f"version has no chain; the one before has): {RESTORE}")
+            return  # a state written before versions were chained
+        spent, entries = ledger_totals(state)
+        if entries != chain["entries"] or not math.isclose(spent, chain["spent"],
+                                                           rel_tol=1e-9, abs_tol=1e-12):
+            raise StateError(f"the ledger of {path} does not match its history (its entries "
+                             f"spend {spent:.6g} in {entries} charges; the version records "
+                             f"{chain['spent']:.6g} in {chain['entries']}): {RESTORE}")
+        if previous is None:  # the first version, or the one before retired (emptied)
+            return
+        if hashlib.sha256(previous_bytes).hexdigest() != chain["previous_sha256"]:
+            raise StateError(f"the ledger of {path} does not match its history ("
+                             f"{previous_path} is not the version it was committed after): "
+                             f"{RESTORE}")
+        before = previous.get(CHAIN, {}).get("spent", ledger_totals(previous)[0])
+        if spent + 1e-12 < before:
+            raise StateError(f"the ledger of {path} does not match its history (it spends "
+                             f"{spent:.6g}, less than the {before:.6g} of the version before): "
+                             f"{RESTORE}")
+
     def commit(self, read_version: int, state: Dict) -> int:
         """Create version ``read_version + 1`` holding ``state``; refuse if another run
         created it first (this run's view is stale: it must publish nothing)."""
         version = read_version + 1
+        previous = storage.read_bytes(self.version_path(read_version))
         if not self.conditional_create().create(self.version_path(version),
-                                                packed_json.dumps(state)):
+                                                packed_json.dumps(sealed(state, previous))):
             raise StateError(f"{self.root}: another step committed state version {version} "
                              f"first; this run read version {read_version} and stops "
                              f"without publishing")
@@ -940,7 +1013,7 @@ def recorded(state: Dict, field: str):
 #: fields of a state document that change as the release goes on (not ``init``'s settings)
 PROGRESS_FIELDS = frozenset({"state_id", "synthesizer_state", "fingerprints", "contents",
                              "inputs", "inputs_from", "pending", "output_dir", "files",
-                             "shard_sizes", "shard_code_counts"})
+                             "shard_sizes", "shard_code_counts", CHAIN})
 
 
 def check_same_settings(state_dir: str, state: Dict, document: Dict,

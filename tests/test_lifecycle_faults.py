@@ -288,17 +288,30 @@ def test_eight_simultaneous_steps_release_each_period_once(history, tmp_path, wa
 # ----------------------------------------------------------------------- fencing
 
 
+def bare_state(**fields):
+    """The least a state version holds (:data:`~continual_synth.pipelines.lifecycle.
+    REQUIRED_FIELDS`), with ``fields``."""
+    return {"kind": "test", "state_id": "t", "pending": None, "output_dir": None,
+            "files": {}, "fingerprints": {}, "synthesizer_state": {}, **fields}
+
+
+def read_bare(store):
+    """``store.read()`` without the version's chain."""
+    version, state = store.read()
+    return version, {key: value for key, value in state.items() if key != lifecycle.CHAIN}
+
+
 def test_a_commit_on_a_superseded_version_is_refused(tmp_path):
     """Fencing: of two commits on the version they both read, the second is refused
     and the first stands (exclusive creation of version N + 1)."""
     store = StateDir(str(tmp_path / "state"))
-    store.create({"kind": "test", "files": {}, "who": "init"})
-    assert store.commit(0, {"kind": "test", "files": {}, "who": "first"}) == 1
+    store.create(bare_state(who="init"))
+    assert store.commit(0, bare_state(who="first")) == 1
     with pytest.raises(StateError, match="another step committed state version 1 first"):
-        store.commit(0, {"kind": "test", "files": {}, "who": "second"})
-    assert store.read() == (1, {"kind": "test", "files": {}, "who": "first"})
+        store.commit(0, bare_state(who="second"))
+    assert read_bare(store) == (1, bare_state(who="first"))
     with pytest.raises(StateError, match="already holds a state"):
-        store.create({"kind": "test", "files": {}})
+        store.create(bare_state())
 
 
 def test_old_versions_are_retired_but_stay_fenced(tmp_path):
@@ -306,16 +319,16 @@ def test_old_versions_are_retired_but_stay_fenced(tmp_path):
     does not grow by a state per step), and an emptied version still fences: a run
     that read it cannot commit the version after it."""
     store = StateDir(str(tmp_path / "state"))
-    store.create({"kind": "test", "files": {}, "n": 0})
+    store.create(bare_state(n=0))
     for n in range(1, 6):
-        store.commit(n - 1, {"kind": "test", "files": {}, "n": n})
+        store.commit(n - 1, bare_state(n=n))
         store.retire_old_versions()
     sizes = [os.path.getsize(store.version_path(v)) for v in range(6)]
     assert sizes[:4] == [0, 0, 0, 0] and min(sizes[4:]) > 0
-    assert store.read() == (5, {"kind": "test", "files": {}, "n": 5})
+    assert read_bare(store) == (5, bare_state(n=5))
     for stale in range(5):
         with pytest.raises(StateError, match="another step committed"):
-            store.commit(stale, {"kind": "test", "files": {}, "n": -1})
+            store.commit(stale, bare_state(n=-1))
     assert store.read()[0] == 5
 
 
