@@ -14,7 +14,6 @@ import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.testing.test_stream import TestStream as BeamTestStream  # not "Test*": pytest would collect it
-from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from continual_synth.mechanisms.errors import InputError
@@ -31,7 +30,6 @@ from continual_synth.transforms.files import read_dataset, write_file
 from continual_synth.transforms.monitoring import RECORDS_REJECTED
 from continual_synth.transforms.stream_sources import (PeriodClock, event_time,
                                                        kafka_reader)
-from continual_synth.transforms.tabular_stream import SynthesizeTabularStream
 
 from helpers_panels import (long_table, markov_codes, read_manifest, release_snapshot,
                             sorted_records)
@@ -408,58 +406,6 @@ def test_a_second_event_stream_on_a_state_is_refused_and_dataflow_names_its_job(
         options = PipelineOptions(["--runner", runner, *given])
         name_dataflow_job(options, state)
         assert options.view_as(GoogleCloudOptions).job_name == named
-
-
-def test_tabular_state_in_beam_late_batch_and_empty_period_equal_run(tmp_path):
-    """The pure-Beam-state tabular stream (``SynthesizeTabularStream``): batches out of
-    order within periods, period 2 empty, a late batch for period 1 and a batch with a
-    value outside the domain to the dead letter; the tables equal ``run``'s on the same
-    stream without those batches."""
-    domain = Domain({"a": [0, 1, 2], "b": ["x", "y"]})
-    synthesizer = TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
-                                            epsilon=2.0, fit="mw", horizon=3)
-    rng = np.random.default_rng(8)
-    parts = {p: pa.table({"a": rng.integers(0, 3, 40), "b": rng.choice(["x", "y"], 40)})
-             for p in (1, 3)}
-    whole = pa.concat_tables([parts[p].append_column("period", pa.array([p] * 40))
-                              for p in (1, 3)])
-    write_file(whole, str(tmp_path / "stream.parquet"), "parquet")
-    tabular.run(synthesizer, str(tmp_path / "stream.parquet"), str(tmp_path / "run"), seed=4)
-    late = parts[1].slice(0, 7)
-    outside = pa.table({"a": [7], "b": ["x"]})  # a value the domain does not hold
-    events = (BeamTestStream()
-              .add_elements([TimestampedValue(parts[1].slice(20), 8),
-                             TimestampedValue(parts[1].slice(0, 20), 1)])
-              .advance_watermark_to(10).advance_watermark_to(20)  # period 2: no records
-              .add_elements([TimestampedValue(late, 5), TimestampedValue(parts[3], 25),
-                             TimestampedValue(outside, 27)])
-              .advance_watermark_to_infinity())
-    out, dead = tmp_path / "streamed", tmp_path / "dead"
-    out.mkdir()
-    dead.mkdir()
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    with beam.Pipeline(options=options) as pipeline:
-        late_sink = beam.Map(lambda item: write_file(
-            item[1].append_column("reason", pa.array([item[2]] * item[1].num_rows)),
-            str(dead / f"late-{item[0]}.parquet"), "parquet"))
-        _ = (pipeline
-             | events
-             | SynthesizeTabularStream(synthesizer, period_seconds=10, seed=4, late=late_sink)
-             | beam.MapTuple(lambda key, table: write_file(table, str(out / f"{key}.parquet"),
-                                                           "parquet")))
-    columns = ["period", "a", "b"]
-
-    def ordered(table):
-        table = table.select(columns)
-        table = table.set_column(0, "period", table["period"].cast(pa.int32()))
-        table = table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
-        return table.sort_by([(c, "ascending") for c in columns])
-    assert ordered(read_dataset(str(out))).equals(ordered(read_dataset(str(tmp_path / "run"))))
-    rejected_batch = read_dataset(str(dead / "late-1.parquet"))
-    assert rejected_batch.num_rows == 7 and "closed" in rejected_batch["reason"][0].as_py()
-    refused = read_dataset(str(dead / "late-3.parquet"))  # dead-lettered, not the stream's end
-    assert refused.num_rows == 1 and "not in the domain" in refused["reason"][0].as_py()
 
 
 def test_event_periods_are_spooled_next_to_the_state_and_removed(panel, tmp_path,
