@@ -573,20 +573,20 @@ class ReleaseClosedPeriods(beam.DoFn):
     removed after the step, and a killed stream's spool when the next one starts).
 
     A period in which no record arrived (a quiet period) is released or refused by one
-    rule, the job's :attr:`~continual_synth.pipelines.lifecycle.IncrementalJob.
-    empty_period_valid`: the tabular and bounded (continual PrivHP) jobs take a period
-    without records as any other — their ``step`` releases a file with the columns and no
-    rows — so it is spooled as the job's 0-row table (:meth:`~continual_synth.pipelines.
-    lifecycle.IncrementalJob.empty_period`) and released through the same step: the same
-    ledger charge, state and release as ``step`` on an empty period file.  The panel jobs
-    (window, cumulative) need every person's report each period, so there a quiet period
-    goes to the dead letter once, saying so, and holds the later periods back, as does a
-    period refused by the step's validation.  The timer is set by records: a quiet period
-    is released when a later period that holds records closes (every period up to the
-    one closed is released in order); one after the last period that holds records waits
-    for a record of a later period (no element sets a timer for it, and a drain's
-    watermark at the end of time must not release the rest of the horizon empty).  A
-    period committed but not published (a step or stream killed after its commit) is
+    rule, the job's :meth:`~continual_synth.pipelines.lifecycle.IncrementalJob.
+    empty_period`: the tabular and bounded (continual PrivHP) jobs take a period without
+    records as any other — their ``step`` releases a file with the columns and no rows —
+    so it is spooled as the job's 0-row table and released through the same step: the
+    same ledger charge, state and release as ``step`` on an empty period file.  A panel's
+    (window, cumulative) quiet period is one in which every person's report is missing,
+    released the same way with ``--missing-value``; without it, or in period 1 (no
+    people at all), the job's :class:`InputError` stops the stream.  A period refused by
+    the step's validation goes to the dead letter once and holds the later periods back.
+    The timer is set by records: a quiet period is released when a later period that
+    holds records closes (every period up to the one closed is released in order); one
+    after the last period that holds records waits for a record of a later period (no
+    element sets a timer for it, and a drain's watermark at the end of time must not
+    release the rest of the horizon empty).  A period committed but not published (a step or stream killed after its commit) is
     published first, from its saved plan.  Never beyond ``until_period`` nor beyond the
     period the watermark has closed."""
 
@@ -665,15 +665,8 @@ class ReleaseClosedPeriods(beam.DoFn):
     def _release(self, period: int, tables, state: Dict) -> bool:
         where = f"period {period} (event time {self.clock.start(period).to_rfc3339()} to " \
                 f"{self.clock.end(period).to_rfc3339()})"
-        if not tables and not self.job.empty_period_valid:
-            reject(self.state_dir, where, period, f"{where}: no records arrived before the "
-                   f"watermark passed its end, and a {self.job.kind or state['kind']} period "
-                   f"needs every person's report (a panel): the period is not released and "
-                   f"holds the later periods back; stop the stream, step the period from "
-                   f"its file and start the stream again", name=f"period-{period}")
-            return False
-        if not tables:  # a period without records, as step takes it: the job's columns
-            table = self.job.empty_period(state)
+        if not tables:  # a period without records, as step takes it (the job's rule)
+            table = self.job.empty_period(state, period)
             _event("empty", period=period, message=f"{where}: no records arrived before the "
                                                    f"watermark passed its end; released as a "
                                                    f"period without records")

@@ -1009,7 +1009,7 @@ def test_a_quiet_bounded_period_is_released_by_the_event_stream_as_step_releases
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     assert run_cli(init + ["--state", state])[0] == 0
     job = ContinualPrivHPJob()
-    assert job.empty_period_valid
+    assert job.empty_period_valid(load_state(state))
     options = PipelineOptions()
     options.view_as(StandardOptions).streaming = True
     with _stopping(), beam.Pipeline(options=options) as pipeline:

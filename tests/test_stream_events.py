@@ -35,6 +35,7 @@ from helpers_panels import (long_table, markov_codes, read_manifest, release_sna
                             sorted_records)
 
 N, T, K, SEED, SHARDS = 40, 4, 2, 5, 2
+MISSING = 0  # the panels' --missing-value: a quiet period is every person reporting it
 LENGTH, ORIGIN = 10.0, 1000.0
 CONFIG = WindowConfig(window=K, horizon=T, rho=1.0, alphabet=(0, 1))
 
@@ -56,14 +57,21 @@ def panel(tmp_path_factory):
     return root, records, run_dir
 
 
+def panel_document(model=None, seed: int = SEED):
+    """A panel state's document as ``stream`` creates it, with ``--missing-value``."""
+    return jobs.initial_document(model or WindowSynthesizer(CONFIG), seed=seed,
+                                 num_shards=SHARDS, missing_value=MISSING)
+
+
 def run_events(events: BeamTestStream, state: str, out: str, before=lambda: None,
                until_period=None, model=None):
     """The command's event pipeline (as ``follow_events`` builds it: the horizon, the
     periods the state had released) on ``events``; stops as the command does (``model``:
-    the panel synthesizer, window by default)."""
+    the panel synthesizer, window by default; ``--missing-value`` MISSING, which an
+    event-time panel stream requires)."""
     from continual_synth.pipelines.stream import _stopping
     model = model or WindowSynthesizer(CONFIG)
-    document = jobs.initial_document(model, seed=SEED, num_shards=SHARDS)
+    document = panel_document(model)
     open_state(state, document)
     before()
     job = jobs.PanelJob(model.kind)
@@ -113,32 +121,50 @@ PANELS = {"window": WindowSynthesizer(CONFIG),
 
 
 @pytest.mark.parametrize("kind", sorted(PANELS))
-def test_empty_period_is_dead_lettered_and_holds_later_periods(panel, tmp_path, kind):
-    """A panel period in which no report arrived is not a period of the panel (every
-    person reports each period; ``step`` refuses a file without records): dead-lettered
-    once, saying why, and the later periods wait (a tabular or bounded stream releases
-    it: ``test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file``)."""
+def test_a_quiet_panel_period_is_every_person_reporting_the_missing_value(panel, tmp_path,
+                                                                          kind):
+    """A panel period in which no report arrived is a period in which every person's
+    report is missing: with ``--missing-value`` V it is released at its own end like any
+    other — the same synthetic records and synthesizer state (ledger, history) as
+    ``init`` + ``step`` over the period files with every person reporting V in that
+    period."""
     _, records, _ = panel
     events = (BeamTestStream()
               .add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
               .advance_watermark_to(ORIGIN + 2 * LENGTH)  # period 2: nothing arrived
-              .add_elements(records[3]).advance_watermark_to_infinity())
+              .add_elements(records[3]).advance_watermark_to(ORIGIN + 3 * LENGTH)
+              .add_elements(records[4]).advance_watermark_to_infinity())
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     run_events(events, state, out, model=PANELS[kind])
-    assert not jobs.PanelJob(kind).empty_period_valid
-    assert load_state(state)["synthesizer_state"]["period"] == 1
-    dead = rejected(state)
-    assert not glob.glob(os.path.join(out, "*rejected*"))
-    assert [d["period"] for d in dead] == [2]
-    assert "no records arrived" in dead[0]["reason"]
-    assert f"a {kind} period needs every person's report (a panel)" in dead[0]["reason"]
-    assert "holds the later periods back" in dead[0]["reason"]
-    # the period's times as RFC 3339 (not Beam's "Timestamp(…)"), its document named by it
-    start, end = (Timestamp(ORIGIN + n * LENGTH).to_rfc3339() for n in (1, 2))
-    assert f"period 2 (event time {start} to {end})" in dead[0]["reason"], dead[0]["reason"]
-    [name] = [os.path.basename(path) for path in
-              glob.glob(os.path.join(state, "rejected", "*.json"))]
-    assert name.endswith("-period-2.json") and " " not in name, name
+    assert rejected(state) == []
+    steps_state, steps_out = str(tmp_path / "steps-state"), str(tmp_path / "steps-out")
+    open_state(steps_state, panel_document(PANELS[kind]))
+    for period in range(1, T + 1):
+        rows = ([{"id": r["id"], "value": MISSING} for r in records[1]] if period == 2 else
+                [{"id": r["id"], "value": r["value"]} for r in records[period]])
+        path = str(tmp_path / f"p{period}.parquet")
+        write_file(pa.Table.from_pylist(rows), path, "parquet")
+        jobs.step(steps_state, path, steps_out, period=period)
+    assert read_manifest(out)["periods_released"] == list(range(1, T + 1))
+    assert sorted_records(out).equals(sorted_records(steps_out))
+    assert load_state(state)["synthesizer_state"] == \
+        load_state(steps_state)["synthesizer_state"]
+
+
+def test_a_quiet_first_panel_period_stops_the_stream(panel, tmp_path):
+    """Period 1 defines a panel's people: a period 1 in which no report arrived is an
+    empty panel (no people at all), so no period of it can ever be released; the
+    stream stops with an error naming the period (exit 2), releasing nothing, instead of
+    waiting for ever."""
+    _, records, _ = panel
+    events = (BeamTestStream().advance_watermark_to(ORIGIN + LENGTH)
+              .add_elements(records[2]).advance_watermark_to_infinity())
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    with pytest.raises(InputError, match=r"^period 1: no records arrived, .* the panel is "
+                                         r"empty \(no people at all\)"):
+        run_events(events, state, out)
+    assert load_state(state)["synthesizer_state"]["period"] == 0
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
 
 
 def test_bad_messages_are_dead_lettered_and_the_stream_goes_on(panel, tmp_path):
@@ -185,10 +211,10 @@ def test_records_that_do_not_make_a_table_dead_letter_their_period(panel, tmp_pa
     assert "do not make one table" in dead[0]["reason"]
 
 
-def test_an_empty_period_closes_at_its_own_end(panel, tmp_path):
+def test_a_quiet_period_closes_at_its_own_end(panel, tmp_path):
     """The watermark passes the end of period 2 with nothing for it: period 2 is closed
-    then, so its records arriving afterwards are all late (none is released as a part
-    of the period), and the empty period is dead-lettered once."""
+    then (every person's report missing), so its records arriving afterwards are all
+    late — none is released as a part of the period or of a later one."""
     _, records, _ = panel
     events = (BeamTestStream().add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
               .advance_watermark_to(ORIGIN + 2.5 * LENGTH)
@@ -196,13 +222,10 @@ def test_an_empty_period_closes_at_its_own_end(panel, tmp_path):
               .add_elements(records[2][5:] + records[3]).advance_watermark_to_infinity())
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     run_events(events, state, out)
-    assert load_state(state)["synthesizer_state"]["period"] == 1
+    assert load_state(state)["synthesizer_state"]["period"] == 3
     dead = rejected(state)
-    late = [d for d in dead if "record" in d]
-    assert len(late) == N and {d["period"] for d in late} == {2}
-    assert all("closed (the watermark passed its end)" in d["reason"] for d in late)
-    empty = [d for d in dead if "record" not in d]
-    assert [d["period"] for d in empty] == [2] and "no records arrived" in empty[0]["reason"]
+    assert len(dead) == N and {d["period"] for d in dead} == {2}
+    assert all("closed (the watermark passed its end)" in d["reason"] for d in dead)
 
 
 def step_periods(records, tmp_path, state, out, pending=None):
@@ -228,7 +251,7 @@ def step_periods(records, tmp_path, state, out, pending=None):
 def follow_kafka(state, out, **options):
     """``follow_events`` of a Kafka stream whose broker is never contacted."""
     from continual_synth.pipelines.stream import follow_events
-    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
+    document = panel_document()
     return follow_events(jobs.PanelJob("window"), document, state, out,
                          clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
                          kafka_topic="reports", kafka_bootstrap="127.0.0.1:1", **options)
@@ -263,8 +286,7 @@ def test_a_retried_stream_past_its_until_period_releases_nothing(panel, tmp_path
     released period 2 returns at once: no source is read, nothing more is spent."""
     _, records, _ = panel
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    open_state(state, jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED,
-                                            num_shards=SHARDS))
+    open_state(state, panel_document())
     step_periods(records, tmp_path, state, out)
     before = load_state(state)
     summary = follow_kafka(state, out, until_period=2)
@@ -277,8 +299,7 @@ def test_a_pending_period_is_published_when_the_stream_starts(panel, tmp_path):
     monthly panel); with ``--until-period 2`` it then stops without reading its source."""
     _, records, _ = panel
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    open_state(state, jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED,
-                                            num_shards=SHARDS))
+    open_state(state, panel_document())
     step_periods(records, tmp_path, state, out, pending=2)
     summary = follow_kafka(state, out, until_period=2)
     assert summary["periods_released"] == [1, 2] and not summary["pending"]
@@ -389,7 +410,7 @@ def test_a_second_event_stream_on_a_state_is_refused_and_dataflow_names_its_job(
     from continual_synth.pipelines.stream import consumer_group, name_dataflow_job
     from helpers_panels import snapshot
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    privacy = ["--window", "2", "--horizon", "4", "--rho", "1"]
+    privacy = ["--window", "2", "--horizon", "4", "--rho", "1", "--missing-value", "0"]
     assert main(["window", "init", "--state", state, *privacy]) == 0
     capsys.readouterr()
     with Ownership(StateDir(state), role="stream"):
@@ -491,7 +512,7 @@ def test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file(tmp_p
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     open_state(state, tabular.initial_document(tabular_synthesizer(), seed=SEED))
     job = tabular.TabularJob()
-    assert job.empty_period_valid
+    assert job.empty_period_valid(load_state(state))
     options = PipelineOptions()
     options.view_as(StandardOptions).streaming = True
     with _stopping(), beam.Pipeline(options=options) as pipeline:
