@@ -166,6 +166,20 @@ class PanelJob(IncrementalJob):
         return pa.table({columns.id_col: pa.array([], pa.int64()),
                          columns.value_col: pa.array([], value_type(model.alphabet))})
 
+    def check_event_stream(self, state: Dict) -> None:
+        """A panel's event-time stream needs ``--missing-value``: it releases every
+        period when the watermark passes its end, and a period in which no record
+        arrived can be released only as every person's report missing; otherwise
+        whether a period could be released would depend on which records arrived."""
+        if not self.empty_period_valid(state):
+            raise InputError(f"an event-time {self.kind or state['kind']} stream needs "
+                             f"--missing-value V: it releases every period when the "
+                             f"watermark passes its end, and a period in which no record "
+                             f"arrived is one in which every person's report is missing "
+                             f"(without V, whether a period could be released would "
+                             f"depend on which records arrived)")
+        super().check_event_stream(state)
+
     def synthesizer(self, state: Dict):
         model = synthesizer_from_dict(state["kind"], state["config"])
         return model, model.state_from_dict(state["synthesizer_state"])

@@ -634,6 +634,21 @@ class IncrementalJob:
         raise InputError(f"period {period}: no records arrived, and a "
                          f"{self.kind or state.get('kind')} period needs records")
 
+    def check_event_stream(self, state: Dict) -> None:
+        """Refuse, before the stream writes anything, a state (or the document ``init``
+        would write) that an event-time stream cannot release.  The stream releases
+        every period 1..T when the watermark passes its end, whether or not any record
+        arrived (so that when a period is released never depends on the data): it needs
+        the horizon T, and a period without records must be one the step takes."""
+        if self.horizon(state) is None:
+            raise InputError("an event-time stream (--pubsub-subscription, --kafka-topic) "
+                             "releases every period 1..T when the watermark passes its "
+                             "end, so it needs --horizon T (--watch needs none)")
+        if not self.empty_period_valid(state):
+            raise InputError(f"an event-time stream releases every period when the "
+                             f"watermark passes its end, records or not, and a "
+                             f"{self.kind or state.get('kind')} period needs records")
+
     def canonical(self, document: Dict) -> Dict:
         """``document`` (a saved state or what ``init`` would write) with its options in
         today's form, so that a state saved by an earlier version compares equal to the

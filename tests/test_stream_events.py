@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import time
 
 import apache_beam as beam
 import numpy as np
@@ -213,8 +214,9 @@ def test_records_that_do_not_make_a_table_dead_letter_their_period(panel, tmp_pa
 
 def test_a_quiet_period_closes_at_its_own_end(panel, tmp_path):
     """The watermark passes the end of period 2 with nothing for it: period 2 is closed
-    then (every person's report missing), so its records arriving afterwards are all
-    late — none is released as a part of the period or of a later one."""
+    and released then (every person's report missing), so its records arriving
+    afterwards are all late — none is released as a part of the period or of a later
+    one."""
     _, records, _ = panel
     events = (BeamTestStream().add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
               .advance_watermark_to(ORIGIN + 2.5 * LENGTH)
@@ -222,7 +224,7 @@ def test_a_quiet_period_closes_at_its_own_end(panel, tmp_path):
               .add_elements(records[2][5:] + records[3]).advance_watermark_to_infinity())
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     run_events(events, state, out)
-    assert load_state(state)["synthesizer_state"]["period"] == 3
+    assert load_state(state)["synthesizer_state"]["period"] == T
     dead = rejected(state)
     assert len(dead) == N and {d["period"] for d in dead} == {2}
     assert all("closed (the watermark passed its end)" in d["reason"] for d in dead)
@@ -318,16 +320,18 @@ def test_until_period_is_refused_where_the_stop_would_be_retried(tmp_path):
 
 def test_pubsub_graph(tmp_path):
     """The command's Pub/Sub pipeline, built (not run): source, event time, late split,
-    per-period batching and the stateful release, in that order."""
+    per-period grouping and the stateful release, in that order; the release schedule
+    of both stateful DoFns starts from an element of its own, not from the data."""
     pipeline = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     event_pipeline(pipeline, jobs.PanelJob("window"), str(tmp_path / "s"), str(tmp_path / "o"),
-                   clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
+                   clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts", horizon=T,
                    pubsub_subscription="projects/my-project/subscriptions/panel")
     proto = pipeline.to_runner_api()
     labels = [t.unique_name for t in proto.components.transforms.values()]
-    order = ["ReadPubSub", "EventPeriods/EventTime", "EventPeriods/SplitLate",
-             "EventPeriods/PeriodBatches/Periods", "EventPeriods/PeriodBatches/Batch",
-             "ReleaseClosed", "DeadLetter"]
+    order = ["ReadPubSub", "EventPeriods/EventTime", "EventPeriods/ScheduleStart",
+             "EventPeriods/SplitLate", "EventPeriods/PeriodBatches/Periods",
+             "EventPeriods/PeriodBatches/Group", "ScheduleStart", "ReleaseClosed",
+             "DeadLetter"]
     for label in order:
         assert label in labels, (label, sorted(labels))
     stateful = {t.unique_name for t in proto.components.transforms.values()
@@ -469,21 +473,20 @@ def test_event_periods_are_spooled_next_to_the_state_and_removed(panel, tmp_path
 TABULAR_DOMAIN = {"a": [0, 1, 2], "b": ["x", "y", None], "c": [0, 1]}
 
 
-def tabular_synthesizer() -> TabularSynthesizer:
+def tabular_synthesizer(horizon: int = T) -> TabularSynthesizer:
     domain = Domain(TABULAR_DOMAIN)
     return TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
-                                     epsilon=2.0, fit="mw", horizon=T)
+                                     epsilon=2.0, fit="mw", horizon=horizon)
 
 
 @pytest.mark.parametrize("quiet", [(2,), (1, 3)])
 def test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file(tmp_path, quiet):
     """A tabular period in which no event arrived is a period like any other (Kumar et
     al.: a period's batch may be empty; ``tabular step`` takes a file with the columns and
-    no rows): when a later period closes, the stream releases every period up to it in
-    order, the quiet ones through the same step as a 0-row file — the same synthetic
-    tables, manifest and synthesizer state (ledger, counters, model) as ``init`` +
-    ``step`` over the period files with an empty one for each quiet period.  Before, the
-    quiet period was dead-lettered and held every later period back."""
+    no rows): the stream releases it when the watermark passes its end, through the same
+    step as a 0-row file — the same synthetic tables, manifest and synthesizer state
+    (ledger, counters, model) as ``init`` + ``step`` over the period files with an empty
+    one for each quiet period."""
     from continual_synth.pipelines.stream import _stopping
     rng = np.random.default_rng(3)
     records = {p: [] for p in range(1, T + 1)}
@@ -528,3 +531,187 @@ def test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file(tmp_p
     assert [e["label"] for e in streamed["synthesizer_state"]["ledger"]["entries"]] == \
         [e["label"] for e in stepped["synthesizer_state"]["ledger"]["entries"]]
     assert not [f for _, _, files in os.walk(os.path.join(state, "spool")) for f in files]
+
+
+# ------------------------------------------------------- the release schedule
+
+
+SCHEDULE_T = 5  # the horizon of the schedule tests
+#: the schedule tests' seed: one for which the neighbours' synthetic records differ in
+#: every family (with seed 5 the tabular synthesizer's releases happen to coincide)
+SCHEDULE_SEED = 1
+BOUNDED_INIT = ["bounded", "init", "--horizon", str(SCHEDULE_T), "--columns", "x,y",
+                "--bounds", "0:1,0:1", "--epsilon", "1", "--samples", "200", "--depth", "8",
+                "--memory", "1000", "--seed", str(SCHEDULE_SEED), "--shards", "2"]
+
+
+def schedule_family(family: str):
+    """``(job, create_state(state_dir), record(period, i, rng), distinct_rows)`` of a
+    family over the horizon SCHEDULE_T, seed SCHEDULE_SEED (a panel with
+    ``--missing-value``)."""
+    from continual_synth.pipelines.bounded_continual import ContinualPrivHPJob
+
+    def at(period, i):
+        return ORIGIN + (period - 1) * LENGTH + (i + 1) * LENGTH / 64
+    if family == "tabular":
+        return (tabular.TabularJob(),
+                lambda state: open_state(state, tabular.initial_document(
+                    tabular_synthesizer(SCHEDULE_T), seed=SCHEDULE_SEED)),
+                lambda period, i, rng: {"a": int(rng.integers(0, 3)),
+                                        "b": [None, "x", "y"][int(rng.integers(0, 3))],
+                                        "c": int(rng.integers(0, 2)), "ts": at(period, i)},
+                False)
+    if family == "bounded":
+        return (ContinualPrivHPJob(),
+                lambda state: main([*BOUNDED_INIT, "--state", state]),
+                lambda period, i, rng: {"x": float(rng.random()), "y": float(rng.random()),
+                                        "ts": at(period, i)},
+                False)
+    model = WindowSynthesizer(WindowConfig(window=K, horizon=SCHEDULE_T, rho=1.0,
+                                           alphabet=(0, 1)))
+    return (jobs.PanelJob("window"),
+            lambda state: open_state(state, panel_document(model, SCHEDULE_SEED)),
+            lambda period, i, rng: {"id": i, "value": int(rng.integers(0, 2)),
+                                    "ts": at(period, i)},
+            True)
+
+
+def schedule_run(family: str, records, state: str, out: str, capsys) -> list:
+    """The event stream of ``family`` over ``records`` ({period: records}), the watermark
+    advanced to the end of every period 1..SCHEDULE_T in turn (the same advances
+    whatever the records), then to the end of time; returns its log (the stream's
+    events, one JSON line each on stderr)."""
+    from continual_synth.pipelines.stream import _stopping
+    job, create_state, _, distinct_rows = schedule_family(family)
+    create_state(state)
+    capsys.readouterr()
+    events = BeamTestStream()
+    for period in range(1, SCHEDULE_T + 1):
+        events = events.add_elements(records.get(period, [])).advance_watermark_to(
+            ORIGIN + period * LENGTH)
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    with _stopping(), beam.Pipeline(options=options) as pipeline:
+        event_pipeline(pipeline, job, state, out, clock=PeriodClock(LENGTH, ORIGIN),
+                       timestamp_col="ts",
+                       records=pipeline | events.advance_watermark_to_infinity(),
+                       horizon=SCHEDULE_T, distinct_rows=distinct_rows)
+    return [json.loads(line) for line in capsys.readouterr().err.splitlines()
+            if line.startswith('{"event"')]
+
+
+def release_content(out: str) -> pa.Table:
+    """The synthetic records the manifest lists, in one order."""
+    files = [os.path.join(out, name) for name in read_manifest(out)["files"]]
+    table = pa.concat_tables([read_dataset(path) for path in files])
+    return table.sort_by([(name, "ascending") for name in table.column_names])
+
+
+@pytest.mark.parametrize("family", ["tabular", "bounded", "window"])
+def test_neighbouring_inputs_release_the_same_periods_at_the_same_watermarks(
+        tmp_path, capsys, family):
+    """What a release publishes may depend on the data only through noise, and that
+    includes when a period is released.  D holds records in periods 1-2 only, D' is D
+    plus one record in period 4; the same seed (SCHEDULE_SEED) and the same watermark
+    advances.  Both
+    streams close and release period p when the watermark passes its end, before period
+    p + 1 closes, whatever arrived (periods 3-5 of D and 3 and 5 of D' are quiet; a
+    panel's quiet period is every person reporting ``--missing-value``): the same
+    periods, the same file names and the same manifest lists, while the synthetic
+    records differ."""
+    _, _, record, _ = schedule_family(family)
+    rng = np.random.default_rng(11)
+    people = 12
+    d = {period: [record(period, i, rng) for i in range(people)] for period in (1, 2)}
+    neighbour = {**d, 4: [record(4, 0, rng)]}
+    if family == "window":
+        neighbour[4][0]["value"] = 1 - MISSING  # a report the missing value would not give
+    runs = {}
+    for name, records in (("d", d), ("neighbour", neighbour)):
+        state, out = str(tmp_path / f"{name}-state"), str(tmp_path / f"{name}-out")
+        runs[name] = (out, schedule_run(family, records, state, out, capsys))
+        assert rejected(state) == []
+    (out, log), (neighbour_out, neighbour_log) = runs["d"], runs["neighbour"]
+    everything = list(range(1, SCHEDULE_T + 1))
+    assert read_manifest(out)["periods_released"] == everything
+    assert read_manifest(neighbour_out)["periods_released"] == everything
+    assert read_manifest(out)["files"] == read_manifest(neighbour_out)["files"]
+    assert sorted(os.listdir(out)) == sorted(os.listdir(neighbour_out))
+
+    def schedule(events):  # the firings and the releases, in the order they happened
+        return [(e["event"], e["period"]) for e in events
+                if e["event"] in ("closed", "released", "ingested", "drain")]
+    first = K if family == "window" else 1  # the window synthesizer releases from period k
+    expected = [step for period in everything
+                for step in (("closed", period),
+                             ("released" if period >= first else "ingested", period))]
+    assert schedule(log) == expected
+    assert schedule(neighbour_log) == expected
+    assert not release_content(out).equals(release_content(neighbour_out))
+
+
+@pytest.mark.parametrize("argv, subject", [
+    (["window", "stream", "--window", "2", "--horizon", "4", "--rho", "1"],
+     "an event-time window stream needs --missing-value V"),
+    (["cumulative", "stream", "--horizon", "4", "--rho", "1"],
+     "an event-time cumulative stream needs --missing-value V"),
+    (["tabular", "stream", "--domain", "DOMAIN", "--epsilon", "1"],
+     "releases every period 1..T when the watermark passes its end, so it needs "
+     "--horizon T"),
+])
+def test_an_event_stream_that_could_not_release_every_period_is_refused_at_start(
+        tmp_path, capsys, argv, subject):
+    """An event-time stream releases every period 1..T when the watermark passes its
+    end, records or not: a panel without ``--missing-value`` (a quiet period could not
+    be released, so whether a period is released would depend on which records
+    arrived) and a tabular stream without ``--horizon`` are refused at start (exit 2),
+    nothing written."""
+    domain = tmp_path / "domain.json"
+    domain.write_text(json.dumps(TABULAR_DOMAIN))
+    argv = [str(domain) if a == "DOMAIN" else a for a in argv]
+    code = main([*argv, "--pubsub-subscription", "projects/p1234567/subscriptions/s",
+                 "--timestamp-col", "ts", "--period-length", "10",
+                 "--state", str(tmp_path / "state"), "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and subject in err, err
+    assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_drain_releases_no_period_that_has_not_ended(tmp_path, capsys):
+    """A drain (or the end of a bounded source) moves the watermark to the end of time:
+    the periods that ended by the wall clock are released, and the firing for the first
+    period that has not ended yet releases nothing — not the rest of the horizon as
+    empty periods — and ends the schedule; the state stays at the last period
+    released, for a restarted stream to resume from."""
+    from continual_synth.pipelines.stream import _stopping
+    hour = 3600.0
+    origin = float(int(time.time())) - 2.5 * hour  # periods 1-2 have ended, 3 has not
+    clock = PeriodClock(hour, origin)
+    rng = np.random.default_rng(5)
+    _, _, record, _ = schedule_family("tabular")
+
+    def at(period):
+        return [dict(record(period, i, rng), ts=origin + (period - 1) * hour + i)
+                for i in range(10)]
+    events = (BeamTestStream()
+              .add_elements(at(1)).advance_watermark_to(origin + hour)
+              .add_elements(at(2)).advance_watermark_to(origin + 2 * hour)
+              .add_elements(at(3))  # period 3 is under way when the drain comes
+              .advance_watermark_to_infinity())
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    open_state(state, tabular.initial_document(tabular_synthesizer(SCHEDULE_T), seed=SEED))
+    capsys.readouterr()
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    with _stopping(), beam.Pipeline(options=options) as pipeline:
+        event_pipeline(pipeline, tabular.TabularJob(), state, out, clock=clock,
+                       timestamp_col="ts", records=pipeline | events,
+                       horizon=SCHEDULE_T)
+    log = [json.loads(line) for line in capsys.readouterr().err.splitlines()
+           if line.startswith('{"event"')]
+    assert read_manifest(out)["periods_released"] == [1, 2]
+    assert load_state(state)["synthesizer_state"]["period"] == 2
+    assert load_state(state)["pending"] is None
+    assert [(e["event"], e["period"]) for e in log
+            if e["event"] in ("closed", "released", "drain")] == [
+        ("closed", 1), ("released", 1), ("closed", 2), ("released", 2), ("drain", 3)]
