@@ -110,11 +110,13 @@ class ContinualPrivHPJob(IncrementalJob):
     """The write-ahead step of continual PrivHP (``bounded step`` and ``bounded stream``)."""
 
     kind = KIND
-    #: a period with no points feeds the zero state: the counters advance (as ``run
-    #: --horizon`` releases a period its period column skips)
-    empty_period_valid = True
 
-    def empty_period(self, state: Dict) -> pa.Table:
+    def empty_period_valid(self, state: Dict) -> bool:
+        """Always: a period with no points feeds the zero state and the counters
+        advance (as ``run --horizon`` releases a period its period column skips)."""
+        return True
+
+    def empty_period(self, state: Dict, period: int) -> pa.Table:
         """The point columns, no rows."""
         return point_schema(state["columns"]).empty_table()
 

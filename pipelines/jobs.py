@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 
 from continual_synth.mechanisms import emission
 from continual_synth.mechanisms.errors import InputError
@@ -24,11 +25,13 @@ from continual_synth.mechanisms.panel_synthesizers import synthesizer_from_dict
 from continual_synth.pipelines import lifecycle, logs, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import (PanelColumns, missing_code, pipeline_options,
-                                               record_schema)
+                                               record_schema, value_type)
 from continual_synth.transforms import storage
 from continual_synth.transforms.emit import EmitSyntheticPanel, emit_shard_period
-from continual_synth.transforms.files import check_format, table_origin
+from continual_synth.transforms.files import (check_dataset, check_format, detect_format,
+                                              has_records, read_file, table_origin)
 from continual_synth.transforms.periods import check_step_periods, period_values
+from continual_synth.transforms.points import require_columns
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords,
                                                    counting_rejections)
@@ -156,12 +159,48 @@ class PanelJob(IncrementalJob):
     lifecycle`): the people's history (their last k − 1 values or their weight) and the
     synthetic people's codes are the private files a version names."""
 
-    #: every person reports each period: a period without records is not a period of
-    #: the panel (``step`` refuses a file that holds none)
-    empty_period_valid = False
-
     def __init__(self, kind: Optional[str] = None):
         self.kind = kind
+
+    def empty_period_valid(self, state: Dict) -> bool:
+        """Every person reports each period, so a period without records is one in
+        which every person's report is missing: valid when the state fills a missing
+        report (``--missing-value V``, ``state["missing_value"]``), released like any
+        other with every person's value V; without it ``step`` refuses a file that holds
+        no records.  Period 1 defines the panel's people, so it needs records whatever
+        the state (:meth:`empty_period`)."""
+        return state.get("missing_value") is not None
+
+    def empty_period(self, state: Dict, period: int) -> pa.Table:
+        """The id and value columns, no rows: a period in which every person's report
+        is missing, which ``step`` fills with the missing value."""
+        kind = self.kind or state["kind"]
+        if not self.empty_period_valid(state):
+            raise InputError(f"period {period}: no records arrived, and a {kind} period "
+                             f"without records can be released only with --missing-value "
+                             f"V (every person's report missing)")
+        if period == 1:
+            raise InputError("period 1: no records arrived, and a panel's people are those "
+                             "who report in period 1: the panel is empty (no people at "
+                             "all), so no period of it can be released; the stream stops")
+        model, _ = self.synthesizer(state)
+        columns = PanelColumns(**state["columns"])
+        return pa.table({columns.id_col: pa.array([], pa.int64()),
+                         columns.value_col: pa.array([], value_type(model.alphabet))})
+
+    def check_event_stream(self, state: Dict) -> None:
+        """A panel's event-time stream needs ``--missing-value``: it releases every
+        period when the watermark passes its end, and a period in which no record
+        arrived can be released only as every person's report missing; otherwise
+        whether a period could be released would depend on which records arrived."""
+        if not self.empty_period_valid(state):
+            raise InputError(f"an event-time {self.kind or state['kind']} stream needs "
+                             f"--missing-value V: it releases every period when the "
+                             f"watermark passes its end, and a period in which no record "
+                             f"arrived is one in which every person's report is missing "
+                             f"(without V, whether a period could be released would "
+                             f"depend on which records arrived)")
+        super().check_event_stream(state)
 
     def synthesizer(self, state: Dict):
         model = synthesizer_from_dict(state["kind"], state["config"])
@@ -172,7 +211,8 @@ class PanelJob(IncrementalJob):
         history = storage.join(run_dir, "history")
         people, statistics = _period_statistics(
             model, state, input_path, in_format, period,
-            store.path(state["files"]["history"]) if period > 1 else None, history, beam_args)
+            store.path(state["files"]["history"]) if period > 1 else None, history, beam_args,
+            allow_empty=period > 1 and self.empty_period_valid(state))
         code_counts = state["shard_code_counts"]
         wstate, plan, code_counts, emission_seed = synthesize_period(
             model, wstate, statistics, state["seed"], state["num_shards"],
@@ -260,13 +300,17 @@ def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optiona
 
 def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[str],
                        period: int, history_before: Optional[str], history_after: str,
-                       beam_args: Sequence[str]):
+                       beam_args: Sequence[str], allow_empty: bool = False):
     """(people in the panel, the period's statistic), writing the people's new history
-    into ``history_after`` (a folder of this run's)."""
+    into ``history_after`` (a folder of this run's).  ``allow_empty``: a file without
+    records (with the id and value columns) is the period in which every report is
+    missing (:meth:`PanelJob.empty_period_valid`)."""
     columns = PanelColumns(**state["columns"])
     fill = missing_code(state["missing_value"], model.alphabet)
     num_shards = state["num_shards"]
-    reader = ReadRecordBatches(input_path, in_format)
+    reader = ReadRecordBatches(input_path, in_format, allow_empty=allow_empty)
+    if allow_empty:
+        _check_columns_without_records(input_path, in_format, columns)
     storage.makedirs(history_after)
     result_path = storage.join(history_after, ".statistics.npy")
 
@@ -295,6 +339,19 @@ def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[
     if total[0] == 0:
         raise InputError(f"{input_path}: no records for period {period}")
     return int(total[0]), total[1:]
+
+
+def _check_columns_without_records(input_path: str, in_format: Optional[str],
+                                   columns: PanelColumns) -> None:
+    """A period's input that holds no records (every report missing) must still have
+    the id and value columns, as one with records must."""
+    fmt = detect_format(input_path, in_format)
+    files = check_dataset(input_path, fmt, allow_empty=True)
+    if any(has_records(path, fmt) for path in files):
+        return
+    for path in files:
+        require_columns(read_file(path, fmt).column_names, [columns.id_col, columns.value_col],
+                        path, hint="the state's --id-col and --value-col")
 
 
 def warn_if_mostly_noise(manifest: Optional[Dict]) -> Optional[str]:

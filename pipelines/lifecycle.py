@@ -691,17 +691,35 @@ class IncrementalJob:
 
     kind: str = ""
 
-    #: Whether a period without records is a valid period of this synthesizer: its
-    #: ``step`` takes a file with the columns of :meth:`empty_period` and no rows, and
-    #: releases the period like any other (the event-time stream releases a period in
-    #: which no record arrived through that same step).  False for a synthesizer whose
-    #: every period needs records (a panel: every person reports each period).
-    empty_period_valid: bool = False
+    def empty_period_valid(self, state: Dict) -> bool:
+        """Whether a period without records is a valid period of this state: its
+        ``step`` takes a file with the columns of :meth:`empty_period` and no rows and
+        releases the period like any other (the event-time stream releases a period in
+        which no record arrived through that same step).  False for a synthesizer
+        whose every period needs records."""
+        return False
 
-    def empty_period(self, state: Dict):
-        """A table with no rows that this job's step takes as a period without records
-        (only when :attr:`empty_period_valid`): the columns the step requires."""
-        raise NotImplementedError(f"a {self.kind or state.get('kind')} period needs records")
+    def empty_period(self, state: Dict, period: int):
+        """A table with no rows that this job's step takes as ``period`` without
+        records: the columns the step requires; an :class:`InputError` saying why for a
+        period the job cannot release without records."""
+        raise InputError(f"period {period}: no records arrived, and a "
+                         f"{self.kind or state.get('kind')} period needs records")
+
+    def check_event_stream(self, state: Dict) -> None:
+        """Refuse, before the stream writes anything, a state (or the document ``init``
+        would write) that an event-time stream cannot release.  The stream releases
+        every period 1..T when the watermark passes its end, whether or not any record
+        arrived (so that when a period is released never depends on the data): it needs
+        the horizon T, and a period without records must be one the step takes."""
+        if self.horizon(state) is None:
+            raise InputError("an event-time stream (--pubsub-subscription, --kafka-topic) "
+                             "releases every period 1..T when the watermark passes its "
+                             "end, so it needs --horizon T (--watch needs none)")
+        if not self.empty_period_valid(state):
+            raise InputError(f"an event-time stream releases every period when the "
+                             f"watermark passes its end, records or not, and a "
+                             f"{self.kind or state.get('kind')} period needs records")
 
     def canonical(self, document: Dict) -> Dict:
         """``document`` (a saved state or what ``init`` would write) with its options in

@@ -68,7 +68,9 @@ Dataflow), and would have to be copied back to the state directory after every p
 anyway.  The same per-period seeds (:func:`~continual_synth.mechanisms.synthesizer.
 period_sampler`) make the stream release exactly what ``run`` and ``init`` + ``step``
 release.  The event-time form (Pub/Sub, Kafka) is :mod:`continual_synth.transforms.
-stream_sources`.
+stream_sources` and :class:`ReleaseClosedPeriods`: it releases every period 1..T when the
+watermark passes its end, whether or not any record arrived, on a schedule no record
+sets (so it needs a horizon, and a panel needs ``--missing-value``).
 
 The watcher runs in-process on Beam's DirectRunner in streaming mode (it only lists
 files); each period's computation runs on the runner ``run``'s options name.
@@ -114,9 +116,11 @@ from continual_synth.transforms.files import count_records, read_dataset, read_f
 from continual_synth.transforms.monitoring import RECORDS_READ, RECORDS_REJECTED
 from continual_synth.transforms.periods import period_values
 from continual_synth.transforms.ticks import Ticks
-from continual_synth.transforms.stream_sources import (EventPeriods, OpenPeriods, PeriodClock,
+from continual_synth.transforms.stream_sources import (STREAM_KEY, EventPeriods, PeriodClock,
+                                                       PeriodSchedule, ScheduleStart,
                                                        UnreadableBatch, check_event_source,
-                                                       read_event_records)
+                                                       read_event_records,
+                                                       with_schedule_start)
 
 MIN_POLL_SECONDS = 0.01
 DEFAULT_POLL_SECONDS = 5.0  # --poll-interval
@@ -567,38 +571,39 @@ def release_period(job: IncrementalJob, state_dir: str, output_dir: str,
 
 class ReleaseClosedPeriods(beam.DoFn):
     """The event-time form: ``("stream", (period, pa.Table))`` batches in; when the
-    watermark passes a period's end (a watermark timer), every period up to it is
-    released in order through the lifecycle's step, its records spooled first to
-    ``STATE/spool/<token>/`` on the state's own store (the step reads files; the spool is
-    removed after the step, and a killed stream's spool when the next one starts).
+    watermark passes a period's end, every period up to it is released in order through
+    the lifecycle's step, its records spooled first to ``STATE/spool/<token>/`` on the
+    state's own store (the step reads files; the spool is removed after the step, and a
+    killed stream's spool when the next one starts).
 
-    A period in which no record arrived (a quiet period) is released or refused by one
-    rule, the job's :attr:`~continual_synth.pipelines.lifecycle.IncrementalJob.
-    empty_period_valid`: the tabular and bounded (continual PrivHP) jobs take a period
-    without records as any other — their ``step`` releases a file with the columns and no
-    rows — so it is spooled as the job's 0-row table (:meth:`~continual_synth.pipelines.
-    lifecycle.IncrementalJob.empty_period`) and released through the same step: the same
-    ledger charge, state and release as ``step`` on an empty period file.  The panel jobs
-    (window, cumulative) need every person's report each period, so there a quiet period
-    goes to the dead letter once, saying so, and holds the later periods back, as does a
-    period refused by the step's validation.  The timer is set by records: a quiet period
-    is released when a later period that holds records closes (every period up to the
-    one closed is released in order); one after the last period that holds records waits
-    for a record of a later period (no element sets a timer for it, and a drain's
-    watermark at the end of time must not release the rest of the horizon empty).  A
-    period committed but not published (a step or stream killed after its commit) is
+    When a period is released does not depend on the data: the watermark timer follows
+    :class:`~continual_synth.transforms.stream_sources.PeriodSchedule` (armed by the
+    :class:`~continual_synth.transforms.stream_sources.ScheduleStart` element, never by
+    a record; re-armed by each firing at the next period's end up to the horizon; a
+    drain's firing, for a period that ends after the wall clock's now, releases nothing
+    and ends the chain).  A period in which no record arrived (a quiet period) is
+    released through the same step as any other, as the job's 0-row table
+    (:meth:`~continual_synth.pipelines.lifecycle.IncrementalJob.empty_period`): the
+    same ledger charge, state and release as ``step`` on an empty period file (a panel's
+    quiet period is every person's report missing, filled with ``--missing-value``).  A
+    quiet period the job cannot release (a panel's period 1: no people at all) stops
+    the stream with the job's :class:`InputError`.  A period whose records the step
+    refuses goes to the dead letter once, saying so, and holds the later periods back.
+    A period committed but not published (a step or stream killed after its commit) is
     published first, from its saved plan.  Never beyond ``until_period`` nor beyond the
     period the watermark has closed."""
 
     BATCHES = BagStateSpec("batches", PickleCoder())
     REFUSED = ReadModifyWriteStateSpec("refused_period", VarIntCoder())
-    OPEN, CLOSE = OpenPeriods.specs()
+    CLOSED, CLOSE = PeriodSchedule.specs()
 
     def __init__(self, job: IncrementalJob, state_dir: str, output_dir: str, *,
-                 clock: PeriodClock, drop_columns: Sequence[str], distinct_rows: bool,
+                 clock: PeriodClock, horizon: int, released_through: int,
+                 drop_columns: Sequence[str], distinct_rows: bool,
                  until_period: Optional[int], beam_args: Sequence[str], wait: float):
         super().__init__()
         self.job, self.state_dir, self.output_dir, self.clock = job, state_dir, output_dir, clock
+        self.schedule = PeriodSchedule(clock, horizon, released_through)
         self.drop_columns, self.distinct_rows = list(drop_columns), distinct_rows
         self.until_period, self.beam_args, self.wait = until_period, list(beam_args), wait
 
@@ -609,16 +614,25 @@ class ReleaseClosedPeriods(beam.DoFn):
         storage.remove_tree(storage.join(self.state_dir, SPOOL))
 
     def process(self, element, batches=beam.DoFn.StateParam(BATCHES),
-                open_periods=beam.DoFn.StateParam(OPEN), close=beam.DoFn.TimerParam(CLOSE)):
-        _, (period, table) = element
-        batches.add((period, table))
-        OpenPeriods(self.clock).add(period, open_periods, close)
+                closed_state=beam.DoFn.StateParam(CLOSED), close=beam.DoFn.TimerParam(CLOSE)):
+        _, batch = element
+        if isinstance(batch, ScheduleStart):
+            self.schedule.start(closed_state, close)
+        else:
+            batches.add(batch)
 
     @on_timer(CLOSE)
     def on_close(self, fire_time=beam.DoFn.TimestampParam,
                  batches=beam.DoFn.StateParam(BATCHES), refused=beam.DoFn.StateParam(REFUSED),
-                 open_periods=beam.DoFn.StateParam(OPEN), close=beam.DoFn.TimerParam(CLOSE)):
-        closed = OpenPeriods(self.clock).close(fire_time, open_periods, close)
+                 closed_state=beam.DoFn.StateParam(CLOSED), close=beam.DoFn.TimerParam(CLOSE)):
+        closed = self.schedule.close(fire_time, closed_state, close)
+        if closed is None:
+            _event("drain", period=self.clock.period(fire_time) - 1,
+                   message="the watermark passed the end of a period that has not ended "
+                           "yet (a drain, or the end of the source): nothing more is "
+                           "released; a restarted stream resumes from the state")
+            return
+        _event("closed", period=closed)
         waiting: Dict[int, list] = {}
         for period, table in batches.read():
             waiting.setdefault(period, []).append(table)
@@ -665,15 +679,8 @@ class ReleaseClosedPeriods(beam.DoFn):
     def _release(self, period: int, tables, state: Dict) -> bool:
         where = f"period {period} (event time {self.clock.start(period).to_rfc3339()} to " \
                 f"{self.clock.end(period).to_rfc3339()})"
-        if not tables and not self.job.empty_period_valid:
-            reject(self.state_dir, where, period, f"{where}: no records arrived before the "
-                   f"watermark passed its end, and a {self.job.kind or state['kind']} period "
-                   f"needs every person's report (a panel): the period is not released and "
-                   f"holds the later periods back; stop the stream, step the period from "
-                   f"its file and start the stream again", name=f"period-{period}")
-            return False
-        if not tables:  # a period without records, as step takes it: the job's columns
-            table = self.job.empty_period(state)
+        if not tables:  # a period without records, as step takes it (the job's rule)
+            table = self.job.empty_period(state, period)
             _event("empty", period=period, message=f"{where}: no records arrived before the "
                                                    f"watermark passed its end; released as a "
                                                    f"period without records")
@@ -726,16 +733,16 @@ def write_late_records(state_dir: str, late) -> None:
 
 
 def event_pipeline(pipeline, job: IncrementalJob, state_dir: str, output_dir: str, *,
-                   clock: PeriodClock, timestamp_col: str, records=None,
+                   clock: PeriodClock, timestamp_col: str, horizon: int, records=None,
                    pubsub_subscription: Optional[str] = None,
                    kafka_topic: Optional[str] = None, kafka_bootstrap: Optional[str] = None,
                    distinct_rows: bool = False, until_period: Optional[int] = None,
                    beam_args: Sequence[str] = (), wait: float = 0.0,
-                   horizon: Optional[int] = None, released_through: int = 0):
+                   released_through: int = 0):
     """Build the event-time stream on ``pipeline`` (``records``: a PCollection of JSON
     records or messages, e.g. a ``TestStream``'s, instead of Pub/Sub or Kafka;
-    ``horizon``: T, if the synthesizer has one; ``released_through``: the periods the
-    state had released when the stream started)."""
+    ``horizon``: T, the last period the schedule releases; ``released_through``: the
+    periods the state had released when the stream started)."""
     if records is None:
         records = read_event_records(pipeline, pubsub_subscription=pubsub_subscription,
                                      kafka_topic=kafka_topic, kafka_bootstrap=kafka_bootstrap,
@@ -744,10 +751,11 @@ def event_pipeline(pipeline, job: IncrementalJob, state_dir: str, output_dir: st
                                                        released_through=released_through)
     _ = streams["late"] | "DeadLetter" >> beam.Map(lambda late: write_late_records(state_dir,
                                                                                      late))
-    return (streams["periods"]
-            | "OneKey" >> beam.WithKeys(lambda _: "stream")
+    batches = streams["periods"] | "OneKey" >> beam.WithKeys(lambda _: STREAM_KEY)
+    return (with_schedule_start(batches, "Schedule")
             | "ReleaseClosed" >> beam.ParDo(ReleaseClosedPeriods(
-                job, state_dir, output_dir, clock=clock, drop_columns=[timestamp_col],
+                job, state_dir, output_dir, clock=clock, horizon=horizon,
+                released_through=released_through, drop_columns=[timestamp_col],
                 distinct_rows=distinct_rows, until_period=until_period,
                 beam_args=beam_args, wait=wait)))
 
@@ -781,6 +789,7 @@ def follow_events(job: IncrementalJob, document: Dict, state_dir: str, output_di
     panels."""
     check_event_source(source.get("pubsub_subscription"), source.get("kafka_topic"),
                        source.get("kafka_bootstrap"))
+    job.check_event_stream(document)  # a horizon, and quiet periods the job releases
     options = pipeline_options(beam_args)
     if until_period is not None and not _in_process(options):
         raise InputError("--until-period stops an event stream on the DirectRunner only: "

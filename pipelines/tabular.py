@@ -248,11 +248,13 @@ class TabularJob(IncrementalJob):
     """The write-ahead step of the tabular stream synthesizer."""
 
     kind = KIND
-    #: a period's batch may be empty (Kumar et al.: the counters and the fit still step);
-    #: ``step`` takes a file with the attribute columns and no rows
-    empty_period_valid = True
 
-    def empty_period(self, state: Dict) -> pa.Table:
+    def empty_period_valid(self, state: Dict) -> bool:
+        """Always: a period's batch may be empty (Kumar et al.: the counters and the fit
+        still step); ``step`` takes a file with the attribute columns and no rows."""
+        return True
+
+    def empty_period(self, state: Dict, period: int) -> pa.Table:
         """The domain's attribute columns, typed as the released tables', no rows."""
         domain = TabularSynthesizer.from_config_dict(state["config"]).domain
         return synthetic_schema(domain).remove(0).empty_table()  # the period comes first

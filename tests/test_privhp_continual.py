@@ -978,10 +978,9 @@ def test_empirical_privacy_of_a_tiny_continual_case(counter):
 def test_a_quiet_bounded_period_is_released_by_the_event_stream_as_step_releases_it(
         stream, tmp_path):
     """``bounded stream`` on an event source: period 2, in which no point arrived, is
-    released (empty) when period 3 closes, through the same step as a 0-row file with the
-    point columns, so the release and the synthesizer state equal ``init`` + ``step`` over
-    period 1's file, an empty file and period 3's file.  Before, the quiet period was
-    dead-lettered and held period 3 back."""
+    released (empty) when the watermark passes its end, through the same step as a 0-row
+    file with the point columns, so the release and the synthesizer state equal ``init``
+    + ``step`` over period 1's file, an empty file and period 3's file."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
     from apache_beam.testing.test_stream import TestStream as BeamTestStream
@@ -1009,7 +1008,7 @@ def test_a_quiet_bounded_period_is_released_by_the_event_stream_as_step_releases
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     assert run_cli(init + ["--state", state])[0] == 0
     job = ContinualPrivHPJob()
-    assert job.empty_period_valid
+    assert job.empty_period_valid(load_state(state))
     options = PipelineOptions()
     options.view_as(StandardOptions).streaming = True
     with _stopping(), beam.Pipeline(options=options) as pipeline:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import time
 
 import apache_beam as beam
 import numpy as np
@@ -14,7 +15,6 @@ import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.testing.test_stream import TestStream as BeamTestStream  # not "Test*": pytest would collect it
-from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from continual_synth.mechanisms.errors import InputError
@@ -31,12 +31,12 @@ from continual_synth.transforms.files import read_dataset, write_file
 from continual_synth.transforms.monitoring import RECORDS_REJECTED
 from continual_synth.transforms.stream_sources import (PeriodClock, event_time,
                                                        kafka_reader)
-from continual_synth.transforms.tabular_stream import SynthesizeTabularStream
 
 from helpers_panels import (long_table, markov_codes, read_manifest, release_snapshot,
                             sorted_records)
 
 N, T, K, SEED, SHARDS = 40, 4, 2, 5, 2
+MISSING = 0  # the panels' --missing-value: a quiet period is every person reporting it
 LENGTH, ORIGIN = 10.0, 1000.0
 CONFIG = WindowConfig(window=K, horizon=T, rho=1.0, alphabet=(0, 1))
 
@@ -58,14 +58,21 @@ def panel(tmp_path_factory):
     return root, records, run_dir
 
 
+def panel_document(model=None, seed: int = SEED):
+    """A panel state's document as ``stream`` creates it, with ``--missing-value``."""
+    return jobs.initial_document(model or WindowSynthesizer(CONFIG), seed=seed,
+                                 num_shards=SHARDS, missing_value=MISSING)
+
+
 def run_events(events: BeamTestStream, state: str, out: str, before=lambda: None,
                until_period=None, model=None):
     """The command's event pipeline (as ``follow_events`` builds it: the horizon, the
     periods the state had released) on ``events``; stops as the command does (``model``:
-    the panel synthesizer, window by default)."""
+    the panel synthesizer, window by default; ``--missing-value`` MISSING, which an
+    event-time panel stream requires)."""
     from continual_synth.pipelines.stream import _stopping
     model = model or WindowSynthesizer(CONFIG)
-    document = jobs.initial_document(model, seed=SEED, num_shards=SHARDS)
+    document = panel_document(model)
     open_state(state, document)
     before()
     job = jobs.PanelJob(model.kind)
@@ -115,32 +122,50 @@ PANELS = {"window": WindowSynthesizer(CONFIG),
 
 
 @pytest.mark.parametrize("kind", sorted(PANELS))
-def test_empty_period_is_dead_lettered_and_holds_later_periods(panel, tmp_path, kind):
-    """A panel period in which no report arrived is not a period of the panel (every
-    person reports each period; ``step`` refuses a file without records): dead-lettered
-    once, saying why, and the later periods wait (a tabular or bounded stream releases
-    it: ``test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file``)."""
+def test_a_quiet_panel_period_is_every_person_reporting_the_missing_value(panel, tmp_path,
+                                                                          kind):
+    """A panel period in which no report arrived is a period in which every person's
+    report is missing: with ``--missing-value`` V it is released at its own end like any
+    other — the same synthetic records and synthesizer state (ledger, history) as
+    ``init`` + ``step`` over the period files with every person reporting V in that
+    period."""
     _, records, _ = panel
     events = (BeamTestStream()
               .add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
               .advance_watermark_to(ORIGIN + 2 * LENGTH)  # period 2: nothing arrived
-              .add_elements(records[3]).advance_watermark_to_infinity())
+              .add_elements(records[3]).advance_watermark_to(ORIGIN + 3 * LENGTH)
+              .add_elements(records[4]).advance_watermark_to_infinity())
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     run_events(events, state, out, model=PANELS[kind])
-    assert not jobs.PanelJob(kind).empty_period_valid
-    assert load_state(state)["synthesizer_state"]["period"] == 1
-    dead = rejected(state)
-    assert not glob.glob(os.path.join(out, "*rejected*"))
-    assert [d["period"] for d in dead] == [2]
-    assert "no records arrived" in dead[0]["reason"]
-    assert f"a {kind} period needs every person's report (a panel)" in dead[0]["reason"]
-    assert "holds the later periods back" in dead[0]["reason"]
-    # the period's times as RFC 3339 (not Beam's "Timestamp(…)"), its document named by it
-    start, end = (Timestamp(ORIGIN + n * LENGTH).to_rfc3339() for n in (1, 2))
-    assert f"period 2 (event time {start} to {end})" in dead[0]["reason"], dead[0]["reason"]
-    [name] = [os.path.basename(path) for path in
-              glob.glob(os.path.join(state, "rejected", "*.json"))]
-    assert name.endswith("-period-2.json") and " " not in name, name
+    assert rejected(state) == []
+    steps_state, steps_out = str(tmp_path / "steps-state"), str(tmp_path / "steps-out")
+    open_state(steps_state, panel_document(PANELS[kind]))
+    for period in range(1, T + 1):
+        rows = ([{"id": r["id"], "value": MISSING} for r in records[1]] if period == 2 else
+                [{"id": r["id"], "value": r["value"]} for r in records[period]])
+        path = str(tmp_path / f"p{period}.parquet")
+        write_file(pa.Table.from_pylist(rows), path, "parquet")
+        jobs.step(steps_state, path, steps_out, period=period)
+    assert read_manifest(out)["periods_released"] == list(range(1, T + 1))
+    assert sorted_records(out).equals(sorted_records(steps_out))
+    assert load_state(state)["synthesizer_state"] == \
+        load_state(steps_state)["synthesizer_state"]
+
+
+def test_a_quiet_first_panel_period_stops_the_stream(panel, tmp_path):
+    """Period 1 defines a panel's people: a period 1 in which no report arrived is an
+    empty panel (no people at all), so no period of it can ever be released; the
+    stream stops with an error naming the period (exit 2), releasing nothing, instead of
+    waiting for ever."""
+    _, records, _ = panel
+    events = (BeamTestStream().advance_watermark_to(ORIGIN + LENGTH)
+              .add_elements(records[2]).advance_watermark_to_infinity())
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    with pytest.raises(InputError, match=r"^period 1: no records arrived, .* the panel is "
+                                         r"empty \(no people at all\)"):
+        run_events(events, state, out)
+    assert load_state(state)["synthesizer_state"]["period"] == 0
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
 
 
 def test_bad_messages_are_dead_lettered_and_the_stream_goes_on(panel, tmp_path):
@@ -187,10 +212,11 @@ def test_records_that_do_not_make_a_table_dead_letter_their_period(panel, tmp_pa
     assert "do not make one table" in dead[0]["reason"]
 
 
-def test_an_empty_period_closes_at_its_own_end(panel, tmp_path):
+def test_a_quiet_period_closes_at_its_own_end(panel, tmp_path):
     """The watermark passes the end of period 2 with nothing for it: period 2 is closed
-    then, so its records arriving afterwards are all late (none is released as a part
-    of the period), and the empty period is dead-lettered once."""
+    and released then (every person's report missing), so its records arriving
+    afterwards are all late — none is released as a part of the period or of a later
+    one."""
     _, records, _ = panel
     events = (BeamTestStream().add_elements(records[1]).advance_watermark_to(ORIGIN + LENGTH)
               .advance_watermark_to(ORIGIN + 2.5 * LENGTH)
@@ -198,13 +224,10 @@ def test_an_empty_period_closes_at_its_own_end(panel, tmp_path):
               .add_elements(records[2][5:] + records[3]).advance_watermark_to_infinity())
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     run_events(events, state, out)
-    assert load_state(state)["synthesizer_state"]["period"] == 1
+    assert load_state(state)["synthesizer_state"]["period"] == T
     dead = rejected(state)
-    late = [d for d in dead if "record" in d]
-    assert len(late) == N and {d["period"] for d in late} == {2}
-    assert all("closed (the watermark passed its end)" in d["reason"] for d in late)
-    empty = [d for d in dead if "record" not in d]
-    assert [d["period"] for d in empty] == [2] and "no records arrived" in empty[0]["reason"]
+    assert len(dead) == N and {d["period"] for d in dead} == {2}
+    assert all("closed (the watermark passed its end)" in d["reason"] for d in dead)
 
 
 def step_periods(records, tmp_path, state, out, pending=None):
@@ -230,7 +253,7 @@ def step_periods(records, tmp_path, state, out, pending=None):
 def follow_kafka(state, out, **options):
     """``follow_events`` of a Kafka stream whose broker is never contacted."""
     from continual_synth.pipelines.stream import follow_events
-    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
+    document = panel_document()
     return follow_events(jobs.PanelJob("window"), document, state, out,
                          clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
                          kafka_topic="reports", kafka_bootstrap="127.0.0.1:1", **options)
@@ -265,8 +288,7 @@ def test_a_retried_stream_past_its_until_period_releases_nothing(panel, tmp_path
     released period 2 returns at once: no source is read, nothing more is spent."""
     _, records, _ = panel
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    open_state(state, jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED,
-                                            num_shards=SHARDS))
+    open_state(state, panel_document())
     step_periods(records, tmp_path, state, out)
     before = load_state(state)
     summary = follow_kafka(state, out, until_period=2)
@@ -279,8 +301,7 @@ def test_a_pending_period_is_published_when_the_stream_starts(panel, tmp_path):
     monthly panel); with ``--until-period 2`` it then stops without reading its source."""
     _, records, _ = panel
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    open_state(state, jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED,
-                                            num_shards=SHARDS))
+    open_state(state, panel_document())
     step_periods(records, tmp_path, state, out, pending=2)
     summary = follow_kafka(state, out, until_period=2)
     assert summary["periods_released"] == [1, 2] and not summary["pending"]
@@ -299,16 +320,18 @@ def test_until_period_is_refused_where_the_stop_would_be_retried(tmp_path):
 
 def test_pubsub_graph(tmp_path):
     """The command's Pub/Sub pipeline, built (not run): source, event time, late split,
-    per-period batching and the stateful release, in that order."""
+    per-period grouping and the stateful release, in that order; the release schedule
+    of both stateful DoFns starts from an element of its own, not from the data."""
     pipeline = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     event_pipeline(pipeline, jobs.PanelJob("window"), str(tmp_path / "s"), str(tmp_path / "o"),
-                   clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
+                   clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts", horizon=T,
                    pubsub_subscription="projects/my-project/subscriptions/panel")
     proto = pipeline.to_runner_api()
     labels = [t.unique_name for t in proto.components.transforms.values()]
-    order = ["ReadPubSub", "EventPeriods/EventTime", "EventPeriods/SplitLate",
-             "EventPeriods/PeriodBatches/Periods", "EventPeriods/PeriodBatches/Batch",
-             "ReleaseClosed", "DeadLetter"]
+    order = ["ReadPubSub", "EventPeriods/EventTime", "EventPeriods/ScheduleStart",
+             "EventPeriods/SplitLate", "EventPeriods/PeriodBatches/Periods",
+             "EventPeriods/PeriodBatches/Group", "ScheduleStart", "ReleaseClosed",
+             "DeadLetter"]
     for label in order:
         assert label in labels, (label, sorted(labels))
     stateful = {t.unique_name for t in proto.components.transforms.values()
@@ -391,7 +414,7 @@ def test_a_second_event_stream_on_a_state_is_refused_and_dataflow_names_its_job(
     from continual_synth.pipelines.stream import consumer_group, name_dataflow_job
     from helpers_panels import snapshot
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    privacy = ["--window", "2", "--horizon", "4", "--rho", "1"]
+    privacy = ["--window", "2", "--horizon", "4", "--rho", "1", "--missing-value", "0"]
     assert main(["window", "init", "--state", state, *privacy]) == 0
     capsys.readouterr()
     with Ownership(StateDir(state), role="stream"):
@@ -408,58 +431,6 @@ def test_a_second_event_stream_on_a_state_is_refused_and_dataflow_names_its_job(
         options = PipelineOptions(["--runner", runner, *given])
         name_dataflow_job(options, state)
         assert options.view_as(GoogleCloudOptions).job_name == named
-
-
-def test_tabular_state_in_beam_late_batch_and_empty_period_equal_run(tmp_path):
-    """The pure-Beam-state tabular stream (``SynthesizeTabularStream``): batches out of
-    order within periods, period 2 empty, a late batch for period 1 and a batch with a
-    value outside the domain to the dead letter; the tables equal ``run``'s on the same
-    stream without those batches."""
-    domain = Domain({"a": [0, 1, 2], "b": ["x", "y"]})
-    synthesizer = TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
-                                            epsilon=2.0, fit="mw", horizon=3)
-    rng = np.random.default_rng(8)
-    parts = {p: pa.table({"a": rng.integers(0, 3, 40), "b": rng.choice(["x", "y"], 40)})
-             for p in (1, 3)}
-    whole = pa.concat_tables([parts[p].append_column("period", pa.array([p] * 40))
-                              for p in (1, 3)])
-    write_file(whole, str(tmp_path / "stream.parquet"), "parquet")
-    tabular.run(synthesizer, str(tmp_path / "stream.parquet"), str(tmp_path / "run"), seed=4)
-    late = parts[1].slice(0, 7)
-    outside = pa.table({"a": [7], "b": ["x"]})  # a value the domain does not hold
-    events = (BeamTestStream()
-              .add_elements([TimestampedValue(parts[1].slice(20), 8),
-                             TimestampedValue(parts[1].slice(0, 20), 1)])
-              .advance_watermark_to(10).advance_watermark_to(20)  # period 2: no records
-              .add_elements([TimestampedValue(late, 5), TimestampedValue(parts[3], 25),
-                             TimestampedValue(outside, 27)])
-              .advance_watermark_to_infinity())
-    out, dead = tmp_path / "streamed", tmp_path / "dead"
-    out.mkdir()
-    dead.mkdir()
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    with beam.Pipeline(options=options) as pipeline:
-        late_sink = beam.Map(lambda item: write_file(
-            item[1].append_column("reason", pa.array([item[2]] * item[1].num_rows)),
-            str(dead / f"late-{item[0]}.parquet"), "parquet"))
-        _ = (pipeline
-             | events
-             | SynthesizeTabularStream(synthesizer, period_seconds=10, seed=4, late=late_sink)
-             | beam.MapTuple(lambda key, table: write_file(table, str(out / f"{key}.parquet"),
-                                                           "parquet")))
-    columns = ["period", "a", "b"]
-
-    def ordered(table):
-        table = table.select(columns)
-        table = table.set_column(0, "period", table["period"].cast(pa.int32()))
-        table = table.cast(pa.schema([f.with_nullable(True) for f in table.schema]))
-        return table.sort_by([(c, "ascending") for c in columns])
-    assert ordered(read_dataset(str(out))).equals(ordered(read_dataset(str(tmp_path / "run"))))
-    rejected_batch = read_dataset(str(dead / "late-1.parquet"))
-    assert rejected_batch.num_rows == 7 and "closed" in rejected_batch["reason"][0].as_py()
-    refused = read_dataset(str(dead / "late-3.parquet"))  # dead-lettered, not the stream's end
-    assert refused.num_rows == 1 and "not in the domain" in refused["reason"][0].as_py()
 
 
 def test_event_periods_are_spooled_next_to_the_state_and_removed(panel, tmp_path,
@@ -502,21 +473,20 @@ def test_event_periods_are_spooled_next_to_the_state_and_removed(panel, tmp_path
 TABULAR_DOMAIN = {"a": [0, 1, 2], "b": ["x", "y", None], "c": [0, 1]}
 
 
-def tabular_synthesizer() -> TabularSynthesizer:
+def tabular_synthesizer(horizon: int = T) -> TabularSynthesizer:
     domain = Domain(TABULAR_DOMAIN)
     return TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
-                                     epsilon=2.0, fit="mw", horizon=T)
+                                     epsilon=2.0, fit="mw", horizon=horizon)
 
 
 @pytest.mark.parametrize("quiet", [(2,), (1, 3)])
 def test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file(tmp_path, quiet):
     """A tabular period in which no event arrived is a period like any other (Kumar et
     al.: a period's batch may be empty; ``tabular step`` takes a file with the columns and
-    no rows): when a later period closes, the stream releases every period up to it in
-    order, the quiet ones through the same step as a 0-row file — the same synthetic
-    tables, manifest and synthesizer state (ledger, counters, model) as ``init`` +
-    ``step`` over the period files with an empty one for each quiet period.  Before, the
-    quiet period was dead-lettered and held every later period back."""
+    no rows): the stream releases it when the watermark passes its end, through the same
+    step as a 0-row file — the same synthetic tables, manifest and synthesizer state
+    (ledger, counters, model) as ``init`` + ``step`` over the period files with an empty
+    one for each quiet period."""
     from continual_synth.pipelines.stream import _stopping
     rng = np.random.default_rng(3)
     records = {p: [] for p in range(1, T + 1)}
@@ -545,7 +515,7 @@ def test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file(tmp_p
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     open_state(state, tabular.initial_document(tabular_synthesizer(), seed=SEED))
     job = tabular.TabularJob()
-    assert job.empty_period_valid
+    assert job.empty_period_valid(load_state(state))
     options = PipelineOptions()
     options.view_as(StandardOptions).streaming = True
     with _stopping(), beam.Pipeline(options=options) as pipeline:
@@ -561,3 +531,187 @@ def test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file(tmp_p
     assert [e["label"] for e in streamed["synthesizer_state"]["ledger"]["entries"]] == \
         [e["label"] for e in stepped["synthesizer_state"]["ledger"]["entries"]]
     assert not [f for _, _, files in os.walk(os.path.join(state, "spool")) for f in files]
+
+
+# ------------------------------------------------------- the release schedule
+
+
+SCHEDULE_T = 5  # the horizon of the schedule tests
+#: the schedule tests' seed: one for which the neighbours' synthetic records differ in
+#: every family (with seed 5 the tabular synthesizer's releases happen to coincide)
+SCHEDULE_SEED = 1
+BOUNDED_INIT = ["bounded", "init", "--horizon", str(SCHEDULE_T), "--columns", "x,y",
+                "--bounds", "0:1,0:1", "--epsilon", "1", "--samples", "200", "--depth", "8",
+                "--memory", "1000", "--seed", str(SCHEDULE_SEED), "--shards", "2"]
+
+
+def schedule_family(family: str):
+    """``(job, create_state(state_dir), record(period, i, rng), distinct_rows)`` of a
+    family over the horizon SCHEDULE_T, seed SCHEDULE_SEED (a panel with
+    ``--missing-value``)."""
+    from continual_synth.pipelines.bounded_continual import ContinualPrivHPJob
+
+    def at(period, i):
+        return ORIGIN + (period - 1) * LENGTH + (i + 1) * LENGTH / 64
+    if family == "tabular":
+        return (tabular.TabularJob(),
+                lambda state: open_state(state, tabular.initial_document(
+                    tabular_synthesizer(SCHEDULE_T), seed=SCHEDULE_SEED)),
+                lambda period, i, rng: {"a": int(rng.integers(0, 3)),
+                                        "b": [None, "x", "y"][int(rng.integers(0, 3))],
+                                        "c": int(rng.integers(0, 2)), "ts": at(period, i)},
+                False)
+    if family == "bounded":
+        return (ContinualPrivHPJob(),
+                lambda state: main([*BOUNDED_INIT, "--state", state]),
+                lambda period, i, rng: {"x": float(rng.random()), "y": float(rng.random()),
+                                        "ts": at(period, i)},
+                False)
+    model = WindowSynthesizer(WindowConfig(window=K, horizon=SCHEDULE_T, rho=1.0,
+                                           alphabet=(0, 1)))
+    return (jobs.PanelJob("window"),
+            lambda state: open_state(state, panel_document(model, SCHEDULE_SEED)),
+            lambda period, i, rng: {"id": i, "value": int(rng.integers(0, 2)),
+                                    "ts": at(period, i)},
+            True)
+
+
+def schedule_run(family: str, records, state: str, out: str, capsys) -> list:
+    """The event stream of ``family`` over ``records`` ({period: records}), the watermark
+    advanced to the end of every period 1..SCHEDULE_T in turn (the same advances
+    whatever the records), then to the end of time; returns its log (the stream's
+    events, one JSON line each on stderr)."""
+    from continual_synth.pipelines.stream import _stopping
+    job, create_state, _, distinct_rows = schedule_family(family)
+    create_state(state)
+    capsys.readouterr()
+    events = BeamTestStream()
+    for period in range(1, SCHEDULE_T + 1):
+        events = events.add_elements(records.get(period, [])).advance_watermark_to(
+            ORIGIN + period * LENGTH)
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    with _stopping(), beam.Pipeline(options=options) as pipeline:
+        event_pipeline(pipeline, job, state, out, clock=PeriodClock(LENGTH, ORIGIN),
+                       timestamp_col="ts",
+                       records=pipeline | events.advance_watermark_to_infinity(),
+                       horizon=SCHEDULE_T, distinct_rows=distinct_rows)
+    return [json.loads(line) for line in capsys.readouterr().err.splitlines()
+            if line.startswith('{"event"')]
+
+
+def release_content(out: str) -> pa.Table:
+    """The synthetic records the manifest lists, in one order."""
+    files = [os.path.join(out, name) for name in read_manifest(out)["files"]]
+    table = pa.concat_tables([read_dataset(path) for path in files])
+    return table.sort_by([(name, "ascending") for name in table.column_names])
+
+
+@pytest.mark.parametrize("family", ["tabular", "bounded", "window"])
+def test_neighbouring_inputs_release_the_same_periods_at_the_same_watermarks(
+        tmp_path, capsys, family):
+    """What a release publishes may depend on the data only through noise, and that
+    includes when a period is released.  D holds records in periods 1-2 only, D' is D
+    plus one record in period 4; the same seed (SCHEDULE_SEED) and the same watermark
+    advances.  Both
+    streams close and release period p when the watermark passes its end, before period
+    p + 1 closes, whatever arrived (periods 3-5 of D and 3 and 5 of D' are quiet; a
+    panel's quiet period is every person reporting ``--missing-value``): the same
+    periods, the same file names and the same manifest lists, while the synthetic
+    records differ."""
+    _, _, record, _ = schedule_family(family)
+    rng = np.random.default_rng(11)
+    people = 12
+    d = {period: [record(period, i, rng) for i in range(people)] for period in (1, 2)}
+    neighbour = {**d, 4: [record(4, 0, rng)]}
+    if family == "window":
+        neighbour[4][0]["value"] = 1 - MISSING  # a report the missing value would not give
+    runs = {}
+    for name, records in (("d", d), ("neighbour", neighbour)):
+        state, out = str(tmp_path / f"{name}-state"), str(tmp_path / f"{name}-out")
+        runs[name] = (out, schedule_run(family, records, state, out, capsys))
+        assert rejected(state) == []
+    (out, log), (neighbour_out, neighbour_log) = runs["d"], runs["neighbour"]
+    everything = list(range(1, SCHEDULE_T + 1))
+    assert read_manifest(out)["periods_released"] == everything
+    assert read_manifest(neighbour_out)["periods_released"] == everything
+    assert read_manifest(out)["files"] == read_manifest(neighbour_out)["files"]
+    assert sorted(os.listdir(out)) == sorted(os.listdir(neighbour_out))
+
+    def schedule(events):  # the firings and the releases, in the order they happened
+        return [(e["event"], e["period"]) for e in events
+                if e["event"] in ("closed", "released", "ingested", "drain")]
+    first = K if family == "window" else 1  # the window synthesizer releases from period k
+    expected = [step for period in everything
+                for step in (("closed", period),
+                             ("released" if period >= first else "ingested", period))]
+    assert schedule(log) == expected
+    assert schedule(neighbour_log) == expected
+    assert not release_content(out).equals(release_content(neighbour_out))
+
+
+@pytest.mark.parametrize("argv, subject", [
+    (["window", "stream", "--window", "2", "--horizon", "4", "--rho", "1"],
+     "an event-time window stream needs --missing-value V"),
+    (["cumulative", "stream", "--horizon", "4", "--rho", "1"],
+     "an event-time cumulative stream needs --missing-value V"),
+    (["tabular", "stream", "--domain", "DOMAIN", "--epsilon", "1"],
+     "releases every period 1..T when the watermark passes its end, so it needs "
+     "--horizon T"),
+])
+def test_an_event_stream_that_could_not_release_every_period_is_refused_at_start(
+        tmp_path, capsys, argv, subject):
+    """An event-time stream releases every period 1..T when the watermark passes its
+    end, records or not: a panel without ``--missing-value`` (a quiet period could not
+    be released, so whether a period is released would depend on which records
+    arrived) and a tabular stream without ``--horizon`` are refused at start (exit 2),
+    nothing written."""
+    domain = tmp_path / "domain.json"
+    domain.write_text(json.dumps(TABULAR_DOMAIN))
+    argv = [str(domain) if a == "DOMAIN" else a for a in argv]
+    code = main([*argv, "--pubsub-subscription", "projects/p1234567/subscriptions/s",
+                 "--timestamp-col", "ts", "--period-length", "10",
+                 "--state", str(tmp_path / "state"), "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and subject in err, err
+    assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_drain_releases_no_period_that_has_not_ended(tmp_path, capsys):
+    """A drain (or the end of a bounded source) moves the watermark to the end of time:
+    the periods that ended by the wall clock are released, and the firing for the first
+    period that has not ended yet releases nothing — not the rest of the horizon as
+    empty periods — and ends the schedule; the state stays at the last period
+    released, for a restarted stream to resume from."""
+    from continual_synth.pipelines.stream import _stopping
+    hour = 3600.0
+    origin = float(int(time.time())) - 2.5 * hour  # periods 1-2 have ended, 3 has not
+    clock = PeriodClock(hour, origin)
+    rng = np.random.default_rng(5)
+    _, _, record, _ = schedule_family("tabular")
+
+    def at(period):
+        return [dict(record(period, i, rng), ts=origin + (period - 1) * hour + i)
+                for i in range(10)]
+    events = (BeamTestStream()
+              .add_elements(at(1)).advance_watermark_to(origin + hour)
+              .add_elements(at(2)).advance_watermark_to(origin + 2 * hour)
+              .add_elements(at(3))  # period 3 is under way when the drain comes
+              .advance_watermark_to_infinity())
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    open_state(state, tabular.initial_document(tabular_synthesizer(SCHEDULE_T), seed=SEED))
+    capsys.readouterr()
+    options = PipelineOptions()
+    options.view_as(StandardOptions).streaming = True
+    with _stopping(), beam.Pipeline(options=options) as pipeline:
+        event_pipeline(pipeline, tabular.TabularJob(), state, out, clock=clock,
+                       timestamp_col="ts", records=pipeline | events,
+                       horizon=SCHEDULE_T)
+    log = [json.loads(line) for line in capsys.readouterr().err.splitlines()
+           if line.startswith('{"event"')]
+    assert read_manifest(out)["periods_released"] == [1, 2]
+    assert load_state(state)["synthesizer_state"]["period"] == 2
+    assert load_state(state)["pending"] is None
+    assert [(e["event"], e["period"]) for e in log
+            if e["event"] in ("closed", "released", "drain")] == [
+        ("closed", 1), ("released", 1), ("closed", 2), ("released", 2), ("drain", 3)]

@@ -8,15 +8,11 @@ import json
 import logging
 import os
 
-import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-from apache_beam.testing.test_stream import TestStream as BeamTestStream  # not "Test*": pytest would collect it
-from apache_beam.transforms.window import TimestampedValue
 
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.mechanisms.marginals import Domain, all_workloads
@@ -25,7 +21,6 @@ from continual_synth.pipelines import tabular
 from continual_synth.pipelines.cli import main
 from continual_synth.pipelines.lifecycle import NOT_RECORDED, load_state
 from continual_synth.transforms.files import read_dataset, write_file
-from continual_synth.transforms.tabular_stream import SynthesizeTabularStream
 
 from helpers_panels import refused_before_reading, snapshot
 
@@ -139,31 +134,6 @@ def test_rerun_of_a_step_reads_nothing_and_spends_nothing(batch_and_steps, strea
                            str(root / "steps"))
     assert summary["status"] == "already-released" and summary["period"] == PERIODS
     assert snapshot(str(root / "state")) == state_before
-
-
-def test_streaming_form_releases_the_batch_tables(batch_and_steps, stream_files, tmp_path):
-    """Stateful DoFn driver on an unbounded (TestStream) source, two batches per period
-    arriving out of order within the period: the same tables as the batch run."""
-    method, root, _, _ = batch_and_steps
-    stream = read_dataset(str(stream_files / "stream.parquet"))
-    events = BeamTestStream()
-    for period in range(1, PERIODS + 1):
-        part = stream.filter(pc.equal(stream["period"], period)).drop(["period"])
-        half = part.num_rows // 2
-        events = events.add_elements([TimestampedValue(part.slice(half), (period - 1) * 10 + 7),
-                                      TimestampedValue(part.slice(0, half), (period - 1) * 10 + 1)])
-        events = events.advance_watermark_to(period * 10)
-    events = events.advance_watermark_to_infinity()
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    out = tmp_path / "streamed"
-    out.mkdir()
-    with beam.Pipeline(options=options) as pipeline:
-        _ = (pipeline
-             | events
-             | SynthesizeTabularStream(synthesizer(method), period_seconds=10, seed=11)
-             | beam.MapTuple(lambda key, table: pq.write_table(table, str(out / f"{key}.parquet"))))
-    assert sorted_table(read_dataset(str(out))).equals(sorted_table(read_dataset(str(root / "run"))))
 
 
 def test_formats_round_trip_missing_values(stream_files, tmp_path):

@@ -635,6 +635,44 @@ def test_missing_value_fills_missing_reports(tmp_path):
     assert sorted_records(out).equals(sorted_records(str(tmp_path / "filled")))
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_a_period_without_records_is_every_report_missing_with_a_missing_value(tmp_path,
+                                                                              fmt):
+    """With ``--missing-value`` V a period file with the id and value columns and no
+    rows is the period in which every person's report is missing: ``step`` releases it
+    as if every person reported V (an event-time stream releases a quiet panel period
+    through this step).  Period 1 defines the panel's people, so it needs records; a
+    file without records must still have the columns."""
+    config = WindowConfig(window=2, horizon=3, rho=RHO, neighbor="add-remove")
+    codes = markov_codes(50, 3, seed=3)
+    filled = codes.copy()
+    filled[:, 1] = 0  # period 2: every person's report missing, filled with 0
+    table, filled_table = long_table(codes), long_table(filled)
+    empty, no_columns = str(tmp_path / f"empty.{fmt}"), str(tmp_path / f"person.{fmt}")
+    write_file(period_table(table, 2).slice(0, 0), empty, fmt)
+    write_file(pa.table({"person": pa.array([], pa.int64())}), no_columns, fmt)
+    files_of = {name: write_period_files(t, str(tmp_path / name))
+                for name, t in (("periods", table), ("filled", filled_table))}
+    state, out = str(tmp_path / "state"), str(tmp_path / "release")
+    window_jobs.init(state, config, seed=SEED, missing_value=0, num_shards=SHARDS)
+    before = snapshot(state)
+    with pytest.raises(InputError, match="holds no records"):
+        window_jobs.step(state, empty, out)  # period 1: the panel's people
+    assert snapshot(state) == before
+    window_jobs.step(state, files_of["periods"][0], out)
+    before = snapshot(state)
+    with pytest.raises(InputError, match=r"missing column\(s\) \['id', 'value'\]"):
+        window_jobs.step(state, no_columns, out)
+    assert snapshot(state) == before
+    assert window_jobs.step(state, empty, out)["period"] == 2
+    window_jobs.step(state, files_of["periods"][2], out)
+    expected_state, expected = str(tmp_path / "filled-state"), str(tmp_path / "filled-out")
+    window_jobs.init(expected_state, config, seed=SEED, missing_value=0, num_shards=SHARDS)
+    for path in files_of["filled"]:
+        window_jobs.step(expected_state, path, expected)
+    assert sorted_records(out).equals(sorted_records(expected))
+
+
 # ------------------------------------------------------------ 5. bad input (step)
 
 

@@ -1,4 +1,4 @@
-"""Event-time sources of a streaming job and the completeness of a period.
+"""Event-time sources of a streaming job and the release schedule of its periods.
 
 ``--pubsub-subscription`` (Beam's ``ReadFromPubSub``) or ``--kafka-topic`` (Beam's
 ``ReadFromKafka``, a cross-language transform: Java and an expansion service at
@@ -13,9 +13,20 @@ event-time window ``[origin + (t − 1)·L, origin + t·L)`` of ``--period-lengt
       ─ SplitLateRecords: a record whose period is already closed (the watermark has
         passed its end, or the period was ingested before this stream started) goes to
         the dead letter with the reason, never to a later period
-      ─ PeriodBatches: FixedWindows(L) ─ GroupIntoBatches per period ─ Arrow tables
-      ─ (period, pa.Table) in the global window, for a stateful release DoFn whose
-        watermark timer at a period's end says the period is complete
+      ─ PeriodBatches: FixedWindows(L) ─ GroupByKey per period ─ Arrow tables
+      ─ (period, pa.Table) in the global window, for the stateful release DoFn
+
+**The schedule is public.**  What a release publishes, including when a period is
+released, may depend on the private data only through calibrated noise.  So every
+period 1..T closes when the watermark passes its end, whether or not any record
+arrived, and no record ever sets a timer: both stateful DoFns (:class:`SplitLateRecords`
+and the release DoFn) follow one :class:`PeriodSchedule`, armed by a
+:class:`ScheduleStart` element of their own (:func:`with_schedule_start`) at the end of
+the first period not yet released and re-armed by each firing at the next period's end,
+up to the horizon T (public configuration: an event-time stream needs one).  A firing
+for a period that has not ended by the wall clock is a drain (or the end of a bounded
+source), not a period closed by time: nothing is released for it and the schedule stops
+there (:class:`PeriodSchedule`).
 
 A period is complete when the watermark passes the end of its window: on Dataflow the
 Pub/Sub watermark (with ``timestamp_attribute``), on Flink Kafka's timestamp policy.
@@ -27,11 +38,12 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from typing import Optional
+import time
+from typing import Any, Optional, Tuple
 
 import apache_beam as beam
 import pyarrow as pa
-from apache_beam.coders import PickleCoder, VarIntCoder
+from apache_beam.coders import VarIntCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (ReadModifyWriteStateSpec, TimerSpec,
                                               on_timer)
@@ -41,6 +53,7 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 from continual_synth.mechanisms.errors import InputError
 
 LATE = "late"
+STREAM_KEY = "stream"  # the one key of an event-time stream's stateful DoFns
 
 
 class PeriodClock:
@@ -197,87 +210,108 @@ class ParseEventRecords(beam.DoFn):
         yield TimestampedValue(record, moment)
 
 
-class OpenPeriods:
-    """Watermark-timer bookkeeping shared by the stateful DoFns of an event-time stream:
-    the periods that hold data and are not closed yet, and the timer set at the end of
-    the earliest of them (one timer per key, so it always aims at the earliest).  Each
-    DoFn declares its own specs with :meth:`specs` (a timer spec has one callback)."""
+class ScheduleStart:
+    """The element that starts an event-time stream's release schedule: one, from a
+    ``beam.Create`` (:func:`with_schedule_start`), never from the data, so the timer it
+    arms is the same for every input."""
+
+
+def with_schedule_start(keyed, label: str):
+    """``keyed`` (``(STREAM_KEY, element)`` pairs) with one ``(STREAM_KEY,
+    ScheduleStart())`` flattened in: the stateful DoFn that reads them arms its
+    :class:`PeriodSchedule` on it."""
+    start = keyed.pipeline | f"{label}Start" >> beam.Create([(STREAM_KEY, ScheduleStart())])
+    return ((keyed, start) | f"{label}WithStart" >> beam.Flatten().with_output_types(
+        Tuple[str, Any]))  # a text key: a deterministic coder for the stateful DoFn
+
+
+class PeriodSchedule:
+    """The release schedule of an event-time stream, one rule for every stateful DoFn
+    of it (:class:`SplitLateRecords`, the release DoFn): periods close one at a time,
+    in order, each when the watermark passes its end, up to the horizon T, whether or
+    not any record arrived.  No record ever sets the timer: :meth:`start`, on the
+    :class:`ScheduleStart` element, arms it at the end of the first period not yet
+    released (``released_through + 1``), and every firing (:meth:`close`) re-arms it at
+    the next period's end.  So when a period closes depends on the public horizon and
+    the watermark only, never on which records arrived.
+
+    **Drains.** A Dataflow drain, or the end of a bounded source (a test's), moves the
+    watermark to the end of time and fires every remaining timer.  A firing for a
+    period whose end is later than the wall clock's now is therefore not a period
+    closed by time: :meth:`close` returns None, the period is not closed, nothing is
+    released for it and the chain stops (a restarted stream resumes after the last
+    period the state released).  The rule reads the wall clock only, never the data.
+    A watermark ahead of the wall clock (event times stamped in the future) is taken as
+    a drain too.  Each DoFn declares the specs with :meth:`specs` (a timer spec has one
+    callback)."""
 
     @staticmethod
     def specs():
-        return (ReadModifyWriteStateSpec("open_periods", PickleCoder()),
+        return (ReadModifyWriteStateSpec("closed_through", VarIntCoder()),
                 TimerSpec("close", TimeDomain.WATERMARK))
 
-    def __init__(self, clock: PeriodClock):
-        self.clock = clock
+    def __init__(self, clock: PeriodClock, horizon: int, released_through: int = 0):
+        self.clock, self.horizon, self.released_through = clock, horizon, released_through
 
-    def add(self, period: int, open_state, timer) -> None:
-        periods = open_state.read() or set()
-        if period not in periods:
-            periods.add(period)
-            open_state.write(periods)
-            timer.set(self.clock.end(min(periods)))
+    def start(self, closed_state, timer) -> None:
+        """Arm the timer at the end of the first period to close (once: a firing has
+        re-armed it since)."""
+        if closed_state.read() is None and self.released_through < self.horizon:
+            timer.set(self.clock.end(self.released_through + 1))
 
-    def close(self, fire_time, open_state, timer) -> int:
-        """The last closed period at ``fire_time``; re-aims the timer."""
-        closed = self.clock.period(fire_time) - 1
-        periods = {p for p in (open_state.read() or set()) if p > closed}
-        open_state.write(periods)
-        if periods:
-            timer.set(self.clock.end(min(periods)))
-        return closed
+    def closed_through(self, closed_state) -> int:
+        """The last period closed: by a firing of this stream, or released before it
+        started."""
+        return max(closed_state.read() or 0, self.released_through)
+
+    def close(self, fire_time, closed_state, timer) -> Optional[int]:
+        """The period this firing closes (the one ending at ``fire_time``), the timer
+        re-armed at the next period's end up to T; None for a drain (the period ends
+        after the wall clock's now): nothing closed, the timer not re-armed."""
+        period = self.clock.period(fire_time) - 1
+        if self.clock.end(period).micros > time.time() * 1e6:
+            return None
+        closed_state.write(max(self.closed_through(closed_state), period))
+        if period < self.horizon:
+            timer.set(self.clock.end(period + 1))
+        return period
 
 
 class SplitLateRecords(beam.DoFn):
     """``(key, record)`` → records of open periods; records of closed periods to the
     ``late`` output as ``(period, record, reason)``.
 
-    A period closes when the watermark passes its end (a watermark timer); from then
-    on it has been (or is being) released, so a record for it must never join it or a
-    later period.  Periods up to ``released_through`` were released before this stream
-    started (a restart: Beam's state starts empty, the release's state does not).  With
-    a ``horizon`` the timer follows the watermark period by period up to T, so a period
-    in which nothing arrived closes at its own end too; without one (unbounded
-    counters) it aims at the earliest period that holds records."""
+    A period closes when the watermark passes its end (:class:`PeriodSchedule`, the
+    release DoFn's schedule too); from then on it has been (or is being) released, so a
+    record for it must never join it or a later period.  Periods up to
+    ``released_through`` were released before this stream started (a restart: Beam's
+    state starts empty, the release's state does not)."""
 
-    CLOSED = ReadModifyWriteStateSpec("closed_through", VarIntCoder())
-    OPEN, CLOSE = OpenPeriods.specs()
+    CLOSED, CLOSE = PeriodSchedule.specs()
 
-    def __init__(self, clock: PeriodClock, horizon: Optional[int] = None,
-                 released_through: int = 0):
+    def __init__(self, clock: PeriodClock, horizon: int, released_through: int = 0):
         super().__init__()
-        self.clock, self.horizon, self.released_through = clock, horizon, released_through
+        self.schedule = PeriodSchedule(clock, horizon, released_through)
 
     def process(self, element, timestamp=beam.DoFn.TimestampParam,
-                closed=beam.DoFn.StateParam(CLOSED), open_periods=beam.DoFn.StateParam(OPEN),
-                close=beam.DoFn.TimerParam(CLOSE)):
+                closed=beam.DoFn.StateParam(CLOSED), close=beam.DoFn.TimerParam(CLOSE)):
         _, record = element
-        stored = closed.read()
-        period = self.clock.period(timestamp)
-        closed_through = max(stored or 0, self.released_through)
-        if period <= closed_through:
-            why = ("was ingested before this stream started" if period <= self.released_through
+        if isinstance(record, ScheduleStart):
+            self.schedule.start(closed, close)
+            return
+        period = self.schedule.clock.period(timestamp)
+        if period <= self.schedule.closed_through(closed):
+            why = ("was ingested before this stream started"
+                   if period <= self.schedule.released_through
                    else "closed (the watermark passed its end) before this record arrived")
             yield beam.pvalue.TaggedOutput(LATE, (period, record, f"period {period} {why}"))
             return
-        if self.horizon is not None:
-            if stored is None:  # not fired yet; from its first firing the timer re-arms itself
-                close.set(self.clock.end(closed_through + 1))
-        else:
-            OpenPeriods(self.clock).add(period, open_periods, close)
         yield TimestampedValue(record, timestamp)
 
     @on_timer(CLOSE)
     def on_close(self, fire_time=beam.DoFn.TimestampParam,
-                 closed=beam.DoFn.StateParam(CLOSED), open_periods=beam.DoFn.StateParam(OPEN),
-                 close=beam.DoFn.TimerParam(CLOSE)):
-        if self.horizon is not None:
-            last = self.clock.period(fire_time) - 1
-            if last < self.horizon:
-                close.set(self.clock.end(last + 1))
-        else:
-            last = OpenPeriods(self.clock).close(fire_time, open_periods, close)
-        closed.write(max(closed.read() or 0, self.released_through, last))
+                 closed=beam.DoFn.StateParam(CLOSED), close=beam.DoFn.TimerParam(CLOSE)):
+        self.schedule.close(fire_time, closed, close)
 
 
 class UnreadableBatch:
@@ -298,33 +332,58 @@ def period_table(period: int, rows) -> "pa.Table | UnreadableBatch":
 
 
 class PeriodBatches(beam.PTransform):
-    """Timestamped records → ``(period, pa.Table)`` batches in the global window, each
-    timestamped at its period's start."""
+    """Timestamped records → ``(period, pa.Table)`` batches of up to ``batch_size``
+    rows in the global window, each timestamped at its period's start.
 
-    def __init__(self, clock: PeriodClock, batch_size: int = 10_000):
+    The records are grouped by a ``GroupByKey`` per period window: its watermark hold
+    keeps the release DoFn's watermark, and so its timer at the period's end, behind the
+    period's records on every runner.  (A stateful DoFn's timer, which
+    ``GroupIntoBatches`` flushes with, holds no watermark on the DirectRunner: the
+    release timer, set by :class:`PeriodSchedule` and not by the batches, could fire
+    before the batches came.)  The windows allow lateness over the whole horizon, so a
+    record behind the watermark that :class:`SplitLateRecords` let through (its period's
+    timer had not fired yet) comes in a late pane instead of being dropped: the release
+    DoFn releases it with its period, or dead-letters it if the period is released."""
+
+    def __init__(self, clock: PeriodClock, horizon: int, batch_size: int = 10_000):
         super().__init__()
-        self.clock, self.batch_size = clock, batch_size
+        self.clock, self.horizon, self.batch_size = clock, horizon, batch_size
 
     def expand(self, records):
-        clock = self.clock
+        clock, batch_size = self.clock, self.batch_size
+        lateness = Duration(micros=self.horizon * clock.length_micros)
         return (records
-                | "Periods" >> beam.WindowInto(clock.windows())
+                | "Periods" >> beam.WindowInto(clock.windows(), allowed_lateness=lateness)
                 | "ByPeriod" >> beam.Map(lambda r, t=beam.DoFn.TimestampParam:
                                          (clock.period(t), r))
-                | "Batch" >> beam.GroupIntoBatches(self.batch_size)
-                | "Tables" >> beam.MapTuple(lambda period, rows: TimestampedValue(
-                    (period, period_table(period, rows)), clock.start(period)))
+                | "Group" >> beam.GroupByKey()
+                | "Tables" >> beam.FlatMapTuple(lambda period, rows: (
+                    TimestampedValue((period, period_table(period, chunk)),
+                                     clock.start(period))
+                    for chunk in _chunks(rows, batch_size)))
                 | "Global" >> beam.WindowInto(GlobalWindows()))
+
+
+def _chunks(rows, size: int):
+    """``rows`` (an iterable) in lists of at most ``size``."""
+    chunk = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 class EventPeriods(beam.PTransform):
     """Messages (JSON records) → ``{"periods": (period, pa.Table), "late": (period,
     record, reason)}``: the event-time form of a stream, up to the release DoFn
     (``late`` also holds the messages :class:`ParseEventRecords` refused, period None
-    when it has none)."""
+    when it has none).  ``horizon``: T, the last period the schedule closes."""
 
-    def __init__(self, clock: PeriodClock, timestamp_col: str, batch_size: int = 10_000,
-                 horizon: Optional[int] = None, released_through: int = 0):
+    def __init__(self, clock: PeriodClock, timestamp_col: str, horizon: int,
+                 batch_size: int = 10_000, released_through: int = 0):
         super().__init__()
         self.clock, self.timestamp_col, self.batch_size = clock, timestamp_col, batch_size
         self.horizon, self.released_through = horizon, released_through
@@ -332,12 +391,12 @@ class EventPeriods(beam.PTransform):
     def expand(self, messages):
         parsed = messages | "EventTime" >> beam.ParDo(ParseEventRecords(
             self.timestamp_col, self.clock, self.horizon)).with_outputs(LATE, main="records")
-        split = (parsed.records
-                 | "OneKey" >> beam.WithKeys(lambda _: "stream")
+        keyed = parsed.records | "OneKey" >> beam.WithKeys(lambda _: STREAM_KEY)
+        split = (with_schedule_start(keyed, "Schedule")
                  | "SplitLate" >> beam.ParDo(SplitLateRecords(
                      self.clock, self.horizon, self.released_through)).with_outputs(
                          LATE, main="on_time"))
         late = (parsed[LATE], split[LATE]) | "Unusable" >> beam.Flatten()
-        return {"periods": split.on_time | "PeriodBatches" >> PeriodBatches(self.clock,
-                                                                          self.batch_size),
+        return {"periods": split.on_time | "PeriodBatches" >> PeriodBatches(
+                    self.clock, self.horizon, self.batch_size),
                 "late": late}
