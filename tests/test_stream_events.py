@@ -32,6 +32,7 @@ from continual_synth.transforms.monitoring import RECORDS_REJECTED
 from continual_synth.transforms.stream_sources import (PeriodClock, event_time,
                                                        kafka_reader)
 
+from helpers_publication import differences, published
 from helpers_panels import (long_table, markov_codes, read_manifest, release_snapshot,
                             sorted_records)
 
@@ -609,7 +610,7 @@ def release_content(out: str) -> pa.Table:
 
 @pytest.mark.parametrize("family", ["tabular", "bounded", "window"])
 def test_neighbouring_inputs_release_the_same_periods_at_the_same_watermarks(
-        tmp_path, capsys, family):
+        tmp_path, capsys, monkeypatch, family):
     """What a release publishes may depend on the data only through noise, and that
     includes when a period is released.  D holds records in periods 1-2 only, D' is D
     plus one record in period 4; the same seed (SCHEDULE_SEED) and the same watermark
@@ -619,6 +620,7 @@ def test_neighbouring_inputs_release_the_same_periods_at_the_same_watermarks(
     panel's quiet period is every person reporting ``--missing-value``): the same
     periods, the same file names and the same manifest lists, while the synthetic
     records differ."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # the manifests' creation time
     _, _, record, _ = schedule_family(family)
     rng = np.random.default_rng(11)
     people = 12
@@ -648,6 +650,9 @@ def test_neighbouring_inputs_release_the_same_periods_at_the_same_watermarks(
     assert schedule(log) == expected
     assert schedule(neighbour_log) == expected
     assert not release_content(out).equals(release_content(neighbour_out))
+    # every published field classified, the public ones identical (the publication
+    # boundary's neighbour test, tests/test_publication_boundary.py, in this mode)
+    assert differences(published(out, []), published(neighbour_out, []))
 
 
 @pytest.mark.parametrize("argv, subject", [
