@@ -79,6 +79,8 @@ REQUIRED_FIELDS = ("kind", "state_id", "pending", "output_dir", "files", "finger
                    "synthesizer_state")
 #: a version's record of its history (:func:`sealed`)
 CHAIN = "chain"
+#: the SHA-256 of every private file a version names (:meth:`StateDir.verify_files`)
+FILE_DIGESTS = "file_digests"
 #: what to do about a damaged or edited state (every such refusal ends with it)
 RESTORE = ("it was damaged or edited outside continual-synth; restore the state directory "
            "from a backup (docs/object_stores.md, Backups)")
@@ -268,6 +270,7 @@ class StateDir:
         created it first (this run's view is stale: it must publish nothing)."""
         version = read_version + 1
         previous = storage.read_bytes(self.version_path(read_version))
+        state = self.with_file_digests(state)
         if not self.conditional_create().create(self.version_path(version),
                                                 packed_json.dumps(sealed(state, previous))):
             raise StateError(f"{self.root}: another step committed state version {version} "
@@ -286,6 +289,53 @@ class StateDir:
             raise StateError(f"{self.root}: another step committed state version {newest} "
                              f"after the version {read_version} this run holds; it stops "
                              f"without publishing")
+
+    def named_files(self, state: Dict) -> Dict[str, str]:
+        """{path relative to the state: full path} of every file under the paths a
+        version names (``files``: a run's folders and files)."""
+        out = {}
+        for relative in state["files"].values():
+            full = self.path(relative)
+            if storage.is_file(full):
+                out[relative] = full
+                continue
+            for path in storage.list_files(full):
+                out[self.relative(path)] = path
+        return out
+
+    def with_file_digests(self, state: Dict) -> Dict:
+        """``state`` with the SHA-256 of every file it names (``file_digests``), so that
+        a later run trusts none of them unchecked (:meth:`verify_files`).  A file named
+        by the version before keeps the digest recorded when it was written (read only
+        once)."""
+        known = state.get(FILE_DIGESTS) or {}
+        digests = {relative: known.get(relative) or
+                   hashlib.sha256(storage.read_bytes(full)).hexdigest()
+                   for relative, full in sorted(self.named_files(state).items())}
+        return {**state, FILE_DIGESTS: digests}
+
+    def verify_files(self, version: int, state: Dict) -> None:
+        """Refuse, before anything is read or charged, a state whose private files are
+        missing or are not what its version recorded (garbage in a pending period's
+        saved people, a history file truncated): every step would otherwise fail on it
+        after charging its period, or publish from damaged files.  States written before
+        the digests were recorded are not checked."""
+        for relative, digest in sorted((state.get(FILE_DIGESTS) or {}).items()):
+            full = self.path(relative)
+            if not storage.is_file(full):
+                problem = "is missing"
+            elif hashlib.sha256(storage.read_bytes(full)).hexdigest() != digest:
+                problem = "does not hold the bytes it was written with"
+            else:
+                continue
+            pending = state.get("pending")
+            held = (f"period {pending['period']} is charged and waits for it: once it is "
+                    f"restored, the same step publishes it without charging again"
+                    if pending else "nothing was read or charged")
+            raise StateError(f"{full} {problem} (state version "
+                             f"{self.version_path(version)} names it): restore the state "
+                             f"directory from a backup (docs/object_stores.md, Backups); "
+                             f"{held}")
 
     @staticmethod
     def named_runs(state: Dict) -> set:
@@ -831,6 +881,7 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
     with Ownership(store, wait):
         crash_point("owned")
         version, state = store.read(job.kind)
+        store.verify_files(version, state)
         if state["output_dir"] is None:
             check_fresh_output(output_dir)
         check_release_target(state, output_dir)
@@ -1031,7 +1082,7 @@ def recorded(state: Dict, field: str):
 #: fields of a state document that change as the release goes on (not ``init``'s settings)
 PROGRESS_FIELDS = frozenset({"state_id", "synthesizer_state", "fingerprints", "contents",
                              "inputs", "inputs_from", "pending", "output_dir", "files",
-                             "shard_sizes", "shard_code_counts", CHAIN})
+                             "shard_sizes", "shard_code_counts", CHAIN, FILE_DIGESTS})
 
 
 def check_same_settings(state_dir: str, state: Dict, document: Dict,

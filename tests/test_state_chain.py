@@ -15,7 +15,8 @@ from continual_synth.pipelines.cli import main
 from continual_synth.pipelines.lifecycle import CHAIN, StateDir
 from continual_synth.transforms import packed_json
 
-from helpers_panels import long_table, markov_codes, snapshot, write_period_files
+from helpers_panels import (clone_incremental, long_table, markov_codes, snapshot,
+                           write_period_files)
 
 OPTIONS = ["--window", "2", "--horizon", "4", "--rho", "0.1", "--seed", "1"]
 
@@ -53,11 +54,12 @@ def edit(path: str, change) -> None:
 
 def refused(stepped, message: str):
     state, out, path = stepped
-    before = snapshot(state)
+    unlocked = lambda: {k: v for k, v in snapshot(state).items() if k != "lock"}  # a holder's pid
+    before = unlocked()
     code, err = run("window", "step", "--state", state, "--input", path, "--output", out)
     assert code == 2 and message in err, err
     assert "Traceback" not in err
-    assert snapshot(state) == before
+    assert unlocked() == before
     return err
 
 
@@ -121,3 +123,50 @@ def test_a_state_written_before_chains_still_reads(stepped):
             edit(version, lambda d: d.pop(CHAIN))
     assert run("window", "step", "--state", state, "--input", path, "--output", out)[0] == 0
     assert CHAIN in StateDir(state).read("window")[1]
+
+
+def named_file(state: str, part: str) -> str:
+    """A file the current version names whose path holds ``part`` (e.g. ``synthetic/``)."""
+    version, document = StateDir(state).read("window")
+    files = StateDir(state).named_files(document)
+    return sorted(full for relative, full in files.items() if part in relative)[0]
+
+
+def test_a_damaged_private_file_is_refused_before_the_period_is_charged(stepped):
+    """Garbage in the saved synthetic people was found only when the step emitted, after
+    its period was charged."""
+    state = stepped[0]
+    target = named_file(state, "synthetic/")
+    with open(target, "r+b") as handle:
+        handle.seek(max(os.path.getsize(target) - 8, 0))
+        handle.write(b"garbage!")
+    err = refused(stepped, "does not hold the bytes it was written with")
+    assert os.path.basename(target) in err and "nothing was read or charged" in err
+
+
+def test_a_pending_period_whose_files_are_damaged_says_what_to_restore(stepped, tmp_path):
+    """A step killed after its commit leaves its period charged and pending; if a file
+    its release needs is then damaged, the re-run names it, and once it is restored the
+    same step publishes the period without charging again."""
+    from helpers_processes import cli_child
+    state, out, path = stepped
+    reference_state, reference_out = clone_incremental(state, out, str(tmp_path / "reference"))
+    code, _ = cli_child(["window", "step", "--state", state, "--input", path, "--output", out],
+                        env={"CONTINUAL_SYNTH_CRASH_AT": "committed"})
+    assert code == -9
+    pending = StateDir(state).read("window")[1]["pending"]
+    assert pending is not None
+    target = named_file(state, "synthetic/")
+    with open(target, "rb") as handle:
+        intact = handle.read()
+    with open(target, "wb") as handle:
+        handle.write(b"not the people")
+    err = refused(stepped, "is charged and waits for it")
+    assert os.path.basename(target) in err
+    with open(target, "wb") as handle:
+        handle.write(intact)
+    assert run("window", "step", "--state", state, "--input", path, "--output", out)[0] == 0
+    assert run("window", "step", "--state", reference_state, "--input", path,
+               "--output", reference_out)[0] == 0
+    spent = [StateDir(s).read("window")[1][CHAIN]["spent"] for s in (state, reference_state)]
+    assert spent[0] == pytest.approx(spent[1])
