@@ -133,3 +133,41 @@ def one_line(error) -> str:
     (`` [while running 'Stage']``), a multi-line message joined."""
     text = re.sub(r" \[while running '[^']*'\]", "", str(error)).strip()
     return re.sub(r"\s*\n\s*", " ", text)
+
+
+#: the exit status of a job stopped by its environment (no space, no permission, an I/O
+#: error, a store that timed out): nothing was published; run it again once it is fixed
+ENVIRONMENT_EXIT = 3
+
+#: what an operating-system error number means for the operator
+_ENVIRONMENT = {28: "no space left on the device", 122: "disk quota exceeded",
+                13: "permission denied", 1: "operation not permitted",
+                30: "read-only file system", 5: "input/output error",
+                110: "the store did not answer in time", 24: "too many open files",
+                12: "out of memory", 111: "the store refused the connection"}
+
+
+def environment_fault(error: BaseException):
+    """One line for an error the environment caused (an ``OSError``, also as Beam wraps
+    one raised in a pipeline stage: ``RuntimeError('OSError: [Errno 28] … [while running
+    …]')``), or None for any other error."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, OSError) and not isinstance(seen, BrokenPipeError):
+            code, text = seen.errno, seen.strerror or str(seen)
+            where = seen.filename
+            break
+        match = re.search(r"(?:OSError|IOError|\w+Error): \[Errno (\d+)\] ([^:\[]+)"
+                          r"(?:: '([^']*)')?", str(seen))
+        if match:
+            code, text, where = int(match.group(1)), match.group(2).strip(), match.group(3)
+            break
+        seen = seen.__cause__ or seen.__context__
+    else:
+        return None
+    what = _ENVIRONMENT.get(code, text.lower() if text else "an error of the system")
+    place = f" writing or reading {where}" if where else ""
+    return (f"{what}{place} (errno {code}); fix it and run the same command again: it "
+            f"goes on from where it stopped (a step's committed period is published "
+            f"without being charged twice; a run publishes all or nothing) "
+            f"(exit {ENVIRONMENT_EXIT})")

@@ -385,6 +385,16 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
     except (InputError, StateError, BudgetExceededError, ValueError) as exc:
         print(f"continual-synth: error: {one_line(exc)}", file=sys.stderr)
         return 2
+    except Exception as exc:  # the environment failed the job: one line, exit 3
+        from continual_synth.mechanisms.errors import ENVIRONMENT_EXIT, environment_fault
+        fault = environment_fault(exc)
+        if fault is None:
+            raise
+        places = ", ".join(f"--{name} {getattr(args, name)}" for name in ("output", "state")
+                           if getattr(args, name, None))
+        print(f"continual-synth: error: {fault}{f' [the job writes {places}]' if places else ''}",
+              file=sys.stderr)
+        return ENVIRONMENT_EXIT
     except KeyboardInterrupt:  # 128 + SIGINT, as a shell reports an interrupted command
         print("continual-synth: interrupted (Ctrl-C): a release is published all or nothing "
               "and a step commits all or nothing, so run the same command again to finish",

@@ -624,11 +624,12 @@ def staging(output_dir: str, prefix: str = "") -> Iterator[str]:
     made = not storage.exists(output_dir)
     storage.makedirs(output_dir)
     path = storage.join(output_dir, f".staging-{prefix}{new_token()}")
-    storage.makedirs(path)
-    # a hidden marker: on an object store the prefix exists from now on even if the job
-    # writes nothing, so that its removal by another run is visible (publish_staged_files)
-    storage.write_bytes(storage.join(path, ".staged"), b"staging\n")  # (S3: not empty)
     try:
+        storage.makedirs(path)
+        # a hidden marker: on an object store the prefix exists from now on even if the
+        # job writes nothing, so that its removal by another run is visible
+        # (publish_staged_files); a full disk may refuse even this
+        storage.write_bytes(storage.join(path, ".staged"), b"staging\n")  # (S3: not empty)
         yield path
     except BaseException:
         storage.remove_tree(path)
