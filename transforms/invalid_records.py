@@ -58,21 +58,27 @@ class DropSink:
     :func:`file_dead_letter` once the step commits), None for a ``run`` (no state
     directory: the records are logged on stderr).  ``command``: whose lines a worker
     prints (:func:`monitoring.command`, read on the driver).  ``on_driver``: counted into
-    the command's totals directly (a pass over the input outside any pipeline), not as a
-    Beam counter."""
+    the command's totals directly (a pass over the input outside any pipeline), not as
+    a Beam counter.  ``also_read``: counted as read too, where the job counts the
+    records it keeps as read (the points' reader validates as it reads)."""
 
     dead_letter: Optional[str] = None
     command: Optional[str] = None
     on_driver: bool = False
+    also_read: bool = False
 
     def report(self, entries: List[Dict]) -> None:
         if not entries:
             return
+        counts = {monitoring.RECORDS_REJECTED: len(entries)}
+        if self.also_read:
+            counts[monitoring.RECORDS_READ] = len(entries)
         if self.on_driver:
             from continual_synth.pipelines import logs
-            logs.add_totals({monitoring.RECORDS_REJECTED: len(entries)})
+            logs.add_totals(counts)
         else:
-            monitoring.count(monitoring.RECORDS_REJECTED, len(entries))
+            for name, amount in counts.items():
+                monitoring.count(name, amount)
         if self.dead_letter is None:
             monitoring.worker_lines(self.command)
             for line in _log_lines(entries):
@@ -82,12 +88,12 @@ class DropSink:
         storage.write_bytes(part, json.dumps(entries, default=str).encode("utf-8"))
 
 
-def sink_for(mode: str, dead_letter: Optional[str] = None,
-             on_driver: bool = False) -> Optional[DropSink]:
-    """The sink of a job in ``mode`` (None: it refuses)."""
+def sink_for(mode: str, dead_letter: Optional[str] = None, on_driver: bool = False,
+             also_read: bool = False) -> Optional[DropSink]:
+    """The sink of a job in ``mode`` (None: it refuses; the rest: see :class:`DropSink`)."""
     if mode != DROP:
         return None
-    return DropSink(dead_letter, monitoring.command(), on_driver)
+    return DropSink(dead_letter, monitoring.command(), on_driver, also_read)
 
 
 def parts_folder(run_dir: str) -> str:
