@@ -20,7 +20,8 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from continual_synth.mechanisms.errors import InputError, Problems, row_label
+from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.record_checks import Problems
 
 MAX_DEPTH = 62  # θ at the deepest level must fit in an unsigned 64-bit integer
 

@@ -26,7 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from continual_synth.mechanisms.errors import InputError, Problems, row_label
+from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.record_checks import Problems
 
 Workload = Tuple[str, ...]
 MAX_WORKLOADS = 100_000  # every workload is measured and fitted each period

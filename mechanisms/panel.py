@@ -13,7 +13,8 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from continual_synth.mechanisms.errors import InputError, Problems, row_label
+from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.record_checks import Problems
 
 
 def shown(value) -> str:

@@ -19,7 +19,8 @@ import apache_beam as beam
 import numpy as np
 
 from continual_synth.mechanisms import privhp
-from continual_synth.mechanisms.errors import REFUSE, InputError, check_mode
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.record_checks import REFUSE, check_mode
 from continual_synth.mechanisms.hierarchy import Bounds
 from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer
 from continual_synth.mechanisms.synthesizer import period_sampler

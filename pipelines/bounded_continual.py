@@ -26,7 +26,8 @@ import pyarrow as pa
 from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
-from continual_synth.mechanisms.errors import DROP, REFUSE, InputError, Problems, check_mode
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.record_checks import DROP, REFUSE, Problems, check_mode
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPState,
                                                            ContinualPrivHPSynthesizer)

@@ -19,7 +19,8 @@ import apache_beam as beam
 import numpy as np
 
 from continual_synth.mechanisms import emission
-from continual_synth.mechanisms.errors import DROP, REFUSE, InputError, check_mode
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.record_checks import DROP, REFUSE, check_mode
 from continual_synth.mechanisms.panel_synthesizers import synthesizer_from_dict
 from continual_synth.pipelines import lifecycle, logs, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir

@@ -47,7 +47,8 @@ import uuid
 from contextlib import contextmanager
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-from continual_synth.mechanisms.errors import InputError, StateBusy, StateError, check_mode
+from continual_synth.mechanisms.errors import InputError, StateBusy, StateError
+from continual_synth.mechanisms.record_checks import check_mode
 from continual_synth.pipelines import conditional_create, provenance, release_dir
 from continual_synth.transforms import packed_json, storage
 from continual_synth.transforms.files import digest_data_files, release_file_names

@@ -27,7 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from continual_synth.mechanisms.accounting import BudgetLedger
-from continual_synth.mechanisms.errors import REFUSE, InputError, Problems, check_mode
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.record_checks import REFUSE, Problems, check_mode
 from continual_synth.mechanisms.marginals import Domain
 from continual_synth.mechanisms.synthesizer import TableRelease, period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer

@@ -29,7 +29,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
-from continual_synth.mechanisms.errors import DROP, MODES, REFUSE, Problems, check_mode  # noqa: F401
+from continual_synth.mechanisms.record_checks import (DROP, MODES, REFUSE,  # noqa: F401
+                                                     Problems, check_mode)
 from continual_synth.transforms import monitoring, storage
 
 #: ``STATE/rejected/``: the dead letter (private: file names, reasons and records)

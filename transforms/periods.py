@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from continual_synth.mechanisms.errors import REFUSE, InputError, Problems, row_label
+from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.record_checks import REFUSE, Problems
 
 __all__ = ["period_values", "check_run_periods", "check_step_periods", "record_periods",
            "periods_out_of_range"]

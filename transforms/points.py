@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms import privhp
-from continual_synth.mechanisms.errors import DROP, REFUSE, InputError, Problems, row_label
+from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.record_checks import DROP, REFUSE, Problems
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import PrivHPState, PrivHPSynthesizer
 from continual_synth.mechanisms.synthesizer import PointsRelease, period_sampler

@@ -24,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 
 from continual_synth.mechanisms.distributions import model_from_dict
-from continual_synth.mechanisms.errors import DROP, REFUSE, InputError, Problems
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.record_checks import DROP, REFUSE, Problems
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
                                                   workload_histograms)

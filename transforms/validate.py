@@ -15,7 +15,8 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from continual_synth.mechanisms.errors import DROP, REFUSE, InputError, Problems, row_label
+from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.record_checks import DROP, REFUSE, Problems
 from continual_synth.mechanisms.panel import encode_values
 from continual_synth.transforms.arrow_coder import TABLE
 from continual_synth.transforms.files import table_origin
