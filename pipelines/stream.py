@@ -40,11 +40,16 @@ the window synthesizer releases nothing before period k, so ingested is not rele
 * a file for an ingested period p ≤ s (or the file or folder period p was taken from,
   changed since: a part landed late, a rewrite), with the same bytes as another period's
   file (a copy is never a second period), beyond the horizon, without a readable period,
-  or refused by the step's validation (the lifecycle leaves state and output
-  byte-identical) goes to the **dead letter** ``STATE/rejected/`` — one JSON document
-  per file naming the file, the period and the reason, in the private state directory
-  (a reason may quote a value; the records are not copied and the file stays where it
-  landed): never silently dropped, never counted in a later period.
+  or refused by the step's validation as a whole (unreadable, no data file, wrong
+  columns: the lifecycle leaves state and output byte-identical) goes to the **dead
+  letter** ``STATE/rejected/`` — one JSON document per file naming the file, the period
+  and the reason, in the private state directory (a reason may quote a value; the
+  records are not copied and the file stays where it landed): never silently dropped,
+  never counted in a later period.  An invalid *record* does not reject its file: a
+  stream steps with ``--invalid-records drop``, so the period is released from the valid
+  records and the dropped ones go to ``STATE/rejected/dropped-PPPP-*.json``
+  (:mod:`~continual_synth.transforms.invalid_records`); a panel stream therefore needs
+  ``--missing-value``.
 
 A file's period is in its name (``period_07.parquet``, ``wave-7.csv``: the last
 ``period``/``wave`` number) or else in its period column (one value per file).  A folder
@@ -587,7 +592,8 @@ class ReleaseClosedPeriods(beam.DoFn):
     ledger charge, state and release as ``step`` on an empty period file.  The panel jobs
     (window, cumulative) need every person's report each period, so there a quiet period
     goes to the dead letter once, saying so, and holds the later periods back, as does a
-    period refused by the step's validation.  The timer is set by records: a quiet period
+    period the step refuses whole (its invalid records alone are dropped:
+    :func:`release_period`).  The timer is set by records: a quiet period
     is released when a later period that holds records closes (every period up to the
     one closed is released in order); one after the last period that holds records waits
     for a record of a later period (no element sets a timer for it, and a drain's

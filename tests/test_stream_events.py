@@ -65,7 +65,7 @@ def run_events(events: BeamTestStream, state: str, out: str, before=lambda: None
     the panel synthesizer, window by default)."""
     from continual_synth.pipelines.stream import _stopping
     model = model or WindowSynthesizer(CONFIG)
-    document = jobs.initial_document(model, seed=SEED, num_shards=SHARDS)
+    document = jobs.initial_document(model, seed=SEED, num_shards=SHARDS, missing_value=0)
     open_state(state, document)
     before()
     job = jobs.PanelJob(model.kind)
@@ -230,7 +230,8 @@ def step_periods(records, tmp_path, state, out, pending=None):
 def follow_kafka(state, out, **options):
     """``follow_events`` of a Kafka stream whose broker is never contacted."""
     from continual_synth.pipelines.stream import follow_events
-    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS)
+    document = jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED, num_shards=SHARDS,
+                                     missing_value=0)
     return follow_events(jobs.PanelJob("window"), document, state, out,
                          clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
                          kafka_topic="reports", kafka_bootstrap="127.0.0.1:1", **options)
@@ -266,7 +267,7 @@ def test_a_retried_stream_past_its_until_period_releases_nothing(panel, tmp_path
     _, records, _ = panel
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     open_state(state, jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED,
-                                            num_shards=SHARDS))
+                                            num_shards=SHARDS, missing_value=0))
     step_periods(records, tmp_path, state, out)
     before = load_state(state)
     summary = follow_kafka(state, out, until_period=2)
@@ -280,7 +281,7 @@ def test_a_pending_period_is_published_when_the_stream_starts(panel, tmp_path):
     _, records, _ = panel
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     open_state(state, jobs.initial_document(WindowSynthesizer(CONFIG), seed=SEED,
-                                            num_shards=SHARDS))
+                                            num_shards=SHARDS, missing_value=0))
     step_periods(records, tmp_path, state, out, pending=2)
     summary = follow_kafka(state, out, until_period=2)
     assert summary["periods_released"] == [1, 2] and not summary["pending"]
@@ -391,7 +392,7 @@ def test_a_second_event_stream_on_a_state_is_refused_and_dataflow_names_its_job(
     from continual_synth.pipelines.stream import consumer_group, name_dataflow_job
     from helpers_panels import snapshot
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    privacy = ["--window", "2", "--horizon", "4", "--rho", "1"]
+    privacy = ["--window", "2", "--horizon", "4", "--rho", "1", "--missing-value", "0"]
     assert main(["window", "init", "--state", state, *privacy]) == 0
     capsys.readouterr()
     with Ownership(StateDir(state), role="stream"):
