@@ -787,10 +787,14 @@ def test_watch_stream_releases_a_period_from_its_valid_records(world, tmp_path, 
     write_file(periods[1].filter(pa.array(np.arange(periods[1].num_rows) != row)), good,
                "parquet")
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    code, err = run_cli([kind, "stream", "--watch", str(watch), "--state", state,
-                         "--output", out, "--until-period", str(HORIZON),
-                         "--poll-interval", "0.1", *options])
-    assert code == 0, err
+    # a process with a time limit: a period held back would keep the stream waiting
+    ran = subprocess.run([sys.executable, "-m", "continual_synth.pipelines.cli", kind,
+                          "stream", "--watch", str(watch), "--state", state, "--output", out,
+                          "--until-period", str(HORIZON), "--poll-interval", "0.1",
+                          *options], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["periods_released"][-1] == HORIZON
+    assert "rejected 1," in ran.stderr.strip().splitlines()[-1], ran.stderr
     reference = _init_and_first_step(kind, options, tmp_path, "reference", files)
     for path in (good, files[2]):
         code, err = run_cli([kind, "step", "--state", reference[0], "--input", path,
