@@ -81,6 +81,8 @@ def encode_values(values: np.ndarray, alphabet: Sequence, where: str = "input",
     sorted_alphabet = alphabet_array[order]
     position = np.clip(np.searchsorted(sorted_alphabet, values), 0, len(sorted_alphabet) - 1)
     found = sorted_alphabet[position] == values
+    if found.all():
+        return order[position].astype(np.int8)
     outside = ~found & ~problems.invalid
     count = int(outside.sum())
     problems.add(outside, lambda row: (

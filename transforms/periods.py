@@ -49,7 +49,8 @@ def record_periods(table: pa.Table, period_col: str, where: str, first_row: int,
             f"{row_label(row, first_row)}: every record needs its period"),
             lambda row: f"column {period_col!r} is empty: every record needs its period")
     if pa.types.is_integer(column.type):
-        periods = column.fill_null(0).to_numpy().astype(np.int64, copy=False)
+        periods = (column.fill_null(0) if column.null_count else column).to_numpy() \
+            .astype(np.int64, copy=False)
     elif problems.mode == REFUSE:
         raise InputError(f"{where}: column {period_col!r} must hold whole-number periods "
                          f"in an integer column, found type {column.type} (write the "
@@ -61,7 +62,7 @@ def record_periods(table: pa.Table, period_col: str, where: str, first_row: int,
                                  f"{column[row].as_py()!r}, not a whole number",
                      lambda row: f"column {period_col!r}: period {column[row].as_py()!r} is "
                                  f"not a whole number")
-    return np.where(problems.invalid, 0, periods)
+    return np.where(problems.invalid, 0, periods) if problems.any() else periods
 
 
 def periods_out_of_range(periods: np.ndarray, where: str, first_row: int, problems: Problems,
@@ -70,7 +71,7 @@ def periods_out_of_range(periods: np.ndarray, where: str, first_row: int, proble
     """Add to ``problems`` the rows (not already invalid) of a step's batch whose period
     is not ``period``, the next period of its state, or — ``period`` None — of a run's
     batch whose period is not in 1..``horizon`` (1 or more when ``horizon`` is None)."""
-    valid = ~problems.invalid
+    valid = ~problems.invalid if problems.any() else True  # only rows not already invalid
     if period is not None:
         wrong = (periods != period) & valid
         others = int(wrong.sum())
