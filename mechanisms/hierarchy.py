@@ -21,6 +21,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.record_checks import Problems
 
 MAX_DEPTH = 62  # θ at the deepest level must fit in an unsigned 64-bit integer
 
@@ -147,29 +148,47 @@ def unit_bounds(dims: int) -> Bounds:
 
 def check_points(points: np.ndarray, bounds: Bounds, columns: Sequence[str], clip: bool,
                  where: str = "input", row_offset: int = 0,
-                 hint: Optional[str] = None) -> Tuple[np.ndarray, int]:
+                 hint: Optional[str] = None,
+                 problems: Optional[Problems] = None) -> Tuple[np.ndarray, int]:
     """Validate an n × d float array against ``bounds``.
 
     Non-finite values are always an :class:`InputError` (naming the column and row);
     values outside the bounds are an error unless ``clip``, in which case they are
     moved onto the bounds (the error's ``hint``: default, widen ``--bounds`` or pass
-    ``--clip``).  Returns (points scaled to [0,1]^d, number of clipped rows).
+    ``--clip``).  Given ``problems`` that drop, such points are added to them instead
+    (the caller leaves them out).  Returns (points scaled to [0,1]^d, number of clipped
+    rows among the valid ones).
     """
     points = np.asarray(points, dtype=np.float64)
+    problems = Problems(points.shape[0]) if problems is None else problems
     bad = ~np.isfinite(points)
-    if bad.any():
-        row, col = np.argwhere(bad)[0]
-        raise InputError(f"{where}: column {columns[col]!r} holds a non-finite value "
-                         f"({float(points[row, col])}) at {row_label(row, row_offset)}")
+    problems.add(bad.any(axis=1) & ~problems.invalid, lambda row: (
+        f"{where}: column {columns[_first(bad[row])]!r} holds a non-finite value "
+        f"({float(points[row, _first(bad[row])])}) at {row_label(row, row_offset)}"),
+        lambda row: f"column {columns[_first(bad[row])]!r} holds a non-finite value "
+                    f"({float(points[row, _first(bad[row])])})")
     low, high = np.asarray(bounds.low), np.asarray(bounds.high)
-    outside = (points < low) | (points > high)
+    with np.errstate(invalid="ignore"):
+        outside = (points < low) | (points > high)
     clipped = 0
     if outside.any():
         if not clip:
-            row, col = np.argwhere(outside)[0]
-            raise InputError(f"{where}: column {columns[col]!r} value {float(points[row, col]):g} at "
-                             f"{row_label(row, row_offset)} is outside the bounds "
-                             f"{bounds.low[col]}:{bounds.high[col]} "
-                             f"({hint or 'widen --bounds or pass --clip'})")
-        clipped = int(outside.any(axis=1).sum())
-    return bounds.to_unit(points), clipped
+            problems.add(outside.any(axis=1) & ~problems.invalid, lambda row: (
+                f"{where}: column {columns[_first(outside[row])]!r} value "
+                f"{float(points[row, _first(outside[row])]):g} at "
+                f"{row_label(row, row_offset)} is outside the bounds "
+                f"{bounds.low[_first(outside[row])]}:{bounds.high[_first(outside[row])]} "
+                f"({hint or 'widen --bounds or pass --clip'})"),
+                lambda row: f"column {columns[_first(outside[row])]!r} value "
+                            f"{float(points[row, _first(outside[row])]):g} is outside the "
+                            f"bounds {bounds.low[_first(outside[row])]}:"
+                            f"{bounds.high[_first(outside[row])]}")
+        else:
+            clipped = int((outside.any(axis=1) & ~problems.invalid).sum())
+    kept = np.where(problems.invalid[:, None], low, points)  # invalid rows: any point, not NaN
+    return bounds.to_unit(kept), clipped
+
+
+def _first(row_mask: np.ndarray) -> int:
+    """The first column a row's mask marks."""
+    return int(np.flatnonzero(row_mask)[0])

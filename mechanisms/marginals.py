@@ -20,13 +20,14 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.record_checks import Problems
 
 Workload = Tuple[str, ...]
 MAX_WORKLOADS = 100_000  # every workload is measured and fitted each period
@@ -145,11 +146,14 @@ _NUMBER = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"  # text that reads as
 
 
 def encode_column(values: pa.Array, domain_values: Sequence, where: str,
-                  first_row: int = 0) -> np.ndarray:
+                  first_row: int = 0, problems: Optional[Problems] = None) -> np.ndarray:
     """Codes 0..|𝒳_i|−1 of one column; a value outside the domain is an InputError
-    naming its row (``values[0]`` is the file's record ``first_row``, counted from 0)."""
+    naming its row (``values[0]`` is the file's record ``first_row``, counted from 0) —
+    or, given ``problems`` that drop, added to them (its code is then 0).  A column whose
+    type cannot be compared with the domain's values is refused in either mode."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
+    problems = Problems(len(values)) if problems is None else problems
     value_set = pa.array(list(domain_values))
     if pa.types.is_null(value_set.type):  # only null allowed
         value_set = pa.array(list(domain_values), type=values.type)
@@ -165,37 +169,44 @@ def encode_column(values: pa.Array, domain_values: Sequence, where: str,
         raise InputError(f"{where}: column type {values.type} does not match the domain's "
                          f"values {list(domain_values)[:5]}") from None
     codes = pc.index_in(values, value_set=value_set, skip_nulls=False)
+    column = where[where.index("column "):] + ": " if "column " in where else ""
     if codes.null_count and text_for_numbers:
         # text where the domain has numbers: a whole CSV column is text when one of its
         # cells is (a lone "NA" makes 4.0 the text '4.0'), so name that cell
-        words = pc.invert(pc.match_substring_regex(values, _NUMBER))
-        if pc.any(words).as_py():
-            bad = pc.filter(values, words).to_pylist()
-            row = int(np.flatnonzero(words.fill_null(False).to_numpy(zero_copy_only=False))[0])
-            raise InputError(f"{where}: value {bad[0]!r} ({row_label(row, first_row)}) is not "
-                             f"a number, and the domain's values are {list(domain_values)} "
-                             f"(an empty field is the missing value); {len(bad)} such row(s)")
+        words = pc.invert(pc.match_substring_regex(values, _NUMBER)).fill_null(False) \
+            .to_numpy(zero_copy_only=False)
+        count = int(words.sum())
+        problems.add(words, lambda row: (
+            f"{where}: value {values[row].as_py()!r} ({row_label(row, first_row)}) is not "
+            f"a number, and the domain's values are {list(domain_values)} (an empty field "
+            f"is the missing value); {count} such row(s)"),
+            lambda row: f"{column}value {values[row].as_py()!r} is not a number, and the "
+                        f"domain's values are {list(domain_values)}")
     if codes.null_count:
-        bad = pc.filter(values, pc.is_null(codes)).to_pylist()
-        row = int(np.flatnonzero(codes.is_null().to_numpy(zero_copy_only=False))[0])
-        raise InputError(f"{where}: value {bad[0]!r} ({row_label(row, first_row)}) is not in "
-                         f"the domain "
-                         f"{list(domain_values)}; {len(bad)} such row(s)")
-    return codes.to_numpy(zero_copy_only=False).astype(np.int32)
+        outside = codes.is_null().to_numpy(zero_copy_only=False) & ~problems.invalid
+        count = int(outside.sum())
+        problems.add(outside, lambda row: (
+            f"{where}: value {values[row].as_py()!r} ({row_label(row, first_row)}) is not in "
+            f"the domain {list(domain_values)}; {count} such row(s)"),
+            lambda row: f"{column}value {values[row].as_py()!r} is not in the domain "
+                        f"{list(domain_values)}")
+    return codes.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int32)
 
 
 def encode_records(table: pa.Table, domain: Domain, where: str = "input",
-                   first_row: int = 0) -> np.ndarray:
+                   first_row: int = 0, problems: Optional[Problems] = None) -> np.ndarray:
     """The n × p matrix of attribute codes of ``table``'s rows (columns in domain order;
-    ``first_row``: see :func:`encode_column`)."""
+    ``first_row``, ``problems``: see :func:`encode_column`).  Missing attribute columns
+    are refused in either mode."""
     missing = [name for name in domain.names if name not in table.column_names]
     if missing:
         raise InputError(f"{where}: missing attribute column(s) {missing}; "
                          f"the table has {table.column_names}")
+    problems = Problems(table.num_rows) if problems is None else problems
     codes = np.empty((table.num_rows, len(domain.names)), dtype=np.int32)
     for j, name in enumerate(domain.names):
         codes[:, j] = encode_column(table.column(name), domain.values[name],
-                                    f"{where}, column {name!r}", first_row)
+                                    f"{where}, column {name!r}", first_row, problems)
     return codes
 
 

@@ -14,6 +14,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.record_checks import Problems
 
 #: what a panel release treats as public, by neighbouring relation (the end of every
 #: panel manifest's ``privacy_statement``): the horizon and the alphabet are inputs the
@@ -30,37 +31,56 @@ def shown(value) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
-def _whole_numbers(values: np.ndarray, alphabet: Sequence, where: str,
-                   first_row: int = 0) -> np.ndarray:
+#: text that spells a whole number (as ``int`` reads it: a CSV column with one stray word
+#: holds its numbers as text)
+_WHOLE_NUMBER_TEXT = r"^\s*[+-]?\d+\s*$"
+
+
+def _whole_numbers(values: np.ndarray, alphabet: Sequence, where: str, first_row: int,
+                   problems: Problems) -> np.ndarray:
     """Text values for a numeric alphabet: whole numbers spelled as text (as a CSV column
-    with one stray word holds them) become int64; other text is an :class:`InputError`
+    with one stray word holds them) become int64; other text is added to ``problems``,
     naming the value and the row (not a comparison of int with str deep in numpy)."""
     try:
         return values.astype(np.int64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    text = pa.array(values, from_pandas=True).cast(pa.string())
+    spelt = pc.match_substring_regex(text, _WHOLE_NUMBER_TEXT).fill_null(False) \
+        .to_numpy(zero_copy_only=False)
+    words = ~spelt
+    count = int(words.sum())
+    problems.add(words, lambda row: (
+        f"{where}: value {shown(values[row])} ({row_label(row, first_row)}) is text, but "
+        f"the alphabet {list(alphabet)} is numeric; {count} such value(s) (the alphabet "
+        f"comes from --alphabet)"),
+        lambda row: f"{_column(where)}value {shown(values[row])} is text, but the alphabet "
+                    f"{list(alphabet)} is numeric")
+    numbers = np.zeros(values.size, dtype=np.int64)
+    try:
+        numbers[spelt] = values[spelt].astype(np.int64)
+    except OverflowError:  # beyond int64: in no alphabet
+        numbers[spelt] = np.iinfo(np.int64).min
+    return numbers
 
-    def spells_int(value) -> bool:
-        try:
-            int(value)
-            return True
-        except (TypeError, ValueError):
-            return False
 
-    bad = np.flatnonzero([not spells_int(value) for value in values])  # the error path only
-    raise InputError(f"{where}: value {shown(values[bad[0]])} ({row_label(bad[0], first_row)}) "
-                     f"is text, but the alphabet {list(alphabet)} is numeric; {bad.size} such "
-                     f"value(s) (the alphabet comes from --alphabet)")
+def _column(where: str) -> str:
+    """``"column 'value': "`` of a ``where`` that names one (``"FILE, column 'value'"``)."""
+    return where[where.index("column "):] + ": " if "column " in where else ""
 
 
 def encode_values(values: np.ndarray, alphabet: Sequence, where: str = "input",
-                  first_row: int = 0) -> np.ndarray:
+                  first_row: int = 0, problems: Optional[Problems] = None) -> np.ndarray:
     """Alphabet indices (int8) of ``values``; a value outside the alphabet is an error
-    naming its row (``values[0]`` is the file's record ``first_row``, counted from 0)."""
+    naming its row (``values[0]`` is the file's record ``first_row``, counted from 0) —
+    or, given ``problems`` that drop, added to them (its code is then 0)."""
     values = np.asarray(values)
+    problems = Problems(values.size) if problems is None else problems
     numeric = all(isinstance(a, numbers.Number) for a in alphabet)
     if numeric and values.dtype.kind in "OUS":
-        values = _whole_numbers(values, alphabet, where, first_row)
+        values = _whole_numbers(values, alphabet, where, first_row, problems)
     try:
         alphabet_array = np.asarray(list(alphabet), dtype=values.dtype)
     except (TypeError, ValueError):
@@ -70,12 +90,16 @@ def encode_values(values: np.ndarray, alphabet: Sequence, where: str = "input",
     sorted_alphabet = alphabet_array[order]
     position = np.clip(np.searchsorted(sorted_alphabet, values), 0, len(sorted_alphabet) - 1)
     found = sorted_alphabet[position] == values
-    if not found.all():
-        row = int(np.flatnonzero(~found)[0])
-        raise InputError(f"{where}: value {shown(values[row])} ({row_label(row, first_row)}) is "
-                         f"not in the alphabet {list(alphabet)}; {int((~found).sum())} value(s) "
-                         f"are outside it")
-    return order[position].astype(np.int8)
+    if found.all():
+        return order[position].astype(np.int8)
+    outside = ~found & ~problems.invalid
+    count = int(outside.sum())
+    problems.add(outside, lambda row: (
+        f"{where}: value {shown(values[row])} ({row_label(row, first_row)}) is not in the "
+        f"alphabet {list(alphabet)}; {count} value(s) are outside it"),
+        lambda row: f"{_column(where)}value {shown(values[row])} is not in the alphabet "
+                    f"{list(alphabet)}")
+    return np.where(found, order[position], 0).astype(np.int8)
 
 
 def pivot(ids: np.ndarray, periods: np.ndarray, codes: np.ndarray, first_period: int,

@@ -20,6 +20,7 @@ import numpy as np
 
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.record_checks import REFUSE, check_mode
 from continual_synth.mechanisms.hierarchy import Bounds
 from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer
 from continual_synth.mechanisms.synthesizer import period_sampler
@@ -28,6 +29,7 @@ from continual_synth.pipelines import lifecycle, logs, release_dir
 from continual_synth.pipelines.options import check_distinct_columns, pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import check_format, detect_format, list_data_files
+from continual_synth.transforms.invalid_records import sink_for
 from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
                                                ReadPointBatches, ReleasePrivHP,
                                                SampleSyntheticPoints, point_schema,
@@ -78,16 +80,19 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
                 in_format: Optional[str] = None, out_format: str = "parquet",
                 clip: bool = False, num_shards: int = DEFAULT_SHARDS,
                 batch_rows: int = DEFAULT_BATCH_ROWS, beam_args: Sequence[str] = (),
-                depth_from: Optional[Dict] = None) -> Dict:
+                depth_from: Optional[Dict] = None, invalid_records: str = REFUSE) -> Dict:
     """Run PrivHP over ``input_path`` and publish ``samples`` synthetic points and the
-    manifest into ``output_dir``; return the manifest."""
+    manifest into ``output_dir``; return the manifest (``invalid_records``: refuse the
+    input at its first invalid point, or drop each)."""
     check_columns(columns, bounds)
     check_format(out_format)
+    sink = sink_for(check_mode(invalid_records), also_read=True)
     if samples < 0 or num_shards < 1:
         raise InputError("--samples must be ≥ 0 and --shards ≥ 1")
     if config.dims != bounds.dims:
         raise InputError("the configuration's dimension differs from the bounds'")
-    reader = ReadPointBatches(input_path, columns, bounds, clip, in_format, batch_rows)
+    reader = ReadPointBatches(input_path, columns, bounds, clip, in_format, batch_rows,
+                              sink=sink)
 
     synthesizer = PrivHPSynthesizer(config, samples)
 

@@ -29,7 +29,7 @@ from continual_synth.mechanisms.errors import (InputError, ParameterError, forma
                                                privacy_budget)
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
                                                POSITIVE_REAL, HelpFormatter, InitOptions,
-                                               InputOptions,
+                                               InputOptions, InvalidRecordsOptions,
                                                JobOptions, OutputOptions, REPORT_HELP,
                                                StepOptions, add_job_commands,
                                                add_job_options)
@@ -111,7 +111,8 @@ class BoundedReleaseOptions(JobOptions):
                                  "default 2 (1 = every level, the layout before the option)")
 
 
-class BoundedRunOptions(OutputOptions, InputOptions, BoundedReleaseOptions):
+class BoundedRunOptions(InvalidRecordsOptions, OutputOptions, InputOptions,
+                        BoundedReleaseOptions):
     description = "bounded-memory synthesizer (PrivHP): one pass over the points, then N " \
                   "synthetic points (with --horizon: continual PrivHP over a period column)"
 
@@ -138,7 +139,7 @@ def _add_state_options(parser) -> None:
                              "from it when the file's name holds none")
 
 
-class BoundedInitOptions(InitOptions, BoundedReleaseOptions):
+class BoundedInitOptions(InvalidRecordsOptions, InitOptions, BoundedReleaseOptions):
     description = "continual PrivHP: create the state of an incremental release"
 
     @classmethod
@@ -260,10 +261,12 @@ def _continual(args, beam_args: List[str]) -> dict:
     if args.action == "step":
         return bounded_continual.step(args.state, args.input, args.output,
                                       in_format=args.input_format, period=args.period,
-                                      beam_args=beam_args, wait=args.wait)
+                                      beam_args=beam_args, wait=args.wait,
+                                      invalid_records=args.invalid_records)
     columns, bounds, config, depth_from = _config(args)
     common = dict(seed=args.seed, out_format=args.out_format, clip=args.clip,
-                  num_shards=args.shards, depth_from=depth_from)
+                  num_shards=args.shards, depth_from=depth_from,
+                  invalid_records=args.invalid_records)
     if args.action == "init":
         from continual_synth.pipelines.cli import initialise, kept_state
         document = bounded_continual.initial_document(config, columns, bounds, args.samples,
@@ -298,7 +301,8 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                                seed=args.seed, in_format=args.input_format,
                                out_format=args.out_format, clip=args.clip,
                                num_shards=args.shards, batch_rows=args.batch_rows,
-                               beam_args=beam_args, depth_from=depth_from)
+                               beam_args=beam_args, depth_from=depth_from,
+                               invalid_records=args.invalid_records)
         keys = ("epsilon", "neighbor", "budget_split", "memory_counters", "samples",
                 "sampler", "for_publication", "clip")
         return {"status": "released", "output": args.output,

@@ -27,6 +27,7 @@ from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
 from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.record_checks import DROP, REFUSE, Problems, check_mode
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPState,
                                                            ContinualPrivHPSynthesizer)
@@ -43,7 +44,8 @@ from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
                                                SampleSyntheticPoints, file_batches,
                                                load_tree, point_schema, save_tree,
                                                table_points)
-from continual_synth.transforms.periods import check_run_periods, period_values
+from continual_synth.transforms.invalid_records import parts_folder, sink_for
+from continual_synth.transforms.periods import periods_out_of_range, record_periods
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords,
                                                    Progress)
@@ -83,19 +85,22 @@ def _check(columns, bounds: Bounds, config: ContinualPrivHPConfig, samples: int,
 def initial_document(config: ContinualPrivHPConfig, columns: Sequence[str], bounds: Bounds,
                      samples: int, *, seed: Optional[int] = None, out_format: str = "parquet",
                      clip: bool = False, num_shards: int = 8,
-                     depth_from: Optional[Dict] = None, period_col: str = "period") -> Dict:
+                     depth_from: Optional[Dict] = None, period_col: str = "period",
+                     invalid_records: str = REFUSE) -> Dict:
     """The state document ``init`` creates (version 0); ``stream`` creates it too.  It
     records, for the manifest as ``run`` writes it, the period column ``period_col`` (the
     column ``stream`` reads a watched file's period from when its name holds none; a
     step's file is one period, and if it has the column every row must hold that period)
-    and ``horizon_source`` (T is always ``--horizon``'s)."""
+    and ``horizon_source`` (T is always ``--horizon``'s), and what its steps do with an
+    invalid point (``invalid_records``)."""
     _check(columns, bounds, config, samples, num_shards, out_format, period_col)
+    check_mode(invalid_records)
     fresh = ContinualPrivHPSynthesizer(config, samples).initial_state().to_dict()
     fresh.pop("counters")  # zero counters: made again from the configuration at period 1
     return lifecycle.new_state_document(
         KIND, seed, out_format, config=config.to_dict(), synthesizer_state=fresh,
         samples=int(samples), **_extras(columns, bounds, num_shards, clip, depth_from),
-        **{**RECORDED_DEFAULTS, "period_col": period_col})
+        **{**RECORDED_DEFAULTS, "period_col": period_col}, invalid_records=invalid_records)
 
 
 def init(config: ContinualPrivHPConfig, state_dir: str, columns: Sequence[str],
@@ -147,7 +152,8 @@ class ContinualPrivHPJob(IncrementalJob):
         low, high = zip(*state["bounds"])
         return Bounds(tuple(low), tuple(high))
 
-    def compute(self, state, input_path, in_format, period, store, run_dir, beam_args) -> Dict:
+    def compute(self, state, input_path, in_format, period, store, run_dir, beam_args,
+                invalid_records: str = REFUSE) -> Dict:
         synthesizer, cstate = self.synthesizer(state, store)
         config = synthesizer.config
         statistics = _period_statistics(config.structure, input_path, in_format,
@@ -155,7 +161,9 @@ class ContinualPrivHPJob(IncrementalJob):
                                         run_dir, beam_args, config.counted_sketch_levels,
                                         step_period=(state.get("period_col",
                                                                RECORDED_DEFAULTS["period_col"]),
-                                                     period))
+                                                     period),
+                                        sink=sink_for(invalid_records, parts_folder(run_dir),
+                                                      also_read=True))
         cstate, release = synthesizer.step(cstate, statistics,
                                            period_sampler(state["seed"], period))
         document = cstate.to_dict()
@@ -200,23 +208,25 @@ class ContinualPrivHPJob(IncrementalJob):
 
 def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optional[str] = None,
          period: Optional[int] = None, beam_args: Sequence[str] = (),
-         wait: float = 0.0) -> Dict:
-    """Ingest the next period's points and release synthetic points of the stream so far."""
+         wait: float = 0.0, invalid_records: Optional[str] = None) -> Dict:
+    """Ingest the next period's points and release synthetic points of the stream so far
+    (``invalid_records``: refuse or drop, default the state's)."""
     return lifecycle.incremental_step(ContinualPrivHPJob(), state_dir, input_path,
                                       output_dir, in_format=in_format, period=period,
-                                      beam_args=beam_args, wait=wait)
+                                      beam_args=beam_args, wait=wait,
+                                      invalid_records=invalid_records)
 
 
 def _period_statistics(structure: privhp.PrivHPConfig, input_path: str,
                        in_format: Optional[str], columns, bounds: Bounds, clip: bool,
                        run_dir: str, beam_args, counted: Optional[Sequence[int]] = None,
-                       step_period=None) -> privhp.PrivHPAccumulator:
+                       step_period=None, sink=None) -> privhp.PrivHPAccumulator:
     """The exact PrivHP state of one period's points (a Beam pipeline; an empty period
-    gives the zero state; ``counted``: the sketch levels filled; ``step_period``: see
-    :func:`~continual_synth.transforms.points.read_point_batches`)."""
+    gives the zero state; ``counted``: the sketch levels filled; ``step_period``, ``sink``:
+    see :func:`~continual_synth.transforms.points.read_point_batches`)."""
     result = storage.join(run_dir, "statistics.npz")
     reader = ReadPointBatches(input_path, columns, bounds, clip, in_format, allow_empty=True,
-                              step_period=step_period)
+                              step_period=step_period, sink=sink)
 
     def save(accumulator):
         storage.save_arrays(result, tree=accumulator.tree, sketches=accumulator.sketches)
@@ -265,12 +275,14 @@ def _write_releases(releases: Sequence[PointsRelease], staging_dir: str, bounds:
 # --------------------------------------------------------------------------- run
 
 
-def _period_column(table, period_col: str, horizon: int, path: str, offset: int
-                   ) -> np.ndarray:
+def _period_column(table, period_col: str, horizon: int, path: str, offset: int,
+                   problems: Problems) -> np.ndarray:
     """The batch's periods (the rule of every synthesizer: :mod:`~continual_synth.
-    transforms.periods`); an error names the file and row of a period outside 1..T."""
-    periods = period_values(table, period_col, path, offset)
-    check_run_periods(periods, horizon, path, offset)
+    transforms.periods`); a period empty, not whole or outside 1..T is added to
+    ``problems`` (refused: an error naming the file and row)."""
+    periods = record_periods(table, period_col, path, offset, problems)
+    periods_out_of_range(periods, path, offset, problems, horizon=horizon,
+                         period_col=period_col)
     return periods
 
 
@@ -287,7 +299,7 @@ def period_accumulators(input_path: str, structure: privhp.PrivHPConfig,
                         columns: Sequence[str], bounds: Bounds, period_col: str,
                         horizon: int, clip: bool = False, in_format: Optional[str] = None,
                         batch_rows: int = DEFAULT_BATCH_ROWS,
-                        counted: Optional[Sequence[int]] = None):
+                        counted: Optional[Sequence[int]] = None, sink=None):
     """The exact PrivHP state of each period t = 1..T in order (an empty period gives
     the zero state), in memory bounded like the stream's: never the whole stream.
 
@@ -298,14 +310,18 @@ def period_accumulators(input_path: str, structure: privhp.PrivHPConfig,
     holding periods ≤ t have all been read.  Memory: one batch, plus one state per
     period still open — one or two when the input is ordered by period (a file per
     period, or sorted rows), at most T states (T × the structure's counters, never
-    anything per point) when periods are interleaved."""
+    anything per point) when periods are interleaved.  ``sink`` (drop mode): a point whose
+    period or coordinates are invalid is left out and reported to it (the first pass
+    skips invalid periods; the second reports each such point once)."""
     fmt = detect_format(input_path, in_format)
     files = list_data_files(input_path)
     last = np.full(horizon + 1, -1, dtype=np.int64)
     batches = 0
     for i, (path, offset, table) in enumerate(_batches(files, fmt, [period_col],
                                                         batch_rows, "--period-col")):
-        last[np.unique(_period_column(table, period_col, horizon, path, offset))] = i
+        problems = Problems(table.num_rows, REFUSE if sink is None else DROP)
+        periods = _period_column(table, period_col, horizon, path, offset, problems)
+        last[np.unique(periods[~problems.invalid])] = i
         batches = i + 1
     if not batches:
         raise InputError(f"{input_path}: the stream holds no points")
@@ -318,9 +334,14 @@ def period_accumulators(input_path: str, structure: privhp.PrivHPConfig,
     period = 1
     for i, (path, offset, table) in enumerate(_batches(files, fmt, list(columns)
                                                        + [period_col], batch_rows)):
-        periods = _period_column(table, period_col, horizon, path, offset)
-        unit, _ = check_points(table_points(table, columns, path, offset), bounds, columns,
-                               clip, where=path, row_offset=offset)
+        problems = Problems(table.num_rows, REFUSE if sink is None else DROP)
+        periods = _period_column(table, period_col, horizon, path, offset, problems)
+        unit, _ = check_points(table_points(table, columns, path, offset, problems), bounds,
+                               columns, clip, where=path, row_offset=offset,
+                               problems=problems)
+        if problems.any():
+            sink.report(problems.entries(table, path, offset))
+            periods, unit = periods[~problems.invalid], unit[~problems.invalid]
         for t in np.unique(periods):
             state = open_states.get(int(t))
             if state is None:
@@ -338,14 +359,16 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
         seed: Optional[int] = None, in_format: Optional[str] = None,
         out_format: str = "parquet", clip: bool = False, num_shards: int = 8,
         batch_rows: int = DEFAULT_BATCH_ROWS, beam_args: Sequence[str] = (),
-        depth_from: Optional[Dict] = None) -> Dict:
+        depth_from: Optional[Dict] = None, invalid_records: str = REFUSE) -> Dict:
     """The whole stream at once, read one period at a time
     (:func:`period_accumulators`): every period's release (as ``init`` + ``step`` per
     period with the same seed) published together, manifest last.  Each period's grown
     tree is saved in the staging directory as it is released, and one pipeline samples
     them all (:func:`_write_releases`).  Bad input found while reading leaves the output
-    untouched (releases are staged)."""
+    untouched (releases are staged); ``invalid_records`` drop: each invalid point is left
+    out instead (logged, counted in records_rejected)."""
     _check(columns, bounds, config, samples, num_shards, out_format, period_col)
+    sink = sink_for(check_mode(invalid_records), on_driver=True, also_read=True)
     synthesizer = ContinualPrivHPSynthesizer(config, samples)
 
     def write(staging: str, plan_path: str) -> None:
@@ -357,7 +380,7 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
         for t, statistics in period_accumulators(input_path, config.structure, columns,
                                                  bounds, period_col, config.horizon, clip,
                                                  in_format, batch_rows,
-                                                 config.counted_sketch_levels):
+                                                 config.counted_sketch_levels, sink):
             logs.add_totals({RECORDS_READ: statistics.num_points})
             state, release = synthesizer.step(state, statistics, period_sampler(seed, t))
             releases.append(_save_tree(release, storage.join(trees, f"tree-t{t:04d}.npz")))

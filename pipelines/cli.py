@@ -33,7 +33,8 @@ logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(messa
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT,  # noqa: E402
                                                POSITIVE_INT, POSITIVE_REAL, PROBABILITY,
                                                ArgumentParser, HelpFormatter, InitOptions,
-                                               InputOptions, JobOptions, OutputOptions,
+                                               InputOptions, InvalidRecordsOptions,
+                                               JobOptions, OutputOptions,
                                                REPORT_HELP, StepOptions,
                                                add_job_commands, add_job_options)
 
@@ -102,19 +103,20 @@ class CumulativeOptions(ReleaseOptions):
                             help="share of ρ for the noisy n under add-remove")
 
 
-class WindowRunOptions(WindowOptions, OutputOptions, InputOptions):
+class WindowRunOptions(InvalidRecordsOptions, WindowOptions, OutputOptions, InputOptions):
     description = "window synthesizer: synthesize a whole panel in one job"
 
 
-class WindowInitOptions(WindowOptions, InitOptions):
+class WindowInitOptions(InvalidRecordsOptions, WindowOptions, InitOptions):
     description = "window synthesizer: create the state of an incremental release"
 
 
-class CumulativeRunOptions(CumulativeOptions, OutputOptions, InputOptions):
+class CumulativeRunOptions(InvalidRecordsOptions, CumulativeOptions, OutputOptions,
+                           InputOptions):
     description = "cumulative synthesizer: synthesize a whole panel in one job"
 
 
-class CumulativeInitOptions(CumulativeOptions, InitOptions):
+class CumulativeInitOptions(InvalidRecordsOptions, CumulativeOptions, InitOptions):
     description = "cumulative synthesizer: create the state of an incremental release"
 
 
@@ -239,7 +241,8 @@ def _dispatch(args, beam_args: List[str]) -> dict:
         if args.action == "step":
             summary = jobs.step(args.state, args.input, args.output,
                                 in_format=args.input_format, period=args.period,
-                                beam_args=beam_args, kind=args.command, wait=args.wait)
+                                beam_args=beam_args, kind=args.command, wait=args.wait,
+                                invalid_records=args.invalid_records)
             if summary.get("status") == "released":
                 jobs.warn_if_mostly_noise(release_dir.read_json(
                     storage.join(args.output, lifecycle.MANIFEST)))
@@ -252,10 +255,11 @@ def _dispatch(args, beam_args: List[str]) -> dict:
                               args, beam_args, period_col=args.period_col, distinct_rows=True)
         if args.action == "run":
             manifest = jobs.run(model, args.input, args.output, in_format=args.input_format,
-                                beam_args=beam_args, **_common(args, model.alphabet))
+                                beam_args=beam_args, invalid_records=args.invalid_records,
+                                **_common(args, model.alphabet))
             jobs.warn_if_mostly_noise(manifest)
             return manifest
-        common = _common(args, model.alphabet)
+        common = {**_common(args, model.alphabet), "invalid_records": args.invalid_records}
         if initialise(args.exists_ok, args.state, jobs.initial_document(model, **common),
                       lambda: jobs.init(model, args.state, **common)):
             return kept_state(args.state)

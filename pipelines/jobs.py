@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from continual_synth.mechanisms import emission
 from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.record_checks import DROP, REFUSE, check_mode
 from continual_synth.mechanisms.panel_synthesizers import synthesizer_from_dict
 from continual_synth.pipelines import lifecycle, logs, release_dir
 from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
@@ -29,18 +30,20 @@ from continual_synth.pipelines.options import (PanelColumns, missing_code, pipel
 from continual_synth.transforms import storage
 from continual_synth.transforms.emit import EmitSyntheticPanel, emit_shard_period
 from continual_synth.transforms.files import (check_dataset, check_format, detect_format,
-                                              has_records, read_file, table_origin)
-from continual_synth.transforms.periods import check_step_periods, period_values
+                                              has_records, read_file)
+from continual_synth.transforms.invalid_records import DropSink, parts_folder, sink_for
 from continual_synth.transforms.points import require_columns
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords,
                                                    counting_rejections)
-from continual_synth.transforms.histogram import (PanelStatistics, SumArrays,
+from continual_synth.transforms.histogram import (PanelStatistics, ShardDrops, SumArrays,
                                                   step_shard_statistics)
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.shard import GroupByShard
 from continual_synth.transforms.synthesize import SynthesizePanel, synthesize_period
-from continual_synth.transforms.validate import ValidatePanelBatches, encode_panel_batch
+from continual_synth.transforms.validate import (ValidatePanelBatches,
+                                                 drop_invalid_panel_records,
+                                                 validate_panel_batch)
 from continual_synth.transforms.write import WriteRecordBatches
 
 DEFAULT_SHARDS = 16
@@ -77,20 +80,25 @@ class SynthesizePanelTables(beam.PTransform):
     (``run``'s pipeline between reading and writing; ``continual_synth.beam`` too)."""
 
     def __init__(self, model, *, seed: Optional[int], columns: PanelColumns, fill,
-                 num_shards: int, where: str):
+                 num_shards: int, where: str, sink: Optional[DropSink] = None,
+                 files: Sequence[str] = ()):
         super().__init__()
         self.model, self.seed, self.columns, self.fill = model, seed, columns, fill
         self.num_shards, self.where = num_shards, where
+        self.sink, self.files = sink, tuple(files)  # drop mode; the input's data files
 
     def expand(self, batches):
         model, columns, num_shards = self.model, self.columns, self.num_shards
+        sink, files = self.sink, self.files
         statistics = (batches
                       | "Validate" >> ValidatePanelBatches(
                           columns.id_col, columns.period_col, columns.value_col,
-                          model.alphabet, (1, model.horizon), where=self.where)
+                          model.alphabet, (1, model.horizon), where=self.where,
+                          sink=sink, files=files)
                       | "Shard" >> GroupByShard(num_shards)
-                      | "Statistics" >> PanelStatistics(model, self.fill, where=self.where,
-                                                        num_shards=num_shards))
+                      | "Statistics" >> PanelStatistics(
+                          model, self.fill, where=self.where, num_shards=num_shards,
+                          dropped=None if sink is None else ShardDrops(sink, files, columns)))
         plan = (statistics
                 | "Synthesize" >> SynthesizePanel(model, num_shards, self.seed)
                 | "CountPeriods" >> CountPeriodsReleased(
@@ -105,11 +113,14 @@ def run(model, input_path: str, output_dir: str, *,
         seed: Optional[int] = None, in_format: Optional[str] = None,
         out_format: str = "parquet", columns: PanelColumns = PanelColumns(),
         missing_value=None, num_shards: int = DEFAULT_SHARDS,
-        beam_args: Sequence[str] = ()) -> Dict:
-    """Synthesize a whole panel (periods 1..T) in one pipeline; return the manifest."""
+        beam_args: Sequence[str] = (), invalid_records: str = REFUSE) -> Dict:
+    """Synthesize a whole panel (periods 1..T) in one pipeline; return the manifest
+    (``invalid_records``: refuse the panel at its first invalid record, or drop each)."""
     check_format(out_format)
     fill = missing_code(missing_value, model.alphabet)
+    check_drop_fills(invalid_records, missing_value)
     reader = ReadRecordBatches(input_path, in_format)  # fails early on a missing input
+    sink = sink_for(invalid_records)
 
     def write(staging: str, plan_path: str) -> None:
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
@@ -118,7 +129,8 @@ def run(model, input_path: str, output_dir: str, *,
                         | "CountRead" >> CountRecords(RECORDS_READ)
                         | "Synthesize" >> SynthesizePanelTables(
                             model, seed=seed, columns=columns, fill=fill,
-                            num_shards=num_shards, where=input_path))
+                            num_shards=num_shards, where=input_path, sink=sink,
+                            files=reader.files))
             written = (released["records"]
                        | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),
                                                        out_format, record_schema(model.alphabet)))
@@ -143,15 +155,29 @@ def init(model, state_dir: str, **options) -> Dict:
 
 def initial_document(model, *, seed: Optional[int] = None,
                      out_format: str = "parquet", columns: PanelColumns = PanelColumns(),
-                     missing_value=None, num_shards: int = DEFAULT_SHARDS) -> Dict:
-    """The state document :func:`init` creates (version 0), checked but not written."""
+                     missing_value=None, num_shards: int = DEFAULT_SHARDS,
+                     invalid_records: str = REFUSE) -> Dict:
+    """The state document :func:`init` creates (version 0), checked but not written
+    (``invalid_records``: what its steps do with an invalid record, unless a step says)."""
     check_format(out_format)
     missing_code(missing_value, model.alphabet)
+    check_drop_fills(invalid_records, missing_value)
     return lifecycle.new_state_document(
         model.kind, seed, out_format, config=model.config.to_dict(),
         synthesizer_state=model.initial_state().to_dict(), columns=vars(columns),
         missing_value=missing_value, num_shards=num_shards, shard_sizes=None,
-        shard_code_counts=None)
+        shard_code_counts=None, invalid_records=check_mode(invalid_records))
+
+
+def check_drop_fills(invalid_records: str, missing_value, why: str = "") -> None:
+    """Refuse dropping invalid records from a panel without ``--missing-value`` (before
+    anything is read): a dropped report leaves its person without a report that period,
+    which only ``--missing-value`` fills (``why``: how the job came to drop)."""
+    if check_mode(invalid_records) == DROP and missing_value is None:
+        raise InputError(f"{why or '--invalid-records drop'} needs --missing-value: a "
+                         f"dropped report leaves its person without a report that period, "
+                         f"and a panel needs every person's report each period "
+                         f"(--missing-value V fills it with V)")
 
 
 class PanelJob(IncrementalJob):
@@ -206,12 +232,17 @@ class PanelJob(IncrementalJob):
         model = synthesizer_from_dict(state["kind"], state["config"])
         return model, model.state_from_dict(state["synthesizer_state"])
 
-    def compute(self, state, input_path, in_format, period, store, run_dir, beam_args) -> Dict:
+    def check_invalid_records(self, state: Dict, mode: str, why: str = "") -> None:
+        check_drop_fills(mode, state["missing_value"], why)
+
+    def compute(self, state, input_path, in_format, period, store, run_dir, beam_args,
+                invalid_records: str = REFUSE) -> Dict:
         model, wstate = self.synthesizer(state)
         history = storage.join(run_dir, "history")
         people, statistics = _period_statistics(
             model, state, input_path, in_format, period,
             store.path(state["files"]["history"]) if period > 1 else None, history, beam_args,
+            sink_for(invalid_records, parts_folder(run_dir)),
             allow_empty=period > 1 and self.empty_period_valid(state))
         code_counts = state["shard_code_counts"]
         wstate, plan, code_counts, emission_seed = synthesize_period(
@@ -291,26 +322,32 @@ class PanelJob(IncrementalJob):
 
 def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optional[str] = None,
          period: Optional[int] = None, beam_args: Sequence[str] = (),
-         kind: Optional[str] = None, wait: float = 0.0) -> Dict:
-    """Ingest the next period; return a summary (``status`` says what happened)."""
+         kind: Optional[str] = None, wait: float = 0.0,
+         invalid_records: Optional[str] = None) -> Dict:
+    """Ingest the next period; return a summary (``status`` says what happened;
+    ``invalid_records``: refuse or drop, default the state's)."""
     return lifecycle.incremental_step(PanelJob(kind), state_dir, input_path, output_dir,
                                       in_format=in_format, period=period,
-                                      beam_args=beam_args, wait=wait)
+                                      beam_args=beam_args, wait=wait,
+                                      invalid_records=invalid_records)
 
 
 def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[str],
                        period: int, history_before: Optional[str], history_after: str,
-                       beam_args: Sequence[str], allow_empty: bool = False):
+                       beam_args: Sequence[str], sink: Optional[DropSink] = None,
+                       allow_empty: bool = False):
     """(people in the panel, the period's statistic), writing the people's new history
-    into ``history_after`` (a folder of this run's).  ``allow_empty``: a file without
-    records (with the id and value columns) is the period in which every report is
-    missing (:meth:`PanelJob.empty_period_valid`)."""
+    into ``history_after`` (a folder of this run's); ``sink``: drop invalid records (and
+    duplicate and new ids) into it instead of refusing the period.  ``allow_empty``: a
+    file without records (with the id and value columns) is the period in which every
+    report is missing (:meth:`PanelJob.empty_period_valid`)."""
     columns = PanelColumns(**state["columns"])
     fill = missing_code(state["missing_value"], model.alphabet)
     num_shards = state["num_shards"]
     reader = ReadRecordBatches(input_path, in_format, allow_empty=allow_empty)
     if allow_empty:
         _check_columns_without_records(input_path, in_format, columns)
+    dropped = None if sink is None else ShardDrops(sink, reader.files, columns)
     storage.makedirs(history_after)
     result_path = storage.join(history_after, ".statistics.npy")
 
@@ -318,13 +355,15 @@ def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[
         return step_shard_statistics(
             shard, parts["data"][0] if parts["data"] else None, model, period,
             None if history_before is None else shard_file(history_before, shard, "parquet"),
-            shard_file(history_after, shard, "parquet"), fill, input_path, num_shards)
+            shard_file(history_after, shard, "parquet"), fill, input_path, num_shards,
+            dropped)
 
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
         batches = (pipeline
                    | "Read" >> reader
                    | "CountRead" >> CountRecords(RECORDS_READ)
-                   | "Validate" >> _ValidatePeriod(columns, model.alphabet, period, input_path))
+                   | "Validate" >> _ValidatePeriod(columns, model.alphabet, period, input_path,
+                                                 sink, reader.files))
         grouped = batches | "Shard" >> GroupByShard(num_shards)
         every_shard = pipeline | "AllShards" >> beam.Create([(j, None) for j in range(num_shards)])
         _ = ({"data": grouped, "all": every_shard}
@@ -386,30 +425,39 @@ def warn_if_mostly_noise(manifest: Optional[Dict]) -> Optional[str]:
 
 
 class _ValidatePeriod(beam.PTransform):
-    """Validation of a step's file: a period column, if present, must be the period."""
+    """Validation of a step's file: a period column, if present, must be the period
+    (``sink``: drop invalid records into it instead of refusing the file)."""
 
-    def __init__(self, columns: PanelColumns, alphabet, period: int, where: str):
+    def __init__(self, columns: PanelColumns, alphabet, period: int, where: str,
+                 sink: Optional[DropSink] = None, files: Sequence[str] = ()):
         super().__init__()
         self.columns, self.alphabet = columns, tuple(alphabet)
         self.period, self.where = period, where
+        self.sink, self.files = sink, tuple(files)
 
     def expand(self, batches):
         columns, alphabet, period, where = self.columns, self.alphabet, self.period, self.where
         has_period = beam.pvalue.AsSingleton(
             batches | beam.Map(lambda t: columns.period_col in t.column_names)
             | beam.CombineGlobally(all))
-        return batches | "EncodePeriod" >> beam.Map(
-            counting_rejections(_encode_step_batch), columns, alphabet, period, where,
+        if self.sink is None:
+            return batches | "EncodePeriod" >> beam.Map(
+                counting_rejections(_encode_step_batch), columns, alphabet, period, where,
+                with_period=has_period)
+        sink, files = self.sink, self.files
+        return batches | "EncodeValid" >> beam.Map(
+            lambda table, with_period: drop_invalid_panel_records(
+                table, sink, files, columns.id_col, None, columns.value_col, alphabet,
+                (period, period), where=where,
+                step_period_col=columns.period_col if with_period else None),
             with_period=has_period)
 
 
 def _encode_step_batch(table, columns, alphabet, period, where, with_period):
-    if with_period:
-        source, first_row = table_origin(table, where)
-        check_step_periods(period_values(table, columns.period_col, source, first_row),
-                           period, source, first_row)
-    return encode_panel_batch(table, columns.id_col, None, columns.value_col, alphabet,
-                              (period, period), where=where)
+    return validate_panel_batch(table, columns.id_col, None, columns.value_col, alphabet,
+                                (period, period), where=where,
+                                step_period_col=columns.period_col if with_period
+                                else None)[0]
 
 
 def _emit_step_shard(model, shard: int, period: int, plan: Dict, before: Optional[str],

@@ -49,9 +49,11 @@ from contextlib import contextmanager
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from continual_synth.mechanisms.errors import InputError, StateBusy, StateError
+from continual_synth.mechanisms.record_checks import check_mode
 from continual_synth.pipelines import conditional_create, publication, release_dir
 from continual_synth.transforms import packed_json, storage
 from continual_synth.transforms.files import digest_data_files, release_file_names
+from continual_synth.transforms.invalid_records import file_dead_letter, state_mode
 
 MANIFEST = "manifest.json"
 LOGGER = logging.getLogger("continual_synth")
@@ -794,10 +796,18 @@ class IncrementalJob:
         synthesizer, synthesizer_state = self.synthesizer(state)
         synthesizer.check_step(synthesizer_state, period)
 
+    def check_invalid_records(self, state: Dict, mode: str, why: str = "") -> None:
+        """Refuse, before anything is read, a mode (``--invalid-records``) this state's
+        synthesizer cannot step in (``why``: how the job came to that mode)."""
+
     def compute(self, state: Dict, input_path: str, in_format: Optional[str], period: int,
-                store: StateDir, run_dir: str, beam_args) -> Dict:
+                store: StateDir, run_dir: str, beam_args, invalid_records: str = "refuse"
+                ) -> Dict:
         """Read the period, draw its noise: the new state, with ``pending`` set (the
-        release to publish) and ``files`` naming paths under ``run_dir``."""
+        release to publish) and ``files`` naming paths under ``run_dir``; an invalid
+        record refuses the period or is dropped (``invalid_records``: refuse, drop; the
+        dropped records' dead-letter parts go to
+        :func:`~continual_synth.transforms.invalid_records.parts_folder` of ``run_dir``)."""
         raise NotImplementedError
 
     def emit(self, state: Dict, staging_dir: str, store: StateDir, run_dir: str,
@@ -873,12 +883,18 @@ def check_release_intact(job: "IncrementalJob", state: Dict, output_dir: str) ->
 
 def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, output_dir: str,
                      *, in_format: Optional[str] = None, period: Optional[int] = None,
-                     beam_args=(), wait: float = 0.0) -> Dict:
+                     beam_args=(), wait: float = 0.0,
+                     invalid_records: Optional[str] = None) -> Dict:
     """Ingest the next period (see the module docstring); return a summary whose
-    ``status`` says what happened."""
+    ``status`` says what happened.  ``invalid_records``: refuse the period at its first
+    invalid record or drop each one (the records dropped go to the dead letter once the
+    period is committed: :func:`~continual_synth.transforms.invalid_records.
+    file_dead_letter`); default the state's."""
     publication.source_date()  # the manifest's time, checked before anything is charged
     store = StateDir(state_dir)
     store.read(job.kind)  # a clear message for a missing or mismatched state
+    if invalid_records is not None:
+        check_mode(invalid_records)
     with Ownership(store, wait):
         crash_point("owned")
         version, state = store.read(job.kind)
@@ -908,6 +924,8 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
             _check_not_rerun(state, input_path, target)
             _warn_unrecorded_inputs(job, state)
         job.check_step(state, target)  # horizon and budget, before reading any data
+        mode = invalid_records or state_mode(state)
+        job.check_invalid_records(state, mode)
         digests = digests or input_digests(input_path)  # a missing input: named here
         copied = state.get("contents", {}).get(digests[1])
         if period is None and copied is not None:
@@ -923,7 +941,7 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         try:
             storage.makedirs(run_dir)
             new_state = job.compute(state, input_path, in_format, target, store, run_dir,
-                                    beam_args)
+                                    beam_args, invalid_records=mode)
             new_state["fingerprints"] = {**state["fingerprints"], digests[0]: target}
             new_state["contents"] = {**state.get("contents", {}), digests[1]: target}
             new_state["inputs"] = {**state.get("inputs", {}),
@@ -938,6 +956,7 @@ def incremental_step(job: IncrementalJob, state_dir: str, input_path: str, outpu
         except BaseException:
             storage.remove_tree(run_dir)
             raise
+        file_dead_letter(state_dir, run_dir, target, input_path)
         if token not in store.named_runs(new_state):  # scratch only
             storage.remove_tree(run_dir)
         crash_point("committed")
@@ -1095,7 +1114,7 @@ def check_same_settings(state_dir: str, state: Dict, document: Dict,
     earlier version as its steps read it), a nested block's fields by their dotted path."""
     canonical = canonical or (lambda same: same)
     given = canonical(json.loads(json.dumps(document, default=str)))
-    saved = canonical(state)
+    saved = canonical({"invalid_records": state_mode(state), **state})  # saved before it
     differ = _differences({k: v for k, v in saved.items() if k not in PROGRESS_FIELDS},
                           {k: v for k, v in given.items() if k not in PROGRESS_FIELDS})
     if differ:

@@ -100,6 +100,7 @@ class JobOptions(PipelineOptions):
 
 
 FORMATS = ("parquet", "csv", "avro")
+INVALID_RECORDS = ("refuse", "drop")  # :data:`continual_synth.mechanisms.errors.MODES`
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -232,6 +233,25 @@ class InitOptions(StateOptions):
                                  "a state of other options is still an error")
 
 
+#: ``--help`` of ``--invalid-records``
+INVALID_RECORDS_HELP = (
+    "an invalid record (a value outside the alphabet or domain, an empty id or value, a "
+    "period out of range or not a whole number, a point outside the bounds or not "
+    "finite): refuse the input at the first one (exit 2, nothing written), or drop each "
+    "one alone, counted in records_rejected and logged on stderr (a step's also in the "
+    "state's dead letter STATE/rejected/); window and cumulative drop only with "
+    "--missing-value, which fills the dropped reports")
+
+
+class InvalidRecordsOptions(JobOptions):
+    """``--invalid-records`` of a ``run`` and an ``init`` (which records it for its steps)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--invalid-records", choices=INVALID_RECORDS, default="refuse",
+                            help=INVALID_RECORDS_HELP + " (init: what its steps do)")
+
+
 class StepOptions(OutputOptions, InputOptions, StateOptions):
     """Options of every synthesizer's ``step`` (the rest is in the state)."""
 
@@ -239,6 +259,9 @@ class StepOptions(OutputOptions, InputOptions, StateOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser):
+        parser.add_argument("--invalid-records", choices=INVALID_RECORDS, default=None,
+                            help=INVALID_RECORDS_HELP + " (default: what init was given, "
+                                 "refuse if nothing)")
         parser.add_argument("--period", type=POSITIVE_INT, default=None,
                             help="the period this file holds (checked; default: the next one)")
         parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",

@@ -40,11 +40,16 @@ the window synthesizer releases nothing before period k, so ingested is not rele
 * a file for an ingested period p ≤ s (or the file or folder period p was taken from,
   changed since: a part landed late, a rewrite), with the same bytes as another period's
   file (a copy is never a second period), beyond the horizon, without a readable period,
-  or refused by the step's validation (the lifecycle leaves state and output
-  byte-identical) goes to the **dead letter** ``STATE/rejected/`` — one JSON document
-  per file naming the file, the period and the reason, in the private state directory
-  (a reason may quote a value; the records are not copied and the file stays where it
-  landed): never silently dropped, never counted in a later period.
+  or refused by the step's validation as a whole (unreadable, no data file, wrong
+  columns: the lifecycle leaves state and output byte-identical) goes to the **dead
+  letter** ``STATE/rejected/`` — one JSON document per file naming the file, the period
+  and the reason, in the private state directory (a reason may quote a value; the
+  records are not copied and the file stays where it landed): never silently dropped,
+  never counted in a later period.  An invalid *record* does not reject its file: a
+  stream steps with ``--invalid-records drop``, so the period is released from the valid
+  records and the dropped ones go to ``STATE/rejected/dropped-PPPP-*.json``
+  (:mod:`~continual_synth.transforms.invalid_records`); a panel stream therefore needs
+  ``--missing-value``.
 
 A file's period is in its name (``period_07.parquet``, ``wave-7.csv``: the last
 ``period``/``wave`` number) or else in its period column (one value per file).  A folder
@@ -113,6 +118,7 @@ from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir, check_
 from continual_synth.pipelines.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import count_records, read_dataset, read_file, write_file
+from continual_synth.transforms.invalid_records import DEAD_LETTER, DROP, state_mode
 from continual_synth.transforms.monitoring import RECORDS_READ, RECORDS_REJECTED
 from continual_synth.transforms.periods import period_values
 from continual_synth.transforms.ticks import Ticks
@@ -124,7 +130,7 @@ from continual_synth.transforms.stream_sources import (STREAM_KEY, EventPeriods,
 
 MIN_POLL_SECONDS = 0.01
 DEFAULT_POLL_SECONDS = 5.0  # --poll-interval
-REJECTED = "rejected"  # STATE/rejected/: the dead letter (private: names and reasons)
+REJECTED = DEAD_LETTER  # STATE/rejected/: the dead letter (private: names and reasons)
 SPOOL = "spool"  # STATE/spool/<token>/: an event-time period's records while its step runs
 #: the period in a file's name: the number after the last "period" or "wave"
 PERIOD_IN_NAME = re.compile(r"(?:period|wave)[_\-. ]?0*(\d+)(?!.*(?:period|wave))", re.I)
@@ -206,6 +212,8 @@ def open_state(state_dir: str, document: Dict,
         store.create(document)
         return store.read(document["kind"])[1]
     state = store.read(document["kind"])[1]
+    # a stream always drops invalid records: what the state's steps do is not its option
+    document = {**document, "invalid_records": state_mode(state)}
     check_same_settings(state_dir, state, document, canonical)
     return state
 
@@ -558,11 +566,14 @@ def release_period(job: IncrementalJob, state_dir: str, output_dir: str,
                    path: Optional[str], period: int, *, in_format: Optional[str],
                    beam_args: Sequence[str], wait: float, resumed: bool = False) -> Dict:
     """One period through the lifecycle's write-ahead step, logged (``path`` None: resume
-    the period the state holds computed but unpublished)."""
+    the period the state holds computed but unpublished).  A stream drops each invalid
+    record alone (:data:`DROP`): one record must not decide whether a period is
+    published."""
     started = time.time()
     summary = lifecycle.incremental_step(job, state_dir, path, output_dir,
                                          in_format=in_format, period=period,
-                                         beam_args=beam_args, wait=wait)
+                                         beam_args=beam_args, wait=wait,
+                                         invalid_records=DROP)
     _event(summary.get("status", "released"), file=path, period=period,
            resumed=resumed or summary.get("resumed", False),
            seconds=round(time.time() - started, 3), message=summary.get("message"))
@@ -587,8 +598,9 @@ class ReleaseClosedPeriods(beam.DoFn):
     same ledger charge, state and release as ``step`` on an empty period file (a panel's
     quiet period is every person's report missing, filled with ``--missing-value``).  A
     quiet period the job cannot release (a panel's period 1: no people at all) stops
-    the stream with the job's :class:`InputError`.  A period whose records the step
-    refuses goes to the dead letter once, saying so, and holds the later periods back.
+    the stream with the job's :class:`InputError`.  A period the step refuses
+    whole (its invalid records alone are dropped: :func:`release_period`) goes to the
+    dead letter once, saying so, and holds the later periods back.
     A period committed but not published (a step or stream killed after its commit) is
     published first, from its saved plan.  Never beyond ``until_period`` nor beyond the
     period the watermark has closed."""
@@ -915,6 +927,10 @@ def start_state(job: IncrementalJob, document: Dict, state_dir: str, output_dir:
     has: anything besides its own release).  The caller reads the state once it holds
     the stream's ownership."""
     lifecycle.Ownership(StateDir(state_dir), wait)  # checks --wait; owns nothing yet
+    job.check_invalid_records(document, DROP, why=f"a {job.kind or document['kind']} stream, "
+                                                 f"which drops each invalid record alone "
+                                                 f"(one record must not decide whether a "
+                                                 f"period is published),")
     horizon = job.horizon(document)
     if until_period is not None and horizon is not None and until_period > horizon:
         raise InputError(f"--until-period {until_period} is beyond the horizon T={horizon}: "

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.record_checks import REFUSE, Problems, check_mode
 from continual_synth.mechanisms.marginals import Domain
 from continual_synth.mechanisms.synthesizer import TableRelease, period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
@@ -41,7 +42,8 @@ from continual_synth.transforms.files import (check_dataset, check_format, detec
                                               read_dataset, read_file)
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords)
-from continual_synth.transforms.periods import period_values
+from continual_synth.transforms.invalid_records import DropSink, parts_folder, sink_for
+from continual_synth.transforms.periods import periods_out_of_range, record_periods
 from continual_synth.transforms.points import DEFAULT_BATCH_ROWS, file_batches, require_columns
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.tabular import (MANIFEST, TASK, EmitSyntheticTables,
@@ -124,8 +126,10 @@ def infer_domain(input_path: str, period_col: str = "period",
 
 
 def last_period(input_path: str, period_col: str = "period",
-                in_format: Optional[str] = None) -> int:
-    """The largest value of the period column (``run``'s default horizon T).
+                in_format: Optional[str] = None, invalid_records: str = REFUSE) -> int:
+    """The largest value of the period column (``run``'s default horizon T), of the
+    records whose period is valid (``invalid_records`` drop: the others are left out, as
+    the run drops them).
 
     Read from the data, so NOT a public parameter (a stream whose last period holds one
     record has a neighbour with a smaller T): the manifest says where T came from
@@ -136,7 +140,12 @@ def last_period(input_path: str, period_col: str = "period",
         for offset, table in file_batches(path, fmt, [period_col], DEFAULT_BATCH_ROWS,
                                           "--period-col"):
             if table.num_rows:
-                last = max(last, int(period_values(table, period_col, path, offset).max()))
+                problems = Problems(table.num_rows, invalid_records)
+                periods = record_periods(table, period_col, path, offset, problems)
+                periods_out_of_range(periods, path, offset, problems, period_col=period_col)
+                valid = periods[~problems.invalid]
+                if valid.size:
+                    last = max(last, int(valid.max()))
     if last < 1:
         raise InputError(f"{input_path}: the stream holds no records")
     return last
@@ -154,17 +163,18 @@ class SynthesizeTables(beam.PTransform):
     manifest."""
 
     def __init__(self, synthesizer: TabularSynthesizer, *, seed: Optional[int],
-                 period_col: str, where: str):
+                 period_col: str, where: str, sink: Optional[DropSink] = None):
         super().__init__()
         self.synthesizer, self.seed, self.period_col, self.where = (synthesizer, seed,
                                                                     period_col, where)
+        self.sink = sink  # drop mode: where the invalid records go
 
     def expand(self, batches):
         synthesizer, period_col = self.synthesizer, self.period_col
         released = (batches
                     | "Histograms" >> PeriodWorkloadHistograms(
                         synthesizer.domain, synthesizer.input_workloads, period_col,
-                        horizon=synthesizer.horizon, where=self.where)
+                        horizon=synthesizer.horizon, where=self.where, sink=self.sink)
                     | "AllPeriods" >> beam.combiners.ToList()
                     | "Synthesize" >> beam.FlatMap(
                         synthesize_periods, synthesizer, self.seed, synthesizer.horizon,
@@ -180,10 +190,13 @@ class SynthesizeTables(beam.PTransform):
 def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
         seed: Optional[int] = None, in_format: Optional[str] = None,
         out_format: str = "parquet", period_col: str = "period",
-        beam_args: Sequence[str] = (), horizon_source: str = "--horizon") -> Dict:
+        beam_args: Sequence[str] = (), horizon_source: str = "--horizon",
+        invalid_records: str = REFUSE) -> Dict:
     """Synthesize a whole stream in one pipeline; return the manifest
-    (``horizon_source``: where the synthesizer's horizon T came from, for the manifest)."""
+    (``horizon_source``: where the synthesizer's horizon T came from, for the manifest;
+    ``invalid_records``: refuse the stream at its first invalid record, or drop each)."""
     check_format(out_format)
+    sink = sink_for(check_mode(invalid_records))
     domain = synthesizer.domain
     check_period_col(domain, period_col)
     reader = ReadRecordBatches(input_path, in_format,  # fails early on a missing input
@@ -197,7 +210,7 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
                         | "CountRead" >> CountRecords(RECORDS_READ)
                         | "Synthesize" >> SynthesizeTables(synthesizer, seed=seed,
                                                            period_col=period_col,
-                                                           where=input_path))
+                                                           where=input_path, sink=sink))
             written = (released["records"]
                        | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),
                                                        out_format, schema))
@@ -226,17 +239,19 @@ def init(synthesizer: TabularSynthesizer, state_dir: str, **options) -> Dict:
 
 
 def initial_document(synthesizer: TabularSynthesizer, *, seed: Optional[int] = None,
-                     out_format: str = "parquet", period_col: str = "period") -> Dict:
+                     out_format: str = "parquet", period_col: str = "period",
+                     invalid_records: str = REFUSE) -> Dict:
     """The state document :func:`init` creates (version 0), checked but not written; it
-    records the period column and where the horizon T came from (``horizon_source``,
+    records the period column, where the horizon T came from (``horizon_source``,
     which the manifest reports as ``run``'s does: an incremental release never reads T
-    from the data)."""
+    from the data) and what its steps do with an invalid record (``invalid_records``)."""
     check_format(out_format)
     check_period_col(synthesizer.domain, period_col)
     return lifecycle.new_state_document(
         KIND, seed, out_format, config=synthesizer.config_dict(),
         synthesizer_state=synthesizer.state_to_dict(synthesizer.initial_state()),
-        period_col=period_col, horizon_source=_horizon_source(synthesizer.horizon))
+        period_col=period_col, horizon_source=_horizon_source(synthesizer.horizon),
+        invalid_records=check_mode(invalid_records))
 
 
 def _horizon_source(horizon: Optional[int]) -> str:
@@ -271,10 +286,12 @@ class TabularJob(IncrementalJob):
         synthesizer = TabularSynthesizer.from_config_dict(state["config"])
         return synthesizer, synthesizer.state_from_dict(state["synthesizer_state"])
 
-    def compute(self, state, input_path, in_format, period, store, run_dir, beam_args) -> Dict:
+    def compute(self, state, input_path, in_format, period, store, run_dir, beam_args,
+                invalid_records: str = REFUSE) -> Dict:
         synthesizer, tstate = self.synthesizer(state)
         counts = _period_histograms(synthesizer, input_path, in_format, period,
-                                    state["period_col"], run_dir, beam_args)
+                                    state["period_col"], run_dir, beam_args,
+                                    sink_for(invalid_records, parts_folder(run_dir)))
         tstate, release = synthesizer.step(tstate, counts[1:],
                                            period_sampler(state["seed"], period))
         files = dict(state["files"])
@@ -342,12 +359,14 @@ class TabularJob(IncrementalJob):
 
 def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optional[str] = None,
          period: Optional[int] = None, beam_args: Sequence[str] = (),
-         wait: float = 0.0) -> Dict:
+         wait: float = 0.0, invalid_records: Optional[str] = None) -> Dict:
     """Ingest the next period's records and release the synthetic table of the stream so
-    far; return a summary (``status`` says what happened)."""
+    far; return a summary (``status`` says what happened; ``invalid_records``: refuse or
+    drop, default the state's)."""
     return lifecycle.incremental_step(TabularJob(), state_dir, input_path, output_dir,
                                       in_format=in_format, period=period,
-                                      beam_args=beam_args, wait=wait)
+                                      beam_args=beam_args, wait=wait,
+                                      invalid_records=invalid_records)
 
 
 def text_columns(domain: Domain) -> list:
@@ -356,23 +375,27 @@ def text_columns(domain: Domain) -> list:
             if all(v is None or isinstance(v, str) for v in values)]
 
 
-def _check_empty_period(input_path: str, in_format: Optional[str], domain: Domain) -> None:
+def _check_empty_period(input_path: str, in_format: Optional[str], domain: Domain,
+                        all_dropped: bool = False) -> None:
     """That a period's input without records still has the domain's columns (a step's:
-    the hint is that the state fixes them, :data:`STEP_DOMAIN_HINT`)."""
+    the hint is that the state fixes them, :data:`STEP_DOMAIN_HINT`); ``all_dropped``: its
+    records may all have been dropped as invalid."""
     fmt = detect_format(input_path, in_format)
     for path in check_dataset(input_path, fmt, allow_empty=True):
         table = read_file(path, fmt)
-        if table.num_rows:
+        if table.num_rows and not all_dropped:
             raise InputError(f"{input_path}: no records for this period")
         require_columns(table.column_names, domain.names, path, hint=STEP_DOMAIN_HINT)
 
 
 def _period_histograms(synthesizer: TabularSynthesizer, input_path: str,
                        in_format: Optional[str], period: int, period_col: str,
-                       run_dir: str, beam_args: Sequence[str]) -> np.ndarray:
+                       run_dir: str, beam_args: Sequence[str],
+                       sink: Optional[DropSink] = None) -> np.ndarray:
     """``[n, workload histograms…]`` of one period's records (a Beam pipeline).  A file
     with the domain's columns and no records is a period without records (zeros), as
-    ``run`` releases a period the period column skips."""
+    ``run`` releases a period the period column skips; so is a file whose every record
+    was dropped (``sink``: drop invalid records into it)."""
     reader = ReadRecordBatches(input_path, in_format, allow_empty=True,
                                string_columns=text_columns(synthesizer.domain))
     result_path = storage.join(run_dir, "histograms.npy")
@@ -382,11 +405,12 @@ def _period_histograms(synthesizer: TabularSynthesizer, input_path: str,
              | "CountRead" >> CountRecords(RECORDS_READ)
              | "Histograms" >> PeriodWorkloadHistograms(
                  synthesizer.domain, synthesizer.input_workloads, period_col, period=period,
-                 where=input_path, hint=STEP_DOMAIN_HINT)
+                 where=input_path, hint=STEP_DOMAIN_HINT, sink=sink)
              | "Save" >> beam.MapTuple(lambda _, counts: storage.save_array(result_path, counts)))
     logs.record_metrics(pipeline)
     if not storage.is_file(result_path):
-        _check_empty_period(input_path, in_format, synthesizer.domain)
+        _check_empty_period(input_path, in_format, synthesizer.domain,
+                            all_dropped=sink is not None)
         return np.zeros(1 + synthesizer.histogram_width, dtype=np.int64)
     counts = storage.load_array(result_path)
     storage.remove(result_path)

@@ -23,7 +23,8 @@ from typing import List, Optional
 
 from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
                                                POSITIVE_REAL, PROBABILITY, HelpFormatter,
-                                               InitOptions, InputOptions, OutputOptions,
+                                               InitOptions, InputOptions,
+                                               InvalidRecordsOptions, OutputOptions,
                                                REPORT_HELP, StepOptions,
                                                add_job_commands)
 
@@ -143,7 +144,7 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
     parser.add_argument("--period-col", default="period", help="column of the period")
 
 
-class TabularRunOptions(OutputOptions, InputOptions):
+class TabularRunOptions(InvalidRecordsOptions, OutputOptions, InputOptions):
     description = "tabular synthesizer: synthesize a whole stream (records with a period " \
                   "column) in one job"
 
@@ -152,7 +153,7 @@ class TabularRunOptions(OutputOptions, InputOptions):
         _add_synthesizer_options(parser, with_infer=True)
 
 
-class TabularInitOptions(InitOptions):
+class TabularInitOptions(InvalidRecordsOptions, InitOptions):
     description = "tabular synthesizer: create the state of an incremental release"
 
     @classmethod
@@ -280,7 +281,8 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                              periods=args.periods, fmt=args.out_format)
     if args.action == "step":
         return tabular.step(args.state, args.input, args.output, in_format=args.input_format,
-                            period=args.period, beam_args=beam_args, wait=args.wait)
+                            period=args.period, beam_args=beam_args, wait=args.wait,
+                            invalid_records=args.invalid_records)
     if args.action == "stream":
         from continual_synth.pipelines.stream import run_stream
         document = tabular.initial_document(synthesizer_from_args(args), seed=args.seed,
@@ -297,14 +299,15 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
             tabular.check_period_col(domain, args.period_col)
         source = "--horizon"
         if args.horizon is None:  # the documented default: the stream's last period
-            args.horizon = tabular.last_period(args.input, args.period_col, args.input_format)
+            args.horizon = tabular.last_period(args.input, args.period_col, args.input_format,
+                                               args.invalid_records)
             from continual_synth.pipelines.publication import HORIZON_FROM_DATA
             source = HORIZON_FROM_DATA
         synthesizer = synthesizer_from_args(args, args.input, domain)
         manifest = tabular.run(synthesizer, args.input, args.output, seed=args.seed,
                                in_format=args.input_format, out_format=args.out_format,
                                period_col=args.period_col, beam_args=beam_args,
-                               horizon_source=source)
+                               horizon_source=source, invalid_records=args.invalid_records)
         if manifest.get("attributes_never_measured"):
             from continual_synth.pipelines.logs import LOGGER
             LOGGER.warning("no selected workload held %s in %d periods: the release's shares "
@@ -326,7 +329,8 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         return {key: value for key, value in manifest.items()
                 if not isinstance(value, (list, dict)) or key == "periods_released"}
     synthesizer = synthesizer_from_args(args)
-    common = dict(seed=args.seed, out_format=args.out_format, period_col=args.period_col)
+    common = dict(seed=args.seed, out_format=args.out_format, period_col=args.period_col,
+                  invalid_records=args.invalid_records)
     from continual_synth.pipelines.cli import initialise, kept_state
     if initialise(args.exists_ok, args.state, tabular.initial_document(synthesizer, **common),
                   lambda: tabular.init(synthesizer, args.state, **common),

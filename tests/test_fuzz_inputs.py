@@ -18,6 +18,7 @@ installed console script in a subprocess, to prove that no traceback reaches a u
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import io
 import json
@@ -29,14 +30,15 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from continual_synth.pipelines.cli import main
 from continual_synth.transforms.files import write_file
 
-from helpers_panels import (clone_incremental, long_table, markov_codes, snapshot,
-                            write_period_files)
+from helpers_panels import (clone_incremental, long_table, markov_codes, release_snapshot,
+                            snapshot, write_period_files)
 from helpers_processes import overriding
 
 PEOPLE, HORIZON = 30, 3
@@ -624,3 +626,199 @@ def test_parameter_error_names_the_option_and_survives_pickling():
     assert isinstance(error, ValueError) and str(error) == "n_pad must be an integer >= 0"
     assert error.for_command_line() == "--n-pad must be an integer >= 0"
     assert format_bytes(2 ** 40 * 8) == "8 TiB" and format_bytes(1536) == "1.5 KiB"
+
+
+# ------------------------------------------------- one invalid record: refused or dropped
+
+
+def _family_periods(kind: str):
+    """``(three period tables, period 2 with one invalid record, the invalid row, what the
+    refusal names (``{row}``: the record's row in its file, from 1), the family's options)``: a value outside the alphabet (panels), a value
+    outside the domain (tabular), a point outside the bounds (bounded)."""
+    if kind in ("window", "cumulative"):
+        table = long_table(markov_codes(PEOPLE, HORIZON, seed=5))
+        periods = [table.filter(pc.equal(table["period"], t)).drop_columns(["period"])
+                   for t in range(1, HORIZON + 1)]
+        row, column, value = 3, "value", 2
+        options = (*(WINDOW if kind == "window" else CUMULATIVE), "--missing-value", "0")
+        named = ("column 'value'", "value 2 (row {row})")
+    elif kind == "tabular":
+        rng = np.random.default_rng(3)
+        periods = [pa.table({"a": pa.array(rng.integers(0, 3, 20)),
+                             "b": pa.array(rng.choice(["x", "y"], 20))})
+                   for _ in range(HORIZON)]
+        row, column, value = 5, "a", 7
+        options = ("--domain", "{data}/domain.json", *TABULAR)
+        named = ("column 'a'", "value 7 (row {row})")
+    else:
+        rng = np.random.default_rng(4)
+        periods = [pa.table({"x": rng.random(50), "y": rng.random(50)})
+                   for _ in range(HORIZON)]
+        row, column, value = 11, "y", 1.5
+        options = ("--epsilon", "1", *BOUNDED, "--horizon", str(HORIZON))
+        named = ("column 'y'", "at row {row}", "outside the bounds")
+    second = periods[1]
+    cells = second[column].to_pylist()
+    cells[row] = value
+    bad = second.set_column(second.column_names.index(column), column,
+                            pa.array(cells, type=None if kind == "bounded" else
+                                     second[column].type))
+    return periods, bad, row, named, options
+
+
+def _with_periods(tables) -> pa.Table:
+    return pa.concat_tables([t.append_column("period", pa.array(np.full(t.num_rows, p)))
+                             for p, t in enumerate(tables, 1)])
+
+
+FAMILIES = ("window", "cumulative", "tabular", "bounded")
+
+
+@pytest.mark.parametrize("kind", FAMILIES)
+def test_run_refuses_or_drops_one_invalid_record(world, tmp_path, kind):
+    """``run`` with one invalid record: by default refused naming the file and row, with
+    nothing written; with ``--invalid-records drop`` the release is exactly the release of
+    the input without that record (same seed: the same files and manifest, apart from
+    the input's digest), the record counted in records_rejected and logged on stderr."""
+    data, _ = world
+    periods, bad, row, named, options = _family_periods(kind)
+    options = [o.format(data=data) for o in options]
+    good = periods[1].filter(pa.array(np.arange(periods[1].num_rows) != row))
+    write_file(_with_periods([periods[0], bad, periods[2]]), str(tmp_path / "bad.parquet"),
+               "parquet")
+    write_file(_with_periods([periods[0], good, periods[2]]), str(tmp_path / "good.parquet"),
+               "parquet")
+    run = [kind, "run", "--output"]
+    code, err = run_cli([*run, str(tmp_path / "refused"), "--input",
+                         str(tmp_path / "bad.parquet"), *options])
+    message = err.strip().splitlines()[-1]
+    assert code == 2 and "bad.parquet" in message, err
+    line = periods[0].num_rows + row + 1
+    assert all(part.format(row=line) in message for part in named), message
+    assert tree_hashes(str(tmp_path / "refused")) == {}
+    code, err = run_cli([*run, str(tmp_path / "dropped"), "--input",
+                         str(tmp_path / "bad.parquet"), "--invalid-records", "drop", *options])
+    assert code == 0, err
+    assert "rejected 1," in err.strip().splitlines()[-1], err
+    assert f"dropped 1 invalid record(s) of {tmp_path / 'bad.parquet'}" in err, err
+    code, err = run_cli([*run, str(tmp_path / "reference"), "--input",
+                         str(tmp_path / "good.parquet"), *options])
+    assert code == 0, err
+    assert release_snapshot(str(tmp_path / "dropped")) == \
+        release_snapshot(str(tmp_path / "reference"))
+
+
+def _init_and_first_step(kind, options, tmp_path, name, data_files, *init_extra):
+    state, out = str(tmp_path / name / "state"), str(tmp_path / name / "out")
+    code, err = run_cli([kind, "init", "--state", state, *options, *init_extra])
+    assert code == 0, err
+    code, err = run_cli([kind, "step", "--state", state, "--input", data_files[0],
+                         "--output", out])
+    assert code == 0, err
+    return state, out
+
+
+@pytest.mark.parametrize("kind", FAMILIES)
+def test_step_refuses_or_drops_one_invalid_record(world, tmp_path, kind):
+    """A step whose file holds one invalid record: a state made without
+    ``--invalid-records`` refuses it (exit 2, today's message, state and output
+    byte-identical); a state made with ``--invalid-records drop`` releases the period
+    from the valid records, exactly as a step on the file without that record does, and
+    files the record (its file, row, reason and values) in ``STATE/rejected/``, never
+    in the release."""
+    data, _ = world
+    periods, bad, row, named, options = _family_periods(kind)
+    options = [o.format(data=data) for o in options]
+    files = []
+    for index, table in enumerate(
+            [periods[0], bad, periods[2],
+             periods[1].filter(pa.array(np.arange(periods[1].num_rows) != row))], 1):
+        files.append(str(tmp_path / f"f{index}.parquet"))
+        write_file(table, files[-1], "parquet")
+    refusing = _init_and_first_step(kind, options, tmp_path, "refusing", files)
+    before = tree_hashes(refusing[0]), tree_hashes(refusing[1])
+    code, err = run_cli([kind, "step", "--state", refusing[0], "--input", files[1],
+                         "--output", refusing[1]])
+    message = err.strip().splitlines()[-1]
+    assert code == 2 and files[1] in message, err
+    assert all(part.format(row=row + 1) in message for part in named), message
+    assert (tree_hashes(refusing[0]), tree_hashes(refusing[1])) == before
+
+    dropping = _init_and_first_step(kind, options, tmp_path, "dropping", files,
+                                    "--invalid-records", "drop")
+    reference = _init_and_first_step(kind, options, tmp_path, "reference", files)
+    for state, out, second in (dropping + (files[1],), reference + (files[3],)):
+        code, err = run_cli([kind, "step", "--state", state, "--input", second,
+                             "--output", out])
+        assert code == 0, err
+        dropped = "rejected 1," if second == files[1] else "rejected 0,"
+        assert dropped in err.strip().splitlines()[-1], err
+        code, err = run_cli([kind, "step", "--state", state, "--input", files[2],
+                             "--output", out])
+        assert code == 0, err
+    assert release_snapshot(dropping[1]) == release_snapshot(reference[1])
+    (document,) = glob.glob(os.path.join(dropping[0], "rejected", "*.json"))
+    with open(document, encoding="utf-8") as handle:
+        dead = json.load(handle)
+    assert dead["period"] == 2 and dead["dropped"] == 1
+    (record,) = dead["records"]
+    assert record["file"] == files[1] and record["row"] == row + 1
+    assert record["record"] == bad.slice(row, 1).to_pylist()[0]
+    assert not os.path.exists(os.path.join(reference[0], "rejected"))
+    assert not [name for name in os.listdir(dropping[1]) if "reject" in name]
+
+
+@pytest.mark.parametrize("kind", FAMILIES)
+def test_watch_stream_releases_a_period_from_its_valid_records(world, tmp_path, kind):
+    """``stream --watch`` drops each invalid record alone: a landed file with one invalid
+    record is released from its valid records — what steps on the file without that
+    record release — instead of being dead-lettered whole and holding back every later
+    period; the record goes to the stream's dead letter."""
+    data, _ = world
+    periods, bad, row, _, options = _family_periods(kind)
+    options = [o.format(data=data) for o in options]
+    watch = tmp_path / "watch"
+    watch.mkdir()
+    files = []
+    for period, table in enumerate([periods[0], bad, periods[2]], 1):
+        write_file(table, str(watch / f"period_{period:02d}.parquet"), "parquet")
+        files.append(str(watch / f"period_{period:02d}.parquet"))
+    good = str(tmp_path / "good_02.parquet")
+    write_file(periods[1].filter(pa.array(np.arange(periods[1].num_rows) != row)), good,
+               "parquet")
+    state, out = str(tmp_path / "state"), str(tmp_path / "out")
+    # a process with a time limit: a period held back would keep the stream waiting
+    ran = subprocess.run([sys.executable, "-m", "continual_synth.pipelines.cli", kind,
+                          "stream", "--watch", str(watch), "--state", state, "--output", out,
+                          "--until-period", str(HORIZON), "--poll-interval", "0.1",
+                          *options], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["periods_released"][-1] == HORIZON
+    assert "rejected 1," in ran.stderr.strip().splitlines()[-1], ran.stderr
+    reference = _init_and_first_step(kind, options, tmp_path, "reference", files)
+    for path in (good, files[2]):
+        code, err = run_cli([kind, "step", "--state", reference[0], "--input", path,
+                             "--output", reference[1]])
+        assert code == 0, err
+    assert release_snapshot(out) == release_snapshot(reference[1])
+    dead = [json.load(open(path, encoding="utf-8"))
+            for path in glob.glob(os.path.join(state, "rejected", "*.json"))]
+    assert [(d["period"], [r["row"] for r in d["records"]]) for d in dead] == [(2, [row + 1])]
+
+
+@pytest.mark.parametrize("argv", [
+    ("window", "run", "--input", "{data}/panel.parquet", "--output", "{out}", *WINDOW,
+     "--invalid-records", "drop"),
+    ("cumulative", "init", "--state", "{state}", *CUMULATIVE, "--invalid-records", "drop"),
+    ("window", "stream", "--watch", "{data}/periods", "--state", "{state}", "--output",
+     "{out}", *WINDOW),
+])
+def test_a_panel_drops_only_with_missing_value(world, tmp_path, argv):
+    """A dropped report leaves its person without a report that period: ``window`` and
+    ``cumulative`` drop only with ``--missing-value`` (a stream always drops), refused
+    before anything is read or written."""
+    data, _ = world
+    fill = {"data": str(data), "state": str(tmp_path / "state"), "out": str(tmp_path / "out")}
+    code, err = run_cli([arg.format(**fill) for arg in argv])
+    assert code == 2 and "needs --missing-value" in err, err
+    assert not os.path.exists(fill["state"]) and not os.path.exists(fill["out"])

@@ -29,9 +29,11 @@ from helpers_panels import (long_table, markov_codes, period_table, read_manifes
                             snapshot, sorted_records)
 
 N, T, K, SEED, SHARDS = 150, 4, 2, 7, 2
+# a panel stream drops invalid reports, which --missing-value fills
 WINDOW = ["--window", str(K), "--horizon", str(T), "--rho", "1", "--seed", str(SEED),
-          "--shards", str(SHARDS)]
-CUMULATIVE = ["--horizon", str(T), "--rho", "1", "--seed", str(SEED), "--shards", str(SHARDS)]
+          "--shards", str(SHARDS), "--missing-value", "0"]
+CUMULATIVE = ["--horizon", str(T), "--rho", "1", "--seed", str(SEED), "--shards", str(SHARDS),
+              "--missing-value", "0"]
 ALL = list(range(1, T + 1))  # the periods a whole stream releases
 POLL = "0.2"
 TIMEOUT = 90
@@ -837,7 +839,8 @@ def test_waiting_files_of_one_period_are_released_in_landing_order(panel, tmp_pa
 
 # ------------------------------------------------------------------ what the reasons say
 
-WINDOW_3 = ["--window", "3", "--horizon", str(T), "--rho", "1", "--seed", str(SEED)]
+WINDOW_3 = ["--window", "3", "--horizon", str(T), "--rho", "1", "--seed", str(SEED),
+            "--missing-value", "0"]
 
 
 def test_reasons_under_window_3_say_ingested_and_waiting_is_true(panel, tmp_path):

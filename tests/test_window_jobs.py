@@ -29,8 +29,8 @@ from continual_synth.transforms.files import write_file
 
 from helpers_panels import (check_release, clone_incremental, data_files,
                             long_table, markov_codes, period_table, read_manifest,
-                            released_periods, snapshot, sorted_records, staging_leftovers,
-                            without_provenance, write_period_files)
+                            release_snapshot, released_periods, snapshot, sorted_records,
+                            staging_leftovers, without_provenance, write_period_files)
 
 SEED = 7
 SHARDS = 3
@@ -671,6 +671,47 @@ def test_a_period_without_records_is_every_report_missing_with_a_missing_value(t
     for path in files_of["filled"]:
         window_jobs.step(expected_state, path, expected)
     assert sorted_records(out).equals(sorted_records(expected))
+
+
+def test_drop_mode_drops_duplicate_and_new_ids_and_fills_them(tmp_path):
+    """``invalid_records="drop"``: an id that reports twice in a period loses both reports
+    (it is missing that period: ``missing_value``), an id new after period 1 is dropped;
+    both go to the step's dead letter.  The release equals the one of files without those
+    reports; ``run`` drops the duplicate pair alike."""
+    import glob
+    import json
+    config = WindowConfig(window=2, horizon=3, rho=RHO, neighbor="add-remove")
+    table = long_table(markov_codes(300, 3, seed=3))
+    twice = pa.table({"id": pa.array([6], pa.int64()), "period": pa.array([2], pa.int64()),
+                      "value": pa.array([1], pa.int64())}).cast(table.schema)
+    new = twice.set_column(0, "id", pa.array([10 ** 6], table["id"].type))
+    bad = pa.concat_tables([table, twice, new])
+    good = _drop_row(table, 6, 2)
+    states = {}
+    for name, panel, mode in (("bad", bad, "drop"), ("good", good, "refuse")):
+        state, out = str(tmp_path / name / "state"), str(tmp_path / name / "out")
+        window_jobs.init(state, config, seed=SEED, missing_value=0, num_shards=SHARDS,
+                         invalid_records=mode)
+        for path in write_period_files(panel, str(tmp_path / name / "periods")):
+            window_jobs.step(state, path, out)
+        states[name] = (state, out)
+    assert release_snapshot(states["bad"][1]) == release_snapshot(states["good"][1])
+    (document,) = glob.glob(os.path.join(states["bad"][0], "rejected", "dropped-0002-*.json"))
+    with open(document, encoding="utf-8") as handle:
+        records = json.load(handle)["records"]
+    assert sorted((r["record"]["id"], r["reason"].split(":")[0].split(" (")[0])
+                  for r in records) == [
+        (6, "id 6 reports 2 times in period 2"), (6, "id 6 reports 2 times in period 2"),
+        (10 ** 6, "id 1000000 did not report in period 1")]
+    write_file(pa.concat_tables([table, twice]), str(tmp_path / "twice.parquet"), "parquet")
+    write_file(good, str(tmp_path / "good.parquet"), "parquet")
+    with pytest.raises(InputError, match="id 6 reports 2 times in period 2"):
+        run_job(tmp_path / "twice.parquet", tmp_path / "refused", config, missing_value=0)
+    run_job(tmp_path / "twice.parquet", tmp_path / "dropped", config, missing_value=0,
+            invalid_records="drop")
+    run_job(tmp_path / "good.parquet", tmp_path / "reference", config, missing_value=0)
+    assert release_snapshot(str(tmp_path / "dropped")) == \
+        release_snapshot(str(tmp_path / "reference"))
 
 
 # ------------------------------------------------------------ 5. bad input (step)

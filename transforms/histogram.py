@@ -9,7 +9,7 @@ reports with its people's codes (last k−1 values; weights) kept in the state d
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms.errors import InputError
+from continual_synth.transforms.invalid_records import ORIGIN_FILE, ORIGIN_ROW, DropSink
 from continual_synth.mechanisms.panel import count_scope, pivot_people, shown
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import write_parquet
@@ -49,14 +50,64 @@ class SumArrays(beam.CombineFn):
         return accumulator
 
 
+class ShardDrops:
+    """Where a shard reports the records it drops in drop mode (an id that reports twice
+    in a period, an id new after period 1): the job's sink, the input's data files (the
+    records' :data:`ORIGIN_FILE` indexes them) and the panel's column names."""
+
+    def __init__(self, sink: DropSink, files: Sequence[str], columns):
+        self.sink, self.files = sink, tuple(files)
+        self.id_col, self.period_col, self.value_col = (columns.id_col, columns.period_col,
+                                                        columns.value_col)
+
+    def report(self, columns: Dict[str, np.ndarray], mask: np.ndarray, alphabet: Sequence,
+               reason: Callable[[int], str], period: Optional[int] = None) -> None:
+        """Report the records ``mask`` selects among a shard's ``columns`` (``reason(r)``:
+        why record r is dropped; ``period``: the step's, when the columns hold none)."""
+        entries = []
+        for r in np.flatnonzero(mask):
+            origin = int(columns[ORIGIN_FILE][r])
+            record_period = int(columns["period"][r]) if "period" in columns else period
+            entries.append({
+                "file": self.files[origin] if 0 <= origin < len(self.files) else "input",
+                "row": int(columns[ORIGIN_ROW][r]), "reason": reason(int(r)),
+                "record": {self.id_col: shown_value(columns["id"][r]),
+                           self.period_col: record_period,
+                           self.value_col: alphabet[int(columns["code"][r])]}})
+        self.sink.report(entries)
+
+
+def shown_value(value):
+    """A numpy scalar as the plain Python value a JSON document holds."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _keep(columns: Dict[str, np.ndarray], keep: np.ndarray) -> Dict[str, np.ndarray]:
+    """A shard's columns without the records ``keep`` leaves out."""
+    return {name: column[keep] for name, column in columns.items()}
+
+
 def shard_statistics(columns: Dict[str, np.ndarray], model, missing_code: Optional[int],
-                     where: str = "panel", num_shards: int = 1) -> np.ndarray:
+                     where: str = "panel", num_shards: int = 1,
+                     dropped: Optional[ShardDrops] = None) -> np.ndarray:
     """[number of people, statistics of periods 1..T flattened]: one shard's contribution.
 
     The ids are dictionary-encoded by hash (Arrow), O(n) in any row order: panels arrive
     grouped by period with ids in no order, where sorting them (``np.unique``) would
-    cost O(n log n) and most of the stage."""
+    cost O(n log n) and most of the stage.  ``dropped`` (drop mode): an id's reports in a
+    period where it reports more than once are all dropped and reported to it (the
+    person has no report that period), instead of refusing the panel."""
     people, person = dictionary_encode(columns["id"])
+    if dropped is not None:
+        cell = person.astype(np.int64) * model.horizon + (columns["period"].astype(np.int64) - 1)
+        _, inverse, counts = np.unique(cell, return_inverse=True, return_counts=True)
+        twice = counts[inverse] > 1
+        if twice.any():
+            dropped.report(columns, twice, model.alphabet, lambda r: (
+                f"id {shown(columns['id'][r])} reports {int(counts[inverse[r]])} times in "
+                f"period {int(columns['period'][r])}: all its reports there are dropped"))
+            columns = _keep(columns, ~twice)
+            people, person = dictionary_encode(columns["id"])
     matrix = pivot_people(people, person, columns["period"], columns["code"], 1,
                           model.horizon, missing_code=missing_code, where=where,
                           scope=count_scope(num_shards))
@@ -68,18 +119,18 @@ class PanelStatistics(beam.PTransform):
     single element: the synthesizer's statistic of every period, summed over shards."""
 
     def __init__(self, synthesizer, missing_code: Optional[int] = None, where: str = "panel",
-                 num_shards: int = 1):
+                 num_shards: int = 1, dropped: Optional[ShardDrops] = None):
         super().__init__()
         self.synthesizer, self.missing_code, self.where = synthesizer, missing_code, where
-        self.num_shards = num_shards
+        self.num_shards, self.dropped = num_shards, dropped
 
     def expand(self, shards):
-        model, fill, where, num_shards = (self.synthesizer, self.missing_code, self.where,
-                                          self.num_shards)
+        model, fill, where, num_shards, dropped = (self.synthesizer, self.missing_code,
+                                                   self.where, self.num_shards, self.dropped)
         return (shards
                 | "ShardStatistics" >> beam.MapTuple(
                     lambda _, columns: shard_statistics(columns, model, fill, where,
-                                                        num_shards))
+                                                        num_shards, dropped))
                 | "SumShards" >> beam.CombineGlobally(SumArrays()).without_defaults()
                 | "Unpack" >> beam.Map(lambda flat: (int(flat[0]), flat[1:].reshape(
                     model.horizon, model.stat_width))))
@@ -88,21 +139,35 @@ class PanelStatistics(beam.PTransform):
 def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], model,
                           period: int, history_before: Optional[str], history_after: str,
                           missing_code: Optional[int], source: Optional[str] = None,
-                          num_shards: int = 1) -> Tuple[int, np.ndarray]:
+                          num_shards: int = 1,
+                          dropped: Optional[ShardDrops] = None) -> Tuple[int, np.ndarray]:
     """Join one period's reports of one shard with the shard's history (the Parquet
     file ``history_before``; None at period 1).
 
     Writes the shard's new history to ``history_after`` and returns (people, the
     period's statistic).  Period 1 defines who is in the panel; afterwards an unknown
     id, a duplicate or a missing report is an error naming the id (and ``source``, the
-    input, if given).
+    input, if given).  ``dropped`` (drop mode): the reports of an id that reports more
+    than once, and of an id new after period 1, are dropped and reported to it instead
+    (the person then has no report: ``missing_code``).
     """
     where = f"{source} (period {period})" if source else f"period {period}"
     scope = count_scope(num_shards)
     if columns is None:
         columns = {"id": np.zeros(0, dtype=np.int64), "code": np.zeros(0, dtype=np.int8)}
     ids, codes = columns["id"], columns["code"]
-    unique_ids, first_index, counts = np.unique(ids, return_index=True, return_counts=True)
+    unique_ids, first_index, inverse, counts = np.unique(ids, return_index=True,
+                                                         return_inverse=True,
+                                                         return_counts=True)
+    if dropped is not None and (counts > 1).any():
+        twice = counts[inverse] > 1
+        dropped.report(columns, twice, model.alphabet, lambda r: (
+            f"id {shown(ids[r])} reports {int(counts[inverse[r]])} times in period "
+            f"{period}: all its reports there are dropped"), period)
+        columns = _keep(columns, ~twice)
+        ids, codes = columns["id"], columns["code"]
+        unique_ids, first_index, counts = np.unique(ids, return_index=True,
+                                                    return_counts=True)
     if (counts > 1).any():
         bad = unique_ids[np.flatnonzero(counts > 1)[0]]
         raise InputError(f"{where}: id {shown(bad)} reports more than once "
@@ -123,6 +188,14 @@ def step_shard_statistics(shard: int, columns: Optional[Dict[str, np.ndarray]], 
         position = np.clip(np.searchsorted(people, unique_ids), 0, max(people.size - 1, 0))
         known = people.size > 0
         unknown = ~(people[position] == unique_ids) if known else np.ones(unique_ids.size, bool)
+        if dropped is not None and unknown.any():
+            new = np.isin(ids, unique_ids[unknown])
+            dropped.report(columns, new, model.alphabet, lambda r: (
+                f"id {shown(ids[r])} did not report in period 1 (the panel's people are "
+                f"fixed by period 1)"), period)
+            position, unique_ids, codes = (position[~unknown], unique_ids[~unknown],
+                                           codes[~unknown])
+            unknown = unknown[~unknown]
         if unknown.any():
             raise InputError(f"{where}: id {shown(unique_ids[np.flatnonzero(unknown)[0]])} did not "
                              f"report in period 1; {int(unknown.sum())} unknown id(s) "

@@ -4,10 +4,12 @@ Counters (namespace :data:`NAMESPACE`, summed over workers by the runner, shown 
 Dataflow/Flink UIs and queried from the ``PipelineResult`` by :func:`counter_totals`):
 
 * ``records_read`` — input records (rows or points) read;
-* ``records_rejected`` — input records refused by validation (the job then fails with
-  a message naming the file, column and row; its counters reach a runner's UI, not the
-  command's summary, which a failed job never prints).  A ``stream`` goes on: it adds
-  the records of every file or message it dead-letters to ``records read`` and
+* ``records_rejected`` — input records refused by validation: with ``--invalid-records
+  refuse`` the job then fails with a message naming the file, column and row (its
+  counters reach a runner's UI, not the command's summary, which a failed job never
+  prints); with ``drop`` (and in every stream) each invalid record dropped
+  (:mod:`continual_synth.transforms.invalid_records`).  A ``stream`` also adds the
+  records of every file or message it dead-letters whole to ``records read`` and
   ``rejected`` in its summary (:func:`continual_synth.pipelines.stream.count_rejected`);
 * ``periods_released`` — periods whose synthetic data the job releases;
 * ``synthetic_records_written`` — synthetic records written to the release.
@@ -64,7 +66,7 @@ def command() -> Optional[str]:
     return _command
 
 
-def _worker_lines(name: Optional[str]) -> None:
+def worker_lines(name: Optional[str]) -> None:
     """In a process where the command's logging is not set up (a worker), its lines go
     to stderr under the command's prefix; elsewhere nothing changes."""
     if name is None or LOGGER.handlers:
@@ -127,7 +129,7 @@ class Progress:
 
     def __init__(self, total: Optional[int], what: str, seconds: float = PROGRESS_SECONDS,
                  command: Optional[str] = None):
-        _worker_lines(command)  # ``command``: the driver's :func:`command`
+        worker_lines(command)  # ``command``: the driver's :func:`command`
         self.total, self.what, self.seconds = total, what, seconds
         self.done = 0
         self.started = self.last_time = time.monotonic()

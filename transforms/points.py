@@ -24,16 +24,19 @@ from typing import Iterator, Optional, Sequence, Tuple
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.errors import InputError, row_label
+from continual_synth.mechanisms.record_checks import DROP, REFUSE, Problems
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import PrivHPState, PrivHPSynthesizer
 from continual_synth.mechanisms.synthesizer import PointsRelease, period_sampler
 from continual_synth.transforms import storage
-from continual_synth.transforms.files import check_dataset, detect_format, first_null, read_file
-from continual_synth.transforms.periods import check_step_periods, period_values
+from continual_synth.transforms.files import check_dataset, detect_format, read_file
+from continual_synth.transforms.invalid_records import DropSink
+from continual_synth.transforms.periods import periods_out_of_range, record_periods
 
 DEFAULT_BATCH_ROWS = 1 << 18
 
@@ -59,22 +62,47 @@ def state_hints(columns: Sequence[str], bounds: Bounds) -> Tuple[str, str]:
 
 
 def table_points(table: pa.Table, columns: Sequence[str], where: str,
-                 row_offset: int = 0) -> np.ndarray:
+                 row_offset: int = 0, problems: Optional[Problems] = None) -> np.ndarray:
     """The n × d float64 array of ``columns``; an :class:`InputError` for a missing or
-    non-numeric column or an empty cell (naming the column and the row)."""
+    non-numeric column or an empty cell (naming the column and the row).  Given
+    ``problems`` that drop, an empty cell is added to them, and a text column's cells
+    are read one by one (a CSV column's type follows from all its cells: one word makes
+    every coordinate text), a cell that is not a number added to them; invalid cells hold
+    NaN."""
     require_columns(table.column_names, columns, where)
+    problems = Problems(table.num_rows) if problems is None else problems
     out = np.empty((table.num_rows, len(columns)), dtype=np.float64)
     for j, name in enumerate(columns):
         column = table.column(name)
-        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+        numeric = pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+        text = pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+        if not numeric and (problems.mode == REFUSE or not text):
             raise InputError(f"{where}: column {name!r} must be numeric, found type "
                              f"{column.type}")
         if column.null_count:
-            row = first_null(column)
-            raise InputError(f"{where}: column {name!r} has an empty value at "
-                             f"{row_label(row, row_offset)}")
-        out[:, j] = column.to_numpy().astype(np.float64, copy=False)
+            problems.add(column.is_null().to_numpy(zero_copy_only=False),
+                         lambda row, name=name: (f"{where}: column {name!r} has an empty "
+                                                 f"value at {row_label(row, row_offset)}"),
+                         lambda row, name=name: f"column {name!r} is empty")
+        if numeric:
+            out[:, j] = column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            continue
+        number = pc.match_substring_regex(column, NUMBER_TEXT).fill_null(False) \
+            .to_numpy(zero_copy_only=False)
+        problems.add(~number & ~problems.invalid,
+                     lambda row, column=column, name=name: (
+                         f"{where}: column {name!r} value {column[row].as_py()!r} at "
+                         f"{row_label(row, row_offset)} is not a number"),
+                     lambda row, column=column, name=name: (
+                         f"column {name!r} value {column[row].as_py()!r} is not a number"))
+        out[:, j] = np.nan
+        out[number, j] = pc.cast(pc.filter(column, pa.array(number)), pa.float64()) \
+            .to_numpy(zero_copy_only=False)
     return out
+
+
+#: text that reads as a number (with a sign, a decimal point, an exponent)
+NUMBER_TEXT = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
 
 
 def file_batches(path: str, fmt: str, columns: Sequence[str], batch_rows: int,
@@ -105,48 +133,59 @@ def file_batches(path: str, fmt: str, columns: Sequence[str], batch_rows: int,
 
 def read_point_batches(path: str, fmt: str, columns: Sequence[str], bounds: Bounds,
                        clip: bool, batch_rows: int = DEFAULT_BATCH_ROWS,
-                       step_period: Optional[Tuple[str, int]] = None
-                       ) -> Iterator[Tuple[np.ndarray, int]]:
+                       step_period: Optional[Tuple[str, int]] = None,
+                       sink: Optional[DropSink] = None) -> Iterator[Tuple[np.ndarray, int]]:
     """(points scaled to [0,1]^d, number clipped) per batch of one file, validated.
     ``step_period``: ``(period column, t)`` of a step ingesting period t, whose file's
     period column, if it has one, must hold t only (:mod:`~continual_synth.transforms.
-    periods`), whose state fixes the columns and bounds (the errors' hints say so)."""
+    periods`), whose state fixes the columns and bounds (the errors' hints say so).  The
+    points' rule about one record: every coordinate a finite number within the bounds
+    (or clipped onto them), the period, if any, the step's; the first point that breaks
+    it refuses the file, or, given a ``sink`` (drop mode), each such point is left out and
+    reported to it.  Missing columns are refused in either mode."""
     period_col = [step_period[0]] if step_period else []
     columns_hint, bounds_hint = state_hints(columns, bounds) if step_period else (None, None)
     for offset, table in file_batches(path, fmt, columns, batch_rows, optional=period_col,
                                       hint=columns_hint):
         if table.num_rows == 0:  # a header-only file (file_batches checked its columns)
             continue
+        problems = Problems(table.num_rows, REFUSE if sink is None else DROP)
         if period_col and period_col[0] in table.column_names:
-            check_step_periods(period_values(table, period_col[0], path, offset),
-                               step_period[1], path, offset)
-        points = table_points(table, columns, path, offset)
-        yield check_points(points, bounds, columns, clip, where=path, row_offset=offset,
-                           hint=bounds_hint)
+            periods_out_of_range(record_periods(table, period_col[0], path, offset, problems),
+                                 path, offset, problems, period=step_period[1],
+                                 period_col=period_col[0])
+        points = table_points(table, columns, path, offset, problems)
+        unit, clipped = check_points(points, bounds, columns, clip, where=path,
+                                     row_offset=offset, hint=bounds_hint, problems=problems)
+        if problems.any():
+            sink.report(problems.entries(table, path, offset))
+            unit = unit[~problems.invalid]
+        yield unit, clipped
 
 
 class ReadPointBatches(beam.PTransform):
-    """``PBegin → PCollection[(n × d array in [0,1]^d, clipped count)]`` (``step_period``:
-    see :func:`read_point_batches`)."""
+    """``PBegin → PCollection[(n × d array in [0,1]^d, clipped count)]`` (``step_period``,
+    ``sink``: see :func:`read_point_batches`)."""
 
     def __init__(self, path: str, columns: Sequence[str], bounds: Bounds, clip: bool = False,
                  fmt: Optional[str] = None, batch_rows: int = DEFAULT_BATCH_ROWS,
-                 allow_empty: bool = False, step_period: Optional[Tuple[str, int]] = None):
+                 allow_empty: bool = False, step_period: Optional[Tuple[str, int]] = None,
+                 sink: Optional[DropSink] = None):
         super().__init__()
         # on the driver: refused before any write (``allow_empty``: a period without points)
         self._files = check_dataset(path, fmt, allow_empty)
         self._format = detect_format(path, fmt)
-        self._args = (list(columns), bounds, bool(clip), int(batch_rows), step_period)
+        self._args = (list(columns), bounds, bool(clip), int(batch_rows), step_period, sink)
 
     def expand(self, pbegin):
         fmt = self._format
-        columns, bounds, clip, batch_rows, step_period = self._args
+        columns, bounds, clip, batch_rows, step_period, sink = self._args
         return (pbegin
                 | "ListFiles" >> beam.Create(self._files)
                 | "Reshuffle" >> beam.Reshuffle()
                 | "ReadValidate" >> beam.FlatMap(
                     lambda path: read_point_batches(path, fmt, columns, bounds, clip,
-                                                    batch_rows, step_period)))
+                                                    batch_rows, step_period, sink)))
 
 
 class PrivHPCombineFn(beam.CombineFn):

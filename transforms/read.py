@@ -13,7 +13,7 @@ is refused naming the file too.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import apache_beam as beam
 
@@ -32,6 +32,11 @@ class ReadRecordBatches(beam.PTransform):
         self._files = check_dataset(path, fmt, allow_empty)
         self._format = detect_format(path, fmt)
         self._strings = tuple(string_columns)  # CSV columns read as text
+
+    @property
+    def files(self) -> Tuple[str, ...]:
+        """The input's data files, in the order they are read (checked on the driver)."""
+        return tuple(self._files)
 
     def expand(self, pbegin):
         fmt = self._format

@@ -25,15 +25,16 @@ import pyarrow as pa
 
 from continual_synth.mechanisms.distributions import model_from_dict
 from continual_synth.mechanisms.errors import InputError
+from continual_synth.mechanisms.record_checks import DROP, REFUSE, Problems
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
                                                   workload_histograms)
 from continual_synth.transforms import packed_json, storage
 from continual_synth.transforms.files import table_origin
+from continual_synth.transforms.invalid_records import DropSink
 from continual_synth.transforms.monitoring import PERIODS_RELEASED, Progress, count
 from continual_synth.transforms.points import require_columns
-from continual_synth.transforms.periods import (check_run_periods, check_step_periods,
-                                               period_values)
+from continual_synth.transforms.periods import periods_out_of_range, record_periods
 
 ROWS_PER_SHARD = 500_000
 
@@ -43,28 +44,36 @@ ROWS_PER_SHARD = 500_000
 
 def encode_stream_batch(table: pa.Table, domain: Domain, period_col: str,
                         period: Optional[int] = None, horizon: Optional[int] = None,
-                        where: str = "input", hint: Optional[str] = None
-                        ) -> Tuple[np.ndarray, np.ndarray]:
+                        where: str = "input", hint: Optional[str] = None,
+                        sink: Optional[DropSink] = None) -> Tuple[np.ndarray, np.ndarray]:
     """``(periods, codes)`` of one batch of records: the period of every row (int64) and
     its attribute codes (n × p).  ``period`` given (an incremental step): a period
     column, if present, must hold that period only.  Otherwise the period column is
     required and must hold integers in 1..``horizon`` (any positive period if None).
     ``hint``: what the error naming a missing attribute column says to do (a step's:
-    its state fixes the domain)."""
+    its state fixes the domain).  The tabular rule about one record: every attribute's
+    value in the domain, the period a whole number in range; the first record that breaks
+    it refuses the batch, or, given a ``sink`` (drop mode), each such record is left out
+    and reported to it.  Missing columns are refused in either mode."""
     where, first_row = table_origin(table, where)
     if hint is not None:
         require_columns(table.column_names, domain.names, where, hint=hint)
-    codes = encode_records(table, domain, where, first_row)
+    problems = Problems(table.num_rows, REFUSE if sink is None else DROP)
+    if period_col not in table.column_names and period is None:
+        encode_records(table, domain, where, first_row, problems)  # a missing attribute first
+        raise InputError(f"{where}: no period column {period_col!r} (columns: "
+                         f"{table.column_names}); pass --period-col")
+    codes = encode_records(table, domain, where, first_row, problems)
     if period_col not in table.column_names:
-        if period is None:
-            raise InputError(f"{where}: no period column {period_col!r} (columns: "
-                             f"{table.column_names}); pass --period-col")
-        return np.full(table.num_rows, period, dtype=np.int64), codes
-    periods = period_values(table, period_col, where, first_row)
-    if period is not None:
-        check_step_periods(periods, period, where, first_row)
+        periods = np.full(table.num_rows, period, dtype=np.int64)
     else:
-        check_run_periods(periods, horizon, where, first_row)
+        periods = record_periods(table, period_col, where, first_row, problems)
+        periods_out_of_range(periods, where, first_row, problems, horizon=horizon,
+                             period=period, period_col=period_col)
+    if problems.any():
+        sink.report(problems.entries(table, where, first_row))
+        valid = ~problems.invalid
+        return periods[valid], codes[valid]
     return periods, codes
 
 
@@ -126,22 +135,23 @@ class PeriodWorkloadHistograms(beam.PTransform):
     """``PCollection[pa.Table] → PCollection[(period, [n, histograms…])]``.
 
     ``period`` (an incremental step) fixes the period of every record; otherwise each
-    record's period comes from ``period_col`` and must lie in 1..``horizon``.  ``hint``:
-    see :func:`encode_stream_batch`.
+    record's period comes from ``period_col`` and must lie in 1..``horizon``.  ``hint``,
+    ``sink`` (drop invalid records into it): see :func:`encode_stream_batch`.
     """
 
     def __init__(self, domain: Domain, workloads: Sequence, period_col: str = "period",
                  period: Optional[int] = None, horizon: Optional[int] = None,
-                 where: str = "input", hint: Optional[str] = None):
+                 where: str = "input", hint: Optional[str] = None,
+                 sink: Optional[DropSink] = None):
         super().__init__()
-        self._args = (domain, list(workloads), period_col, period, horizon, where, hint)
+        self._args = (domain, list(workloads), period_col, period, horizon, where, hint, sink)
 
     def expand(self, batches):
-        domain, workloads, period_col, period, horizon, where, hint = self._args
+        domain, workloads, period_col, period, horizon, where, hint, sink = self._args
         return (batches
                 | "EncodeAndSplit" >> beam.FlatMap(lambda table: split_by_period(
                     *encode_stream_batch(table, domain, period_col, period, horizon, where,
-                                         hint)))
+                                         hint, sink)))
                 | "PerPeriod" >> beam.CombinePerKey(WorkloadHistogramsFn(domain, workloads)))
 
 
