@@ -101,6 +101,11 @@ class _Release(beam.PTransform):
         # --input and --output are the pipeline's own source and sink
         self.args = api.parse_options(self.family, "run",
                                       argv + ["--input", "-", "--output", "-"])
+        self.check()
+
+    def check(self) -> None:
+        """The family's checks of its options that the parser cannot make (when the
+        transform is built, before any pipeline runs)."""
 
     def _work_file(self, name: str, text: str) -> str:
         path = os.path.join(self._folder, name)
@@ -143,15 +148,21 @@ def _published(manifest: Dict) -> Dict:
 
 
 class _PanelRelease(_Release):
+    def check(self) -> None:
+        from continual_synth.pipelines.jobs import check_drop_fills
+        check_drop_fills(self.args.invalid_records, self.args.missing_value)
+
     def synthesize(self, tables):
         from continual_synth.pipelines import cli, jobs
         from continual_synth.pipelines.options import missing_code
+        from continual_synth.transforms.invalid_records import sink_for
         model = cli._model(self.args)
         common = cli._common(self.args, model.alphabet)
         released = tables | "Synthesize" >> jobs.SynthesizePanelTables(
             model, seed=common["seed"], columns=common["columns"],
             fill=missing_code(common["missing_value"], model.alphabet),
-            num_shards=common["num_shards"], where="the pipeline's records")
+            num_shards=common["num_shards"], where="the pipeline's records",
+            sink=sink_for(self.args.invalid_records))
         extras = {"format": None, "mode": "beam"}
         manifest = released["plan"] | "Manifest" >> beam.Map(
             lambda plan: {**plan["manifest"], **extras})
@@ -190,9 +201,10 @@ class TabularRelease(_Release):
             raise InputError("TabularRelease needs domain: the domain is a public input, "
                              "never read off the records")
         synthesizer = synthesizer_from_args(self.args)
+        from continual_synth.transforms.invalid_records import sink_for
         released = tables | "Synthesize" >> tabular.SynthesizeTables(
             synthesizer, seed=self.args.seed, period_col=self.args.period_col,
-            where="the pipeline's records")
+            where="the pipeline's records", sink=sink_for(self.args.invalid_records))
         extras = {"domain_source": tabular.domain_source(synthesizer),
                   "sampler": "opendp" if self.args.seed is None else "seeded",
                   "format": None, "mode": "beam", "period_col": self.args.period_col,
@@ -215,9 +227,9 @@ class PrivHPRelease(_Release):
         from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer
         from continual_synth.pipelines import bounded
         from continual_synth.pipelines.bounded_cli import _config
+        from continual_synth.transforms.invalid_records import sink_for
         from continual_synth.transforms.points import (BuildPrivHP, ReleasePrivHP,
-                                                       SampleSyntheticPoints, check_points,
-                                                       table_points)
+                                                       SampleSyntheticPoints, batch_points)
         if self.args.horizon is not None:
             raise InputError("PrivHPRelease releases all the points once; continual PrivHP "
                              "(horizon) steps through the Python API or the command line")
@@ -225,9 +237,9 @@ class PrivHPRelease(_Release):
         clip, shards = self.args.clip, self.args.shards
         synthesizer = PrivHPSynthesizer(config, self.args.samples)
         where = "the pipeline's records"
+        sink = sink_for(self.args.invalid_records)
         points = tables | "Points" >> beam.Map(
-            lambda table: check_points(table_points(table, columns, where, 0), bounds,
-                                       columns, clip, where=where, row_offset=0))
+            lambda table: batch_points(table, columns, bounds, clip, where, sink=sink))
         released = (points
                     | "PrivHP" >> BuildPrivHP(config)
                     | "Release" >> ReleasePrivHP(synthesizer, self.args.seed))

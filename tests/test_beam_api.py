@@ -130,3 +130,21 @@ def test_options_are_checked_when_the_transform_is_built():
         with beam.Pipeline() as pipeline:
             _ = pipeline | beam.Create([{"period": 1, "a": 0}]) | csb.TabularRelease(
                 domain={"a": [0, 1]}, epsilon=1)
+
+
+def test_drop_mode_leaves_out_invalid_records_as_run_does(tmp_path):
+    """``invalid_records="drop"``: the transform releases what ``run`` releases from the
+    records without the invalid one (a value outside the alphabet)."""
+    table = long_table(markov_codes(60, 4, seed=3))
+    records = table.to_pylist()
+    bad = records + [{"id": 0, "period": 2, "value": 7}]  # a second report, outside {0, 1}
+    write_file(table, str(tmp_path / "panel.parquet"), "parquet")
+    run_cli("window", "run", "--input", str(tmp_path / "panel.parquet"), "--output",
+            str(tmp_path / "run"), "--window", "2", "--horizon", "4", "--rho", "1", "--seed",
+            "6")
+    synthetic, _ = in_pipeline(bad, csb.WindowRelease(
+        window=2, horizon=4, rho=1, seed=6, missing_value=0, invalid_records="drop"))
+    columns = ["synthetic_id", "period", "value"]
+    assert ordered(synthetic, columns) == ordered(read_dataset(str(tmp_path / "run")), columns)
+    with pytest.raises(InputError, match="missing-value"):
+        csb.WindowRelease(window=2, horizon=4, rho=1, invalid_records="drop")

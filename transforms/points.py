@@ -144,23 +144,35 @@ def read_point_batches(path: str, fmt: str, columns: Sequence[str], bounds: Boun
     it refuses the file, or, given a ``sink`` (drop mode), each such point is left out and
     reported to it.  Missing columns are refused in either mode."""
     period_col = [step_period[0]] if step_period else []
-    columns_hint, bounds_hint = state_hints(columns, bounds) if step_period else (None, None)
+    columns_hint = state_hints(columns, bounds)[0] if step_period else None
     for offset, table in file_batches(path, fmt, columns, batch_rows, optional=period_col,
                                       hint=columns_hint):
         if table.num_rows == 0:  # a header-only file (file_batches checked its columns)
             continue
-        problems = Problems(table.num_rows, REFUSE if sink is None else DROP)
-        if period_col and period_col[0] in table.column_names:
-            periods_out_of_range(record_periods(table, period_col[0], path, offset, problems),
-                                 path, offset, problems, period=step_period[1],
-                                 period_col=period_col[0])
-        points = table_points(table, columns, path, offset, problems)
-        unit, clipped = check_points(points, bounds, columns, clip, where=path,
-                                     row_offset=offset, hint=bounds_hint, problems=problems)
-        if problems.any():
-            sink.report(problems.entries(table, path, offset))
-            unit = unit[~problems.invalid]
-        yield unit, clipped
+        yield batch_points(table, columns, bounds, clip, path, offset, step_period, sink)
+
+
+def batch_points(table: pa.Table, columns: Sequence[str], bounds: Bounds, clip: bool,
+                 where: str, offset: int = 0, step_period: Optional[Tuple[str, int]] = None,
+                 sink: Optional[DropSink] = None) -> Tuple[np.ndarray, int]:
+    """(points scaled to [0,1]^d, number clipped) of one batch of records, by the points'
+    rule about one record (see :func:`read_point_batches`): the batch's first invalid
+    point refuses it, or, given a ``sink``, each one is left out and reported to it
+    (``where`` and ``offset``: the batch's file and first row)."""
+    period_col = [step_period[0]] if step_period else []
+    bounds_hint = state_hints(columns, bounds)[1] if step_period else None
+    problems = Problems(table.num_rows, REFUSE if sink is None else DROP)
+    if period_col and period_col[0] in table.column_names:
+        periods_out_of_range(record_periods(table, period_col[0], where, offset, problems),
+                             where, offset, problems, period=step_period[1],
+                             period_col=period_col[0])
+    points = table_points(table, columns, where, offset, problems)
+    unit, clipped = check_points(points, bounds, columns, clip, where=where,
+                                 row_offset=offset, hint=bounds_hint, problems=problems)
+    if problems.any():
+        sink.report(problems.entries(table, where, offset))
+        unit = unit[~problems.invalid]
+    return unit, clipped
 
 
 class ReadPointBatches(beam.PTransform):
