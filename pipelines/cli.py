@@ -418,3 +418,22 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
 if __name__ == "__main__":
     from continual_synth.launch import console_main
     console_main()
+
+
+def reference_markdown() -> str:
+    """The command-line reference as Markdown, generated from the parsers: every command's
+    ``--help`` (the guide's page ``docs/cli.md`` is built from it)."""
+    parser = build_parser()
+    sections = []
+
+    def walk(parser_, words):
+        subparsers = [a for a in parser_._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subparsers:
+            text = parser_.format_help().replace("usage: continual-synth",
+                                                 "usage: continual-synth", 1)
+            sections.append(f"## `continual-synth {' '.join(words)}`\n\n```text\n{text}```\n")
+            return
+        for name, child in subparsers[0].choices.items():
+            walk(child, words + [name])
+    walk(parser, [])
+    return "\n".join(sections)

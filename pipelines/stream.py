@@ -378,7 +378,7 @@ class ReleaseCompletePeriods(beam.DoFn):
         the names, sizes and times of every file under it (hidden ones included: a part
         still being written).  An entry new or changed at this listing waits for the next
         one and is taken when its mark is the same there: a file copied in place (not
-        landed atomically, as the README asks) is not read half-written unless its
+        landed atomically, as docs/streaming.md asks) is not read half-written unless its
         writer pauses for a whole poll interval.  Landing order: the listing that first
         saw the entry as it is now, then its modification time (a folder's: its newest
         file's), then its path; as every entry is taken one listing after it was first

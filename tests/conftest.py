@@ -84,3 +84,51 @@ def gcs_server():
             os.environ.pop("STORAGE_EMULATOR_HOST", None)
         else:
             os.environ["STORAGE_EMULATOR_HOST"] = saved
+
+
+# ------------------------------------------------------------------ test tiers
+
+#: each test module's tier (a pytest marker); every module is in one.  The quick tier,
+#: ``pytest -m unit``, tests the mechanisms alone (no Beam pipeline, no server);
+#: ``-m "not slow"`` adds the jobs; CI runs everything.
+TIERS = {
+    "unit": ["accounting", "adaptive_remainder", "bias_noise", "consistency", "counters",
+             "cumulative_mechanism", "emission", "example_tables", "exponential_mechanism",
+             "fitting", "hierarchy", "packed_json", "pooled_margins", "privacy_tester",
+             "privhp", "privhp_memory", "samplers", "selection_schedule", "shard",
+             "sipp_like", "sketch", "tabular_mechanism", "window_mechanism",
+             "workload_error"],
+    "pipeline": ["api", "beam_api", "bounded_jobs", "cumulative_jobs", "evaluate_tabular",
+                 "evaluate_window", "job_options", "monitoring", "privhp_continual",
+                 "publication", "reports", "tabular_jobs", "window_cli", "window_jobs"],
+    "faults": ["environment_faults", "fuzz_inputs", "lifecycle_faults", "release_folders",
+               "state_chain"],
+    "stores": ["gcs_store", "object_store"],
+    "streams": ["stream_events", "stream_watch"],
+    "platform": ["airflow_dag", "dask_runner", "direct_runner", "runners_identical"],
+    "privacy": ["publication_boundary"],
+    "docs": ["docs_examples", "docs_python", "docs_site"],
+}
+#: the tiers that start servers, clusters or many pipelines (minutes each)
+SLOW = {"faults", "stores", "streams", "platform", "privacy", "docs"}
+TIER_OF = {module: tier for tier, modules in TIERS.items() for module in modules}
+
+
+def pytest_configure(config):
+    for tier in TIERS:
+        config.addinivalue_line("markers", f"{tier}: the {tier} tier of the test suite")
+    config.addinivalue_line("markers", "slow: a tier that takes minutes (not the quick tiers)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test with its module's tier (and ``slow``); a module in no tier is an
+    error, so that a new test file is placed in one."""
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        tier = TIER_OF.get(module[len("test_"):])
+        if tier is None:
+            raise pytest.UsageError(f"{module} is in no test tier: add it to TIERS in "
+                                    f"tests/conftest.py")
+        item.add_marker(getattr(pytest.mark, tier))
+        if tier in SLOW:
+            item.add_marker(pytest.mark.slow)

@@ -1,0 +1,1 @@
+../../../../continual_synth/__init__.py

@@ -1,0 +1,1 @@
+../../../../continual_synth/beam.py
