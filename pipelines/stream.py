@@ -196,7 +196,9 @@ def add_stream_arguments(parser) -> None:
                         help="--watch: how often the watched directory is listed (default 5)")
     parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                         help="if a step owns the state when a period is due, wait up to this "
-                             "long for it (default 0: stop with an error)")
+                             "long for it at once (default 0); a --watch stream then looks "
+                             "again at every poll until the step has finished, and an event "
+                             "stream at its next period's end")
 
 
 # ------------------------------------------------------------------ the state
@@ -335,6 +337,7 @@ class ReleaseCompletePeriods(beam.DoFn):
         self.beam_args, self.wait = list(beam_args), wait
 
     def setup(self):
+        self.busy = False  # a step owned the state at the last tick (logged once)
         # one fingerprint per dead-letter document: as many as STATE/rejected/ holds (it
         # grows with the files rejected, as the dead letter itself does, never with the
         # files listed); ``known`` (LISTED) holds the last listing's entries, and the bag
@@ -356,10 +359,13 @@ class ReleaseCompletePeriods(beam.DoFn):
                     self._arrive(path, arrived, state)
                 self._release_ready(arrived)
                 self._announce_waiting(landed, arrived)
-            except StateBusy:
-                if landed:  # a file's turn: as a step would be refused
-                    raise
-                # a tick while a step owns the state: look again at the next tick
+            except StateBusy as exc:  # a step owns the state: its files wait for the next tick
+                if not self.busy:
+                    _event("busy", message=f"{one_line(exc)}; the stream waits for it to "
+                                           f"finish and goes on")
+                self.busy = True
+            else:
+                self.busy = False
             finally:
                 waiting.clear()
                 for period, candidates in sorted(arrived.items()):
@@ -550,6 +556,9 @@ class ReleaseCompletePeriods(beam.DoFn):
                 except InputError as exc:  # the lifecycle left state and output unchanged
                     self._reject(path, seen + 1, str(exc), located)
                     continue
+                except StateBusy:  # a step owns the state: these files wait, in order
+                    arrived[seen + 1] = candidates[index:]
+                    raise
                 for other, other_located, _ in candidates[index + 1:]:
                     self._reject(other, seen + 1, f"period {seen + 1} was taken from {path} "
                                                   f"(landed first); this file is not counted",

@@ -217,6 +217,28 @@ def test_step_then_stream_then_kill_9_and_restart(panel, tmp_path):
     assert duplicates <= {"period_01.parquet", "period_02.parquet", "period_03.parquet"}
 
 
+def test_a_stream_that_meets_a_step_waits_for_it_and_goes_on(panel, tmp_path):
+    """A step owns the state when a landed file's turn comes: the stream logs that it
+    waits (once) and releases the period once the step has finished, instead of stopping
+    with "another step owns this state" (every later period then waited for a restart)."""
+    from continual_synth.pipelines.lifecycle import Ownership, StateDir
+    _, _, periods, _ = panel
+    watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
+    watch.mkdir()
+    assert main(["window", "init", "--state", str(state), *WINDOW]) == 0
+    with Ownership(StateDir(str(state))):  # a step that runs for a while
+        process = start("window", WINDOW, watch, state, out, "--until-period", "2")
+        land(periods[1], watch)
+        wait_until(lambda: any(e["event"] == "busy" for e in events(state, "window")),
+                   process)
+        time.sleep(10 * float(POLL))  # several polls while the step owns the state
+        assert process.poll() is None and seen(state) == 0
+    land(periods[2], watch)
+    summary = finish(process)
+    assert summary["periods_ingested"] == 2
+    assert [e["event"] for e in events(state, "window")].count("busy") == 1
+
+
 def test_crash_after_commit_resumes_without_new_noise(panel, tmp_path):
     """Killed between the commit (ledger charged) and the publication of period 1: the
     restarted stream publishes the saved plan; cumulative synthesizer."""
