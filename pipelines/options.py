@@ -293,10 +293,45 @@ def add_job_options(parser: argparse.ArgumentParser, options_class: type) -> Non
     """Declare ``options_class``'s options on ``parser``, as Beam does (each class of its
     MRO below ``PipelineOptions`` that defines ``_add_argparse_args``), last class of the
     MRO first: a job class lists its bases model-first, so ``--help`` starts with where
-    the job reads and writes."""
+    the job reads and writes; the tuning options come last (:func:`group_advanced`)."""
     for klass in reversed(options_class.__mro__):
         if issubclass(klass, JobOptions) and "_add_argparse_args" in vars(klass):
             klass._add_argparse_args(parser)
+    group_advanced(parser)
+
+
+#: the tuning options of every family, shown under their own heading in ``--help``: the
+#: defaults need no tuning (the synthesizers' pages say when one helps)
+ADVANCED = frozenset({
+    "--beta", "--delta", "--n-pad", "--shards", "--budget-split", "--population-share",
+    "--counter", "--method", "--selections", "--selection-schedule", "--coverage",
+    "--structure", "--wide-cells", "--fit", "--rule", "--margins", "--selection-share",
+    "--max-cells", "--model-growth", "--prune-k", "--sketch-width", "--memory",
+    "--sketch-depth", "--level-epsilons", "--hash-seed", "--level-stride", "--batch-rows"})
+
+
+def group_advanced(parser: argparse.ArgumentParser) -> None:
+    """Move ``parser``'s :data:`ADVANCED` options (those in no mutually exclusive group)
+    under an "advanced options" heading of ``--help``, after the options most runs need.
+    Parsing is unchanged: only the help's grouping moves."""
+    exclusive = {action for group in parser._mutually_exclusive_groups
+                 for action in group._group_actions}
+    moved = [action for action in parser._actions
+             if ADVANCED.intersection(action.option_strings) and action not in exclusive]
+    if not moved:
+        return
+    advanced = next((group for group in parser._action_groups
+                     if group.title == "advanced options"), None)
+    if advanced is None:
+        advanced = parser.add_argument_group(
+            "advanced options", "tuning: the defaults need none (see the synthesizer's page "
+                                "of the guide before changing one)")
+    for action in moved:
+        for group in parser._action_groups:
+            if action in group._group_actions and group is not advanced:
+                group._group_actions.remove(action)
+        if action not in advanced._group_actions:
+            advanced._group_actions.append(action)
 
 
 def job_parser(options_class: type, prog: str) -> argparse.ArgumentParser:

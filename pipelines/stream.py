@@ -149,13 +149,14 @@ def add_stream_command(actions, add_options) -> None:
     """``continual-synth FAMILY stream``: the family's sub-parsers ``actions`` get a
     ``stream`` command with :func:`add_stream_arguments` and the synthesizer's options
     (``add_options(parser)``, those of ``run`` without its input and output)."""
-    from continual_synth.pipelines.options import HelpFormatter
+    from continual_synth.pipelines.options import HelpFormatter, group_advanced
     description = ("release each period when its file lands in a watched directory (the "
                    "state as init/step keep it)")
     stream = actions.add_parser("stream", help=description, description=description,
                                 formatter_class=HelpFormatter)
     add_stream_arguments(stream)
     add_options(stream)
+    group_advanced(stream)
 
 
 def add_stream_arguments(parser) -> None:

@@ -39,8 +39,8 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                         "column to the list of its values (null allows a missing value)")
     if with_infer:
         domain.add_argument("--infer-domain", action="store_true",
-                            help="read the domain off the private data (NOT private; the "
-                                 "manifest says so)")
+                            help="read the domain off the private data (NOT private: the "
+                                 "release is marked not for publication)")
     parser.add_argument("--epsilon", type=POSITIVE_REAL, required=True,
                         help="total ε of event-level ε-DP for the whole stream")
     parser.add_argument("--method", choices=["proposed", "baseline"], default="proposed",
@@ -133,10 +133,10 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "fixed: max-cells from the first period (docs/tabular.md, "
                              "Selections)")
     parser.add_argument("--horizon", type=POSITIVE_INT, default=None,
-                        help="number of periods T (needed by bounded counters; default: the "
-                             "stream's last period for run — read from the data, as the "
-                             "manifest's horizon_source says — and unbounded counters for "
-                             "steps)")
+                        help="number of periods T, a public input (needed by bounded "
+                             "counters and event-time streams; default: for run the stream's "
+                             "last period — read from the data, so the release is marked not "
+                             "for publication — and unbounded counters for steps)")
     parser.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
                         help="use the reproducible simulation sampler (NOT for publication)")
     parser.add_argument("--format", dest="out_format", default="parquet",
