@@ -44,7 +44,9 @@ def check_format(fmt: str) -> str:
 
 
 def detect_format(path: str, fmt: Optional[str] = None) -> str:
-    """The format named by ``fmt``, else the one the file extension names."""
+    """The format named by ``fmt``, else the one the file extension names (a FIFO, a
+    device or a broken symbolic link is refused first: :func:`list_data_files`)."""
+    storage.check_not_special(path)
     if fmt:
         return check_format(fmt)
     ext = os.path.splitext(path.rstrip("/"))[1].lower()
@@ -66,20 +68,30 @@ def list_data_files(path: str) -> List[str]:
     """Data files of a dataset: ``path`` itself, or the data files under a directory.
 
     Hidden and underscore-prefixed entries (staging areas, Beam temp dirs) and
-    ``manifest.json`` are skipped.
+    ``manifest.json`` are skipped.  A local FIFO, device or socket, and a symbolic link
+    that loops or points nowhere, given as ``path`` or as a data file in its folder, is
+    refused naming it and what it is (:func:`~continual_synth.transforms.storage.
+    not_a_file`), never opened: reading a FIFO waits for a writer, and a broken link would
+    otherwise drop out of the listing silently.
     """
+    storage.check_not_special(path)
     if storage.is_file(path):
         return [path]
     if not storage.is_dir(path):
         raise InputError(f"{path}: no such file or directory")
-    out = []
-    for file_path in storage.list_files(path):
-        parts = storage.relative_parts(path, file_path)
-        if any(part.startswith((".", "_")) for part in parts):
-            continue
-        if os.path.splitext(parts[-1])[1].lower() in _EXTENSIONS:
-            out.append(file_path)
-    return out
+    for special, reason in storage.special_files(path).items():
+        if _is_data_file(path, special):
+            raise InputError(f"{special} {reason}")
+    return [file_path for file_path in storage.list_files(path)
+            if _is_data_file(path, file_path)]
+
+
+def _is_data_file(directory: str, file_path: str) -> bool:
+    """Whether ``file_path``, under ``directory``, is one of its data files: a data file
+    extension, and no hidden or underscore-prefixed folder or name on the way."""
+    parts = storage.relative_parts(directory, file_path)
+    return (not any(part.startswith((".", "_")) for part in parts)
+            and os.path.splitext(parts[-1])[1].lower() in _EXTENSIONS)
 
 
 def digest_data_files(digest, path: str):
