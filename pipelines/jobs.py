@@ -109,7 +109,8 @@ def run(model, input_path: str, output_dir: str, *,
     """Synthesize a whole panel (periods 1..T) in one pipeline; return the manifest."""
     check_format(out_format)
     fill = missing_code(missing_value, model.alphabet)
-    reader = ReadRecordBatches(input_path, in_format)  # fails early on a missing input
+    # fails early on a missing input
+    reader = ReadRecordBatches(input_path, in_format, columns=columns.names)
 
     def write(staging: str, plan_path: str) -> None:
         with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
@@ -308,7 +309,8 @@ def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[
     columns = PanelColumns(**state["columns"])
     fill = missing_code(state["missing_value"], model.alphabet)
     num_shards = state["num_shards"]
-    reader = ReadRecordBatches(input_path, in_format, allow_empty=allow_empty)
+    reader = ReadRecordBatches(input_path, in_format, allow_empty=allow_empty,
+                               columns=columns.names)
     if allow_empty:
         _check_columns_without_records(input_path, in_format, columns)
     storage.makedirs(history_after)

@@ -134,7 +134,8 @@ class ReadPointBatches(beam.PTransform):
                  allow_empty: bool = False, step_period: Optional[Tuple[str, int]] = None):
         super().__init__()
         # on the driver: refused before any write (``allow_empty``: a period without points)
-        self._files = check_dataset(path, fmt, allow_empty)
+        self._files = check_dataset(path, fmt, allow_empty,
+                                    list(columns) + ([step_period[0]] if step_period else []))
         self._format = detect_format(path, fmt)
         self._args = (list(columns), bounds, bool(clip), int(batch_rows), step_period)
 
