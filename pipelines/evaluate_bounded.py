@@ -60,7 +60,8 @@ PERIOD_FILE = re.compile(r"^synthetic-t(\d+)-")  # a continual release's files o
 
 def load_points(path: str, columns: Sequence[str], in_format: Optional[str] = None,
                 where: Optional[str] = None) -> np.ndarray:
-    return finite_points(read_dataset(path, in_format), columns, where or path)
+    return finite_points(read_dataset(path, in_format, columns=columns), columns,
+                         where or path)
 
 
 def finite_points(table: pa.Table, columns: Sequence[str], where: str) -> np.ndarray:
@@ -237,7 +238,7 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
         synthetic = finite_points(read_files(release_files(synthetic_dir)), columns,
                                   synthetic_dir)
     else:
-        table = read_dataset(truth_path, in_format)
+        table = read_dataset(truth_path, in_format, columns=[*columns, period_col])
         if period_col in table.column_names:
             periods = period_values(table, period_col, f"truth {truth_path}")
             table = table.filter(pa.array(periods <= chosen))

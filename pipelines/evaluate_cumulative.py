@@ -56,7 +56,9 @@ def evaluate_cumulative(truth: str, synthetic: str, report_dir: Optional[str] = 
     last = max(manifest["periods_released"])
     synthetic_panel = panel_indices(read_release(synthetic), *SYNTHETIC_COLUMNS, [0, 1],
                                     where=f"synthetic release {synthetic}")
-    truth_panel = panel_indices(read_dataset(truth, truth_format), id_col, period_col,
+    truth_panel = panel_indices(read_dataset(truth, truth_format,
+                                             columns=[id_col, period_col, value_col]),
+                                id_col, period_col,
                                 value_col, [0, 1], where=f"truth {truth}")
     if truth_panel.shape[1] < last or synthetic_panel.shape[1] != last:
         raise InputError(f"the truth covers periods 1..{truth_panel.shape[1]} and the release "

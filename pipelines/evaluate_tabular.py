@@ -165,7 +165,7 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     positions = [domain.index(w) for w in workloads]
     synthetic_form = _release_form(synthetic_form, manifest)
 
-    truth = read_dataset(truth_path, truth_format)
+    truth = read_dataset(truth_path, truth_format, columns=[*domain.names, period_col])
     truth_periods = _periods_of(truth, period_col, f"truth {truth_path}")
     if not truth_periods.size:
         raise InputError(f"truth {truth_path}: no records")

@@ -105,7 +105,9 @@ def evaluate_window(truth: str, synthetic: str, report_dir: Optional[str] = None
                          f" people but the manifest says"
                          f" num_synthetic = {manifest['num_synthetic']}")
 
-    truth_panel = panel_indices(read_dataset(truth, truth_format), id_col, period_col, value_col,
+    truth_panel = panel_indices(read_dataset(truth, truth_format,
+                                             columns=[id_col, period_col, value_col]),
+                                id_col, period_col, value_col,
                                 alphabet, where=f"truth {truth}")
     if truth_panel.shape[1] < last_period:
         raise InputError(f"truth {truth}: periods 1..{truth_panel.shape[1]} but the release goes up"

@@ -119,7 +119,8 @@ def run(model, input_path: str, output_dir: str, *,
     check_format(out_format)
     fill = missing_code(missing_value, model.alphabet)
     check_drop_fills(invalid_records, missing_value)
-    reader = ReadRecordBatches(input_path, in_format)  # fails early on a missing input
+    # fails early on a missing input
+    reader = ReadRecordBatches(input_path, in_format, columns=columns.names)
     sink = sink_for(invalid_records)
 
     def write(staging: str, plan_path: str) -> None:
@@ -344,7 +345,8 @@ def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[
     columns = PanelColumns(**state["columns"])
     fill = missing_code(state["missing_value"], model.alphabet)
     num_shards = state["num_shards"]
-    reader = ReadRecordBatches(input_path, in_format, allow_empty=allow_empty)
+    reader = ReadRecordBatches(input_path, in_format, allow_empty=allow_empty,
+                               columns=columns.names)
     if allow_empty:
         _check_columns_without_records(input_path, in_format, columns)
     dropped = None if sink is None else ShardDrops(sink, reader.files, columns)

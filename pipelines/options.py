@@ -38,6 +38,11 @@ class PanelColumns:
                                 ("--period-col", [self.period_col]),
                                 ("--value-col", [self.value_col])])
 
+    @property
+    def names(self) -> Tuple[str, str, str]:
+        """The three columns a panel job reads (each must be flat)."""
+        return self.id_col, self.period_col, self.value_col
+
 
 def check_distinct_columns(named: Sequence[Tuple[str, Sequence[str]]]) -> None:
     """Refuse a column that one of a job's column options names twice, or that two of

@@ -102,7 +102,7 @@ def infer_domain(input_path: str, period_col: str = "period",
     becomes an attribute, so a nearly unique one (an id; see :data:`NEAR_UNIQUE_SHARE`)
     is logged as a warning naming it: its values would be published in the manifest's
     domain and the synthetic rows."""
-    table = read_dataset(input_path, in_format)
+    table = read_dataset(input_path, in_format, columns=None)  # every column is read
     attributes = {}
     for name in table.column_names:
         if name == period_col:
@@ -136,7 +136,7 @@ def last_period(input_path: str, period_col: str = "period",
     (``horizon_source``) and the release is marked not for publication."""
     fmt = detect_format(input_path, in_format)
     last = 0
-    for path in check_dataset(input_path, fmt):  # only the period column is read
+    for path in check_dataset(input_path, fmt, columns=[period_col]):  # only it is read
         for offset, table in file_batches(path, fmt, [period_col], DEFAULT_BATCH_ROWS,
                                           "--period-col"):
             if table.num_rows:
@@ -200,7 +200,8 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
     domain = synthesizer.domain
     check_period_col(domain, period_col)
     reader = ReadRecordBatches(input_path, in_format,  # fails early on a missing input
-                               string_columns=text_columns(domain))
+                               string_columns=text_columns(domain),
+                               columns=[*domain.names, period_col])
     schema = synthetic_schema(domain, period_col)
 
     def write(staging: str, plan_path: str) -> None:
@@ -397,7 +398,8 @@ def _period_histograms(synthesizer: TabularSynthesizer, input_path: str,
     ``run`` releases a period the period column skips; so is a file whose every record
     was dropped (``sink``: drop invalid records into it)."""
     reader = ReadRecordBatches(input_path, in_format, allow_empty=True,
-                               string_columns=text_columns(synthesizer.domain))
+                               string_columns=text_columns(synthesizer.domain),
+                               columns=[*synthesizer.domain.names, period_col])
     result_path = storage.join(run_dir, "histograms.npy")
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
         _ = (pipeline

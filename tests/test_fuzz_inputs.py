@@ -14,6 +14,11 @@ caught) and must
 The steps run against copies of initialised states that have already ingested period 1,
 so a refused period-2 step would show any file it touched.  A few cases go through the
 installed console script in a subprocess, to prove that no traceback reaches a user.
+
+The data folder holds FIFOs (as an input and inside input folders): while a case runs, a
+watchdog opens each FIFO for writing whenever a reader holds it open, which records that
+the command opened it (a FIFO must be refused from ``os.stat`` alone) and lets that
+reader see the end of the file instead of waiting for ever.
 """
 from __future__ import annotations
 
@@ -23,11 +28,15 @@ import hashlib
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
+import fastavro
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -131,6 +140,46 @@ def _panel_files(data) -> None:
     write_file(_with_value(p2, "id", np.r_[np.arange(1, PEOPLE), 999]),
                str(data / "p2_new_id.parquet"), "parquet")
     _write_text(data / "p2_header.csv", "id,value\n")
+    _panel_shape_files(data, table, p2)
+
+
+def _panel_shape_files(data, table: pa.Table, p2: pa.Table) -> None:
+    """Panels whose columns are nested or named twice, and special files where data
+    files should be: FIFOs, a symbolic link that loops, one that points nowhere."""
+    write_file(_with_value(table, "id", [{"person": i} for i in table["id"].to_pylist()]),
+               str(data / "struct_id.parquet"), "parquet")
+    write_file(_with_value(table, "value", [[v] for v in table["value"].to_pylist()]),
+               str(data / "list_value.parquet"), "parquet")
+    write_file(_with_value(p2, "id", [{"person": i} for i in p2["id"].to_pylist()]),
+               str(data / "p2_struct_id.parquet"), "parquet")
+    write_file(_with_value(p2, "value", [[v] for v in p2["value"].to_pylist()]),
+               str(data / "p2_list_value.parquet"), "parquet")
+    rows = list(zip(*(table[name].to_pylist() for name in ("id", "period", "value"))))
+    _write_text(data / "repeated.csv", "id,period,value,value\n" + "".join(
+        f"{i},{t},{v},{v}\n" for i, t, v in rows))
+    _write_text(data / "p2_repeated.csv", "id,value,id\n" + "".join(
+        f"{i},{v},{i}\n" for i, v in zip(p2["id"].to_pylist(), p2["value"].to_pylist())))
+    write_file(pa.Table.from_arrays([table["id"], table["period"], table["value"],
+                                     table["value"]], names=["id", "period", "value", "value"]),
+               str(data / "repeated.parquet"), "parquet")
+    schema = {"type": "record", "name": "Report", "fields": [
+        {"name": "id", "type": {"type": "record", "name": "Person",
+                                "fields": [{"name": "number", "type": "long"}]}},
+        {"name": "period", "type": "long"}, {"name": "value", "type": "long"}]}
+    with open(data / "struct_id.avro", "wb") as handle:
+        fastavro.writer(handle, schema, [{"id": {"number": i}, "period": t, "value": v}
+                                         for i, t, v in rows])
+    os.mkfifo(data / "fifo.parquet")
+    (data / "fifo_dir").mkdir()
+    write_file(table, str(data / "fifo_dir" / "a.parquet"), "parquet")
+    os.mkfifo(data / "fifo_dir" / "b.parquet")
+    (data / "p2_fifo_dir").mkdir()
+    write_file(p2, str(data / "p2_fifo_dir" / "a.parquet"), "parquet")
+    os.mkfifo(data / "p2_fifo_dir" / "b.parquet")
+    os.symlink("loop.parquet", data / "loop.parquet")
+    (data / "dangling_dir").mkdir()
+    write_file(table, str(data / "dangling_dir" / "a.parquet"), "parquet")
+    os.symlink(str(data / "gone.parquet"), data / "dangling_dir" / "b.parquet")
 
 
 def _tabular_files(data) -> None:
@@ -180,6 +229,18 @@ def _tabular_files(data) -> None:
                str(data / "t2_period3.csv"), "csv")
     # no records and no column b (no records alone is a period without records: released)
     _write_text(data / "t2_header.csv", "a\n")
+    write_file(stream.set_column(1, "a", pa.array([[("code", v)] for v in a],
+                                                  pa.map_(pa.string(), pa.int64()))),
+               str(data / "stream_map.parquet"), "parquet")
+    write_file(pa.Table.from_arrays([stream["period"], stream["a"], stream["b"], stream["b"]],
+                                    names=["period", "a", "b", "b"]),
+               str(data / "stream_repeated.parquet"), "parquet")
+    _write_text(data / "t2_repeated.csv", "a,b,a\n" + "".join(
+        f"{v},{w},{v}\n" for v, w in zip(period["a"].to_pylist(), period["b"].to_pylist())))
+    (data / "t2_fifo_dir").mkdir()
+    write_file(stream.slice(20, 20).drop_columns(["period"]), str(data / "t2_fifo_dir" / "a.csv"),
+               "csv")
+    os.mkfifo(data / "t2_fifo_dir" / "b.csv")
 
 
 def _point_files(data) -> None:
@@ -195,6 +256,14 @@ def _point_files(data) -> None:
     write_file(pa.table({"x": pa.array(["a"] * 200), "y": points[:, 1]}),
                str(data / "points_text.parquet"), "parquet")
     _write_text(data / "points_header.csv", "x,y\n")
+    write_file(pa.table({"x": points[:, 0], "y": [{"y": v} for v in points[:, 1]]}),
+               str(data / "points_struct.parquet"), "parquet")
+    _write_text(data / "points_repeated.csv", "x,y,x\n" + "".join(
+        f"{x},{y},{x}\n" for x, y in points))
+    (data / "points_fifo_dir").mkdir()
+    write_file(pa.table({"x": points[:, 0], "y": points[:, 1]}),
+               str(data / "points_fifo_dir" / "a.parquet"), "parquet")
+    os.mkfifo(data / "points_fifo_dir" / "b.parquet")
 
 
 def run_cli(argv) -> Tuple[int, str]:
@@ -298,10 +367,35 @@ def _panel_cases():
                          "mixed_types/p01.parquet", "int64")),
         ("no_such_file.parquet", ("no_such_file.parquet", "no such file")),
     ]
+    # nested columns, a column named twice, special files where a data file should be
+    files += [
+        # before: "TypeError: '<' not supported between instances of 'dict' and 'dict'"
+        ("struct_id.parquet", ("struct_id.parquet", "column 'id'", "struct<person: int64>",
+                               "flat")),
+        # before: "column 'value' holds text ([0]) (row 1)"
+        ("list_value.parquet", ("list_value.parquet", "column 'value'", "list<", "flat")),
+        ("struct_id.avro", ("struct_id.avro", "column 'id'", "record Person", "flat")),
+        # before: "KeyError: 'Field \"value\" exists 2 times in schema'"
+        ("repeated.csv", ("repeated.csv", "'value' appears 2 times")),
+        ("repeated.parquet", ("repeated.parquet", "'value' appears 2 times")),
+        # before: "no such file or directory" (the FIFO, the loop), a hang (the folder)
+        ("fifo.parquet", ("fifo.parquet", "is a FIFO (named pipe), not a data file")),
+        ("fifo_dir", ("fifo_dir/b.parquet", "is a FIFO (named pipe)")),
+        ("loop.parquet", ("loop.parquet", "is a symbolic link that loops")),
+        # before: skipped silently (the release made of the folder's other file)
+        ("dangling_dir", ("dangling_dir/b.parquet", "points to", "gone.parquet",
+                          "which does not exist")),
+    ]
     cases = [run_case(w, source, subjects=subjects) for source, subjects in files]
+    cases.append(Case("window-run-/dev/null",
+                      ("window", "run", "--input", "/dev/null", "--output", "{out}", *WINDOW),
+                      ("/dev/null is a character device, not a data file",)))
     cases += [run_case(c, "mixed_types", subjects=("mixed_types/p02.parquet", "column 'id'")),
               run_case(c, "strings.parquet", subjects=("strings.parquet", "column 'value'")),
-              run_case(c, "two.parquet", subjects=("two.parquet", "value 2 (row 8)"))]
+              run_case(c, "two.parquet", subjects=("two.parquet", "value 2 (row 8)")),
+              run_case(c, "list_value.parquet", subjects=("list_value.parquet",
+                                                          "column 'value'", "list<")),
+              run_case(c, "dangling_dir", subjects=("dangling_dir/b.parquet", "does not exist"))]
     options = [
         (w, ("--rho", "0"), ("--rho", "positive")), (w, ("--rho", "-1"), ("--rho",)),
         (w, ("--rho", "nan"), ("--rho", "nan")), (c, ("--rho", "inf"), ("--rho", "inf")),
@@ -360,6 +454,13 @@ def _panel_cases():
         (w, "p2.parquet", ("--period", "0"), ("--period", "got 0")),
         (w, "p2.parquet", ("--period", "x"), ("--period", "'x'")),
         (w, "p2.parquet", ("--period", "3"), ("period 3", "out of order", "next period is 2")),
+        (w, "p2_struct_id.parquet", (), ("p2_struct_id.parquet", "column 'id'", "struct<")),
+        (c, "p2_list_value.parquet", (), ("p2_list_value.parquet", "column 'value'", "list<")),
+        (w, "p2_repeated.csv", (), ("p2_repeated.csv", "'id' appears 2 times")),
+        # before: the step waited, holding the state's lock, until the FIFO had a writer
+        (w, "p2_fifo_dir", (), ("p2_fifo_dir/b.parquet", "FIFO (named pipe)")),
+        (c, "fifo.parquet", (), ("fifo.parquet", "FIFO (named pipe)")),
+        (c, "loop.parquet", (), ("loop.parquet", "symbolic link that loops")),
     ]
     cases += [step_case(kind, source, *extra, subjects=subjects)
               for kind, source, extra, subjects in steps]
@@ -377,6 +478,9 @@ def _panel_cases():
         Case("evaluate-cumulative-truth-mixed_types",
              ("evaluate", c, "--truth", "{data}/mixed_types", "--synthetic", "{out}"),
              ("mixed_types/p02.parquet", "column 'id'", "string", "int64"), state=c),
+        Case("evaluate-cumulative-truth-list_value",
+             ("evaluate", c, "--truth", "{data}/list_value.parquet", "--synthetic", "{out}"),
+             ("list_value.parquet", "column 'value'", "list<"), state=c),
         Case("window-step-into-another-output",
              ("window", "step", "--state", "{state}", "--input", "{data}/p2.parquet",
               "--output", "{data}/elsewhere"), ("releases into",), state=w),
@@ -425,6 +529,9 @@ def _tabular_cases():
         ("stream_period7.parquet", ("stream_period7.parquet", "row 10", "period 7")),
         ("stream_header.csv", ("stream_header.csv", "no records")),
         ("panel.parquet", ("panel.parquet", "missing attribute column")),
+        ("stream_map.parquet", ("stream_map.parquet", "column 'a'", "map<string, int64",
+                                "flat")),
+        ("stream_repeated.parquet", ("stream_repeated.parquet", "'b' appears 2 times")),
     ]]
     cases += [
         Case("tabular-run-infer-domain-from-headers-only",
@@ -450,11 +557,16 @@ def _tabular_cases():
         ("t2_period3.csv", (), ("t2_period3.csv", "period 3")),
         ("t2_header.csv", (), ("t2_header.csv", "'b'")),
         ("t2.csv", ("--period", "-1"), ("--period", "got -1")),
+        ("t2_repeated.csv", (), ("t2_repeated.csv", "'a' appears 2 times")),
+        ("t2_fifo_dir", (), ("t2_fifo_dir/b.csv", "FIFO (named pipe)")),
     ]]
     cases.append(Case("evaluate-tabular-truth-stream_mixed_types",
                       ("evaluate", t, "--truth", "{data}/stream_mixed_types", "--synthetic",
                        "{out}"), ("stream_mixed_types/p03.parquet", "column 'a'", "string",
                                   "int64"), state=t))
+    cases.append(Case("evaluate-tabular-truth-stream_map",
+                      ("evaluate", t, "--truth", "{data}/stream_map.parquet", "--synthetic",
+                       "{out}"), ("stream_map.parquet", "column 'a'", "map<"), state=t))
     return cases
 
 
@@ -486,7 +598,14 @@ def _bounded_cases():
         ("points_text.parquet", ("points_text.parquet", "column 'x'", "numeric")),
         ("points_header.csv", ("points_header.csv", "no records")),
         ("empty.parquet", ("empty.parquet", "empty")),
+        ("points_struct.parquet", ("points_struct.parquet", "column 'y'", "struct<y: double>")),
+        ("points_repeated.csv", ("points_repeated.csv", "'x' appears 2 times")),
+        ("points_fifo_dir", ("points_fifo_dir/b.parquet", "FIFO (named pipe)")),
+        ("loop.parquet", ("loop.parquet", "symbolic link that loops")),
     ]]
+    cases.append(Case("bounded-run-/dev/null",
+                      (b, "run", "--input", "/dev/null", "--output", "{out}", "--epsilon", "1",
+                       *BOUNDED), ("/dev/null", "character device")))
     return cases
 
 
@@ -502,6 +621,46 @@ def tree_hashes(directory: str) -> Dict[str, str]:
             for path, data in snapshot(directory).items()}
 
 
+def fifos(directory) -> List[str]:
+    """The FIFOs under ``directory``."""
+    return sorted(os.path.join(root, name) for root, _, names in os.walk(directory)
+                  for name in names if stat.S_ISFIFO(os.lstat(os.path.join(root, name)).st_mode))
+
+
+class FifoWatchdog:
+    """While a command runs: opens each FIFO for writing whenever a reader holds it open
+    (only then does a non-blocking open for writing succeed), recording the FIFO, and
+    closes it at once, so that the reader sees the end of the file instead of waiting for
+    a writer for ever."""
+
+    def __init__(self, paths):
+        self.paths, self.opened = list(paths), []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self):
+        while not self._done.wait(0.02):
+            for path in self.paths:
+                try:
+                    descriptor = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                except OSError:  # no reader (ENXIO)
+                    continue
+                self.opened.append(path)
+                os.close(descriptor)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+
+# A refusal is decided before any pipeline runs: well within this, on a shared machine
+PROMPT_SECONDS = 60
+
+
 @dataclass
 class Outcome:
     code: int
@@ -511,6 +670,8 @@ class Outcome:
     state_after: Dict[str, str]
     output_before: Dict[str, str]
     output_after: Dict[str, str]
+    fifos_opened: Tuple[str, ...] = ()
+    seconds: float = 0.0
 
 
 _OUTCOMES: Dict[str, Outcome] = {}
@@ -529,11 +690,14 @@ def outcome(world, request, tmp_path_factory) -> Outcome:
         fill = {"data": str(data), "state": state, "out": out}
         argv = [arg.format(**fill) for arg in case.argv]
         before = tree_hashes(state), tree_hashes(out)
-        code, stderr = run_cli(argv)
+        started = time.monotonic()
+        with FifoWatchdog(fifos(data)) as watchdog:
+            code, stderr = run_cli(argv)
         _OUTCOMES[case.name] = Outcome(code, stderr,
                                        tuple(s.format(**fill) for s in case.subjects),
                                        before[0], tree_hashes(state), before[1],
-                                       tree_hashes(out))
+                                       tree_hashes(out), tuple(watchdog.opened),
+                                       time.monotonic() - started)
     return _OUTCOMES[case.name]
 
 
@@ -560,6 +724,8 @@ def test_refused_with_exit_2_naming_the_subject(outcome):
     for subject in outcome.subjects:
         assert subject in message, (subject, message)
     assert outcome.output_after == outcome.output_before
+    assert not outcome.fifos_opened  # a special file is refused from os.stat, never opened
+    assert outcome.seconds < PROMPT_SECONDS
 
 
 @pytest.mark.parametrize("outcome", _params(CASES), indirect=True)
@@ -572,7 +738,10 @@ def test_state_left_byte_identical(outcome):
 
 SUBPROCESS_CASES = ["window-run-strings.parquet", "window-run-truncated.parquet",
                     "window-run---horizon 0", "bounded-run---shards 0",
-                    "tabular-step-t2_outside.csv"]
+                    "tabular-step-t2_outside.csv",
+                    # no watchdog here: a command that opened the FIFO would wait for a
+                    # writer until the timeout
+                    "window-step-p2_fifo_dir"]
 
 
 @pytest.mark.skipif(not os.path.exists(CONSOLE_SCRIPT), reason="console script not installed")

@@ -9,6 +9,7 @@ readers decode the file objects it opens.
 """
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -44,7 +45,9 @@ def check_format(fmt: str) -> str:
 
 
 def detect_format(path: str, fmt: Optional[str] = None) -> str:
-    """The format named by ``fmt``, else the one the file extension names."""
+    """The format named by ``fmt``, else the one the file extension names (a FIFO, a
+    device or a broken symbolic link is refused first: :func:`list_data_files`)."""
+    storage.check_not_special(path)
     if fmt:
         return check_format(fmt)
     ext = os.path.splitext(path.rstrip("/"))[1].lower()
@@ -66,20 +69,30 @@ def list_data_files(path: str) -> List[str]:
     """Data files of a dataset: ``path`` itself, or the data files under a directory.
 
     Hidden and underscore-prefixed entries (staging areas, Beam temp dirs) and
-    ``manifest.json`` are skipped.
+    ``manifest.json`` are skipped.  A local FIFO, device or socket, and a symbolic link
+    that loops or points nowhere, given as ``path`` or as a data file in its folder, is
+    refused naming it and what it is (:func:`~continual_synth.transforms.storage.
+    not_a_file`), never opened: reading a FIFO waits for a writer, and a broken link would
+    otherwise drop out of the listing silently.
     """
+    storage.check_not_special(path)
     if storage.is_file(path):
         return [path]
     if not storage.is_dir(path):
         raise InputError(f"{path}: no such file or directory")
-    out = []
-    for file_path in storage.list_files(path):
-        parts = storage.relative_parts(path, file_path)
-        if any(part.startswith((".", "_")) for part in parts):
-            continue
-        if os.path.splitext(parts[-1])[1].lower() in _EXTENSIONS:
-            out.append(file_path)
-    return out
+    for special, reason in storage.special_files(path).items():
+        if _is_data_file(path, special):
+            raise InputError(f"{special} {reason}")
+    return [file_path for file_path in storage.list_files(path)
+            if _is_data_file(path, file_path)]
+
+
+def _is_data_file(directory: str, file_path: str) -> bool:
+    """Whether ``file_path``, under ``directory``, is one of its data files: a data file
+    extension, and no hidden or underscore-prefixed folder or name on the way."""
+    parts = storage.relative_parts(directory, file_path)
+    return (not any(part.startswith((".", "_")) for part in parts)
+            and os.path.splitext(parts[-1])[1].lower() in _EXTENSIONS)
 
 
 def digest_data_files(digest, path: str):
@@ -93,18 +106,24 @@ def digest_data_files(digest, path: str):
 
 
 def read_file(path: str, fmt: Optional[str] = None,
-              string_columns: Sequence[str] = ()) -> pa.Table:
+              string_columns: Sequence[str] = (),
+              columns: Optional[Sequence[str]] = ()) -> pa.Table:
     """One data file as an Arrow table.  CSV: only an empty field is a missing value (as
     pyarrow writes nulls; "NA", "null" or "NaN" are values like any other), and
-    ``string_columns`` are read as text (a category "02" stays "02", not the number 2)."""
+    ``string_columns`` are read as text (a category "02" stays "02", not the number 2).
+    A file that names a column twice is refused, and so is one whose ``columns`` (the
+    ones the caller reads; None: every column) hold nested values
+    (:func:`check_columns`)."""
     fmt = detect_format(path, fmt)
     try:
         with storage.open_read(path) as handle:
-            if fmt == "parquet":
-                return pq.read_table(handle)
-            if fmt == "csv":
-                return _read_csv_file(path, handle, string_columns)
-            return avro_bytes_to_table(handle)
+            if fmt == "avro":  # checked before decoding: records are dicts, one per name
+                return avro_bytes_to_table(handle, path, columns)
+            if fmt == "parquet":  # checked from the footer: a read fails on a repeated name
+                parquet = pq.ParquetFile(handle)
+                check_columns(path, arrow_columns(parquet.schema_arrow), columns)
+                return parquet.read()
+            return _read_csv_file(path, handle, string_columns, columns)
     except InputError:
         raise
     except Exception as exc:  # pyarrow / fastavro parse errors name no file
@@ -112,11 +131,12 @@ def read_file(path: str, fmt: Optional[str] = None,
         raise InputError(message or _unreadable(path, fmt, exc)) from exc
 
 
-def _read_csv_file(path: str, handle, string_columns: Sequence[str]) -> pa.Table:
+def _read_csv_file(path: str, handle, string_columns: Sequence[str],
+                   columns: Optional[Sequence[str]] = ()) -> pa.Table:
     """The CSV file ``path`` (open as ``handle``) as :func:`read_file` reads it."""
     types = {name: pa.string() for name in string_columns}
     table = _read_csv(handle, types)
-    table.schema.names  # noqa: B018 — a header that is not UTF-8 fails here
+    check_columns(path, arrow_columns(table.schema), columns)  # a header not UTF-8 fails here
     wide = _whole_numbers_beyond_int64(table)
     if not wide:
         return table
@@ -187,7 +207,8 @@ def _unreadable(path: str, fmt: str, exc: Exception) -> str:
 def has_records(path: str, fmt: str) -> bool:
     """Whether one data file holds at least one record, from its Parquet footer or its
     first CSV block / Avro record; an :class:`InputError` naming the file if it cannot be
-    read (an empty or truncated file, a CSV row with the wrong number of fields …)."""
+    read (an empty or truncated file, a CSV row with the wrong number of fields …) or
+    names a column twice (:func:`check_columns`)."""
     if fmt == "parquet":
         return parquet_footer(path)[0] > 0
     _check_not_empty(path, fmt)
@@ -195,11 +216,140 @@ def has_records(path: str, fmt: str) -> bool:
         with storage.open_read(path) as handle:
             if fmt == "csv":
                 reader = pacsv.open_csv(handle)
-                reader.schema.names  # noqa: B018 — a header that is not UTF-8 fails here
+                # a header that is not UTF-8 fails here
+                check_columns(path, arrow_columns(reader.schema))
                 return any(batch.num_rows for batch in reader)
-            return next(iter(fastavro.reader(handle)), None) is not None
+            reader = fastavro.reader(handle)
+            check_columns(path, avro_columns(reader.writer_schema))
+            return next(iter(reader), None) is not None
+    except InputError:
+        raise
     except Exception as exc:  # pyarrow / fastavro errors name no file
         raise InputError(_unreadable(path, fmt, exc)) from exc
+
+
+def avro_header_columns(path: str) -> List[Tuple[str, Optional[str]]]:
+    """The columns of one Avro file (:func:`avro_columns`), from its header alone."""
+    _check_not_empty(path, "avro")
+    try:
+        with storage.open_read(path) as handle:
+            return avro_columns(fastavro.reader(handle).writer_schema)
+    except Exception as exc:  # fastavro errors name no file
+        raise InputError(_unreadable(path, "avro", exc)) from exc
+
+
+# What the columns a job reads hold (ids, periods, values, tabular attributes, point
+# coordinates): one value per cell.  A struct, list or map column would reach the
+# pipeline's stages as Python dicts and lists (an id column of structs fails when a shard
+# sorts its ids) or be taken for text.
+FLAT_COLUMNS = "ids, periods, values and attributes are flat: a number or a text"
+
+
+def _nested(data_type: pa.DataType) -> bool:
+    """Whether an Arrow type holds more than one value per cell: a struct, list, map or
+    union, or a dictionary, run-end encoded or extension type over one."""
+    if pa.types.is_dictionary(data_type) or pa.types.is_run_end_encoded(data_type):
+        return _nested(data_type.value_type)
+    if isinstance(data_type, pa.BaseExtensionType):
+        return _nested(data_type.storage_type)
+    return pa.types.is_nested(data_type)
+
+
+def arrow_columns(schema: pa.Schema) -> List[Tuple[str, Optional[str]]]:
+    """``(name, its type if nested, else None)`` for each field of an Arrow schema, in
+    order (a repeated name appears as often as the schema holds it)."""
+    return [(field.name, str(field.type) if _nested(field.type) else None)
+            for field in schema]
+
+
+_AVRO_PRIMITIVE = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+_AVRO_NAMED = {"record", "error", "enum", "fixed"}
+
+
+def avro_columns(writer_schema: dict) -> List[Tuple[str, Optional[str]]]:
+    """:func:`arrow_columns` of an Avro record schema: a field is nested if its type is a
+    record, an array or a map, or a union or named reference holding one (an enum, a
+    fixed, a logical type over a primitive and a union such as ``["null", "long"]`` are
+    flat)."""
+    named: dict = {}
+    _avro_named_types(writer_schema, named, None)
+    return [(field["name"], _avro_nested(field["type"], named))
+            for field in writer_schema.get("fields", ())]
+
+
+def _avro_named_types(avro_type, named: dict, namespace: Optional[str]) -> None:
+    """Record in ``named`` (full and short name → definition) every named type that
+    ``avro_type`` defines, however deep (a field may refer to one by name later)."""
+    if isinstance(avro_type, list):
+        for branch in avro_type:
+            _avro_named_types(branch, named, namespace)
+    if not isinstance(avro_type, dict):
+        return
+    kind = avro_type.get("type")
+    if kind in _AVRO_NAMED and "name" in avro_type:
+        name = avro_type["name"]
+        namespace = avro_type.get("namespace", namespace)
+        named[name] = named[name.rsplit(".", 1)[-1]] = avro_type
+        if namespace and "." not in name:
+            named[f"{namespace}.{name}"] = avro_type
+    for field in avro_type.get("fields", ()) if kind in ("record", "error") else ():
+        _avro_named_types(field.get("type"), named, namespace)
+    for key in ("items", "values"):
+        if key in avro_type:
+            _avro_named_types(avro_type[key], named, namespace)
+    if isinstance(kind, (dict, list)):
+        _avro_named_types(kind, named, namespace)
+
+
+def _avro_nested(avro_type, named: dict) -> Optional[str]:
+    """The description of an Avro type holding more than one value per record (``record
+    Address``, ``array<long>``, ``map<string>``), or None for a flat one."""
+    if isinstance(avro_type, list):  # a union: nested if any branch is
+        return next(filter(None, (_avro_nested(branch, named) for branch in avro_type)),
+                    None)
+    if isinstance(avro_type, str):
+        if avro_type in _AVRO_PRIMITIVE:
+            return None
+        definition = named.get(avro_type)
+        return avro_type if definition is None else _avro_nested(definition, named)
+    if not isinstance(avro_type, dict):
+        return None
+    kind = avro_type.get("type")
+    if kind in ("record", "error"):
+        return f"record {avro_type.get('name', '')}".strip()
+    if kind == "array":
+        return f"array<{_avro_name(avro_type.get('items'))}>"
+    if kind == "map":
+        return f"map<{_avro_name(avro_type.get('values'))}>"
+    if kind in ("enum", "fixed"):
+        return None
+    return _avro_nested(kind, named)  # {"type": "long", "logicalType": …} and the like
+
+
+def _avro_name(avro_type) -> str:
+    """A short name of an Avro type, for a message."""
+    if isinstance(avro_type, dict):
+        return str(avro_type.get("name") or avro_type.get("type"))
+    if isinstance(avro_type, list):
+        return "|".join(_avro_name(branch) for branch in avro_type)
+    return str(avro_type)
+
+
+def check_columns(path: str, columns: Sequence[Tuple[str, Optional[str]]],
+                  read: Optional[Sequence[str]] = ()) -> None:
+    """Refuse the file ``path`` whose ``columns`` (``(name, nested type or None)``:
+    :func:`arrow_columns`, :func:`avro_columns`) name one column twice, whichever it is
+    (a table cannot tell the two apart), or whose columns in ``read`` (the ones a job
+    reads; None: every column) hold nested values (:data:`FLAT_COLUMNS`)."""
+    counts = collections.Counter(name for name, _ in columns)
+    for name, _ in columns:
+        if counts[name] > 1:
+            raise InputError(f"{path}: column name {name!r} appears {counts[name]} times; "
+                             f"each column needs a name of its own")
+    for name, nested in columns:
+        if nested and (read is None or name in read):
+            raise InputError(f"{path}: column {name!r} holds {nested} values; "
+                             f"{FLAT_COLUMNS}")
 
 
 def _check_not_empty(path: str, fmt: str) -> None:
@@ -309,35 +459,45 @@ def first_null(column) -> int:
     return int(column.is_null().to_numpy(zero_copy_only=False).argmax())
 
 
-def check_dataset(path: str, fmt: Optional[str] = None, allow_empty: bool = False
-                  ) -> List[str]:
+def check_dataset(path: str, fmt: Optional[str] = None, allow_empty: bool = False,
+                  columns: Optional[Sequence[str]] = ()) -> List[str]:
     """The data files of ``path`` (see :func:`list_data_files`) after checking, on the
     driver and before any pipeline runs, that together they hold at least one record (a
     header-only CSV or a 0-row Parquet file holds none; ``allow_empty``: a period with no
     records is valid input, as for continual PrivHP's points).  Every Parquet footer is
     read (cheap, and Beam's Parquet reader would not name a broken file), and the files
-    must agree on their columns' types (:func:`check_same_types`); CSV and Avro
-    files are opened until one holds a record (:func:`read_file` names a broken one
-    later)."""
+    must agree on their columns' types (:func:`check_same_types`); every Avro header is
+    read; CSV files are opened until one holds a record (:func:`read_file` names a broken
+    one later).  No schema read may name a column twice, nor give a nested type to one of
+    ``columns``, the columns the job reads (None: every column; :func:`check_columns`):
+    a CSV header is checked where the file is opened, here or by :func:`read_file`."""
     files = list_data_files(path)
     if not files:
         raise InputError(f"{path}: no .parquet, .csv or .avro files found")
     fmt = detect_format(path, fmt)
     if fmt == "parquet":
         footers = [parquet_footer(file_path) for file_path in files]  # names a broken file
-        check_same_types([(file_path, schema) for file_path, (_, schema)
-                          in zip(files, footers)])
+        schemas = [(file_path, schema) for file_path, (_, schema) in zip(files, footers)]
+        for file_path, schema in schemas:
+            check_columns(file_path, arrow_columns(schema), columns)
+        check_same_types(schemas)
         holds_records = any(records for records, _ in footers)
     else:
+        if fmt == "avro":
+            for file_path in files:
+                check_columns(file_path, avro_header_columns(file_path), columns)
         holds_records = allow_empty or any(has_records(file_path, fmt) for file_path in files)
     if not (allow_empty or holds_records):
         raise InputError(f"{path}: holds no records (only headers or empty tables)")
     return files
 
 
-def avro_bytes_to_table(handle) -> pa.Table:
-    """Decode an Avro container (file object) into columns with fastavro."""
+def avro_bytes_to_table(handle, where: str = "avro input",
+                        columns: Optional[Sequence[str]] = ()) -> pa.Table:
+    """Decode an Avro container (file object) into columns with fastavro, after
+    :func:`check_columns` of its schema (``where``: the file, for the message)."""
     reader = fastavro.reader(handle)
+    check_columns(where, avro_columns(reader.writer_schema), columns)
     fields = [f["name"] for f in reader.writer_schema["fields"]]
     columns = {name: [] for name in fields}
     for record in reader:
@@ -383,21 +543,25 @@ def read_release(directory: str) -> pa.Table:
     return read_files(files)
 
 
-def read_files(paths: Sequence[str], fmt: Optional[str] = None) -> pa.Table:
-    """The data files ``paths`` (at least one) concatenated into one table."""
-    tables = [read_file(path, fmt) for path in paths]
+def read_files(paths: Sequence[str], fmt: Optional[str] = None,
+               columns: Optional[Sequence[str]] = ()) -> pa.Table:
+    """The data files ``paths`` (at least one) concatenated into one table
+    (``columns``: see :func:`read_file`)."""
+    tables = [read_file(path, fmt, columns=columns) for path in paths]
     if len(tables) == 1:
         return tables[0]
     check_same_types([(path, table.schema) for path, table in zip(paths, tables)])
     return pa.concat_tables(tables, promote_options=_PROMOTE)
 
 
-def read_dataset(path: str, fmt: Optional[str] = None) -> pa.Table:
-    """All data files of a file or directory, concatenated into one table."""
+def read_dataset(path: str, fmt: Optional[str] = None,
+                 columns: Optional[Sequence[str]] = ()) -> pa.Table:
+    """All data files of a file or directory, concatenated into one table (``columns``:
+    the ones the caller reads, which must be flat; see :func:`read_file`)."""
     files = list_data_files(path)
     if not files:
         raise InputError(f"{path}: no .parquet, .csv or .avro files found")
-    return read_files(files, fmt)
+    return read_files(files, fmt, columns)
 
 
 def avro_schema(table_schema: pa.Schema) -> dict:

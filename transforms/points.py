@@ -185,7 +185,8 @@ class ReadPointBatches(beam.PTransform):
                  sink: Optional[DropSink] = None):
         super().__init__()
         # on the driver: refused before any write (``allow_empty``: a period without points)
-        self._files = check_dataset(path, fmt, allow_empty)
+        self._files = check_dataset(path, fmt, allow_empty,
+                                    list(columns) + ([step_period[0]] if step_period else []))
         self._format = detect_format(path, fmt)
         self._args = (list(columns), bounds, bool(clip), int(batch_rows), step_period, sink)
 

@@ -7,9 +7,10 @@ table carries its file and first row (:func:`~continual_synth.transforms.files.
 with_origin`), so that a bad record is reported by file and row.
 
 Every file is opened on the driver first (:func:`~continual_synth.transforms.files.
-check_dataset`), so an unreadable or empty input is refused, naming the file, before a
-job writes anything; a file that breaks later (a corrupt page behind a valid footer)
-is refused naming the file too.
+check_dataset`), so an unreadable or empty input, a special file, a column named twice
+or a nested column the job reads is refused, naming the file, before a job writes
+anything; a file that breaks later (a corrupt page behind a valid footer) is refused
+naming the file too.
 """
 from __future__ import annotations
 
@@ -26,10 +27,11 @@ class ReadRecordBatches(beam.PTransform):
     """``PBegin → PCollection[pyarrow.Table]`` for a file or a directory of files."""
 
     def __init__(self, path: str, fmt: Optional[str] = None, allow_empty: bool = False,
-                 string_columns: Sequence[str] = ()):
+                 string_columns: Sequence[str] = (), columns: Sequence[str] = ()):
         super().__init__()
-        # on the driver: refused before any write (``allow_empty``: a period without records)
-        self._files = check_dataset(path, fmt, allow_empty)
+        # on the driver: refused before any write (``allow_empty``: a period without
+        # records; ``columns``: the ones the job reads, which must be flat)
+        self._files = check_dataset(path, fmt, allow_empty, columns)
         self._format = detect_format(path, fmt)
         self._strings = tuple(string_columns)  # CSV columns read as text
 

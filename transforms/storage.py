@@ -19,8 +19,10 @@ gives Beam's client one session per thread and one client per set of settings in
 """
 from __future__ import annotations
 
+import errno
 import os
 import socket
+import stat
 import threading
 from types import SimpleNamespace
 from typing import Dict, List, Optional, Sequence
@@ -271,8 +273,63 @@ def size(path: str) -> int:
     return _match(path)[0].size_in_bytes
 
 
+_SPECIAL_FILES = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def not_a_file(path: str) -> Optional[str]:
+    """Why the local ``path`` is neither a regular file nor a folder, from ``os.stat``
+    alone (opening a FIFO for reading waits for a writer, for ever if none comes): "is a
+    FIFO (named pipe), not a data file" (a device, a socket), "is a symbolic link that
+    loops", "points to …, which does not exist".  None for a regular file, a folder, a
+    path that does not exist, and a URL (object stores hold objects only)."""
+    if not is_local(path):
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        if not os.path.islink(path):
+            return None
+        if error.errno == errno.ELOOP:
+            return "is a symbolic link that loops"
+        return f"points to {os.path.realpath(path)}, which does not exist"
+    for test, kind in _SPECIAL_FILES:
+        if test(mode):
+            return f"is {kind}, not a data file"
+    return None
+
+
+def check_not_special(path: str) -> None:
+    """An :class:`InputError` naming ``path`` and what it is when :func:`not_a_file`
+    says it cannot be read as a file."""
+    reason = not_a_file(path)
+    if reason:
+        raise InputError(f"{path} {reason}")
+
+
+def special_files(directory: str) -> Dict[str, str]:
+    """``{path: reason}`` (:func:`not_a_file`) of the entries under a local ``directory``
+    that are neither files nor folders.  :func:`list_files` lists a FIFO, a device or a
+    socket as a file and leaves out, silently, a symbolic link that loops or points
+    nowhere (Beam drops an entry whose size it cannot read); this walk finds both, as
+    Beam's own walk does (``os.walk``, symbolic links to folders not followed).  Nothing
+    on an object store."""
+    if not (is_local(directory) and os.path.isdir(directory)):
+        return {}
+    found = {}
+    for folder, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(folder, name)
+            reason = not_a_file(path)
+            if reason:
+                found[path] = reason
+    return dict(sorted(found.items()))
+
+
 def open_read(path: str):
-    """A binary file object to read ``path`` (seekable: pyarrow's readers take it)."""
+    """A binary file object to read ``path`` (seekable: pyarrow's readers take it); a
+    local FIFO, device or socket is refused, never opened (:func:`not_a_file`)."""
+    check_not_special(path)
     return FileSystems.open(path, compression_type=_RAW)
 
 
