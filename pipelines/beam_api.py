@@ -73,9 +73,22 @@ def _table_of_rows(rows) -> pa.Table:
     return pa.Table.from_pylist(rows)
 
 
+def _flat(table: pa.Table, read) -> pa.Table:
+    """``table``, its columns checked as an input file's are (no name twice, the columns
+    the job reads flat: :func:`~continual_synth.transforms.files.check_columns`)."""
+    from continual_synth.transforms.files import arrow_columns, check_columns
+    check_columns("the pipeline's records", arrow_columns(table.schema), read)
+    return table
+
+
 class ToArrowTables(beam.PTransform):
     """Records (dicts, ``beam.Row``\\ s, pyarrow Tables or RecordBatches) → pyarrow Tables:
-    records in batches of up to :data:`BATCH_ROWS` rows, tables as they are."""
+    records in batches of up to :data:`BATCH_ROWS` rows, tables as they are; ``read``: the
+    columns the job reads, which must be flat (None: every column)."""
+
+    def __init__(self, read=None):
+        super().__init__()
+        self.read = None if read is None else tuple(read)
 
     def expand(self, records):
         split = records | "Form" >> beam.ParDo(_SplitForm()).with_outputs("rows",
@@ -83,7 +96,8 @@ class ToArrowTables(beam.PTransform):
         batched = (split.rows
                    | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=BATCH_ROWS)
                    | "Table" >> beam.Map(_table_of_rows))
-        return (split.tables, batched) | "Tables" >> beam.Flatten()
+        return ((split.tables, batched) | "Tables" >> beam.Flatten()
+                | "Flat" >> beam.Map(_flat, self.read))
 
 
 class _Release(beam.PTransform):
@@ -114,7 +128,7 @@ class _Release(beam.PTransform):
         return path
 
     def expand(self, records):
-        tables = records | "ToArrow" >> ToArrowTables()
+        tables = records | "ToArrow" >> ToArrowTables(self.read_columns())
         synthetic, manifest = self.synthesize(tables)
         if not self.as_tables:
             synthetic = synthetic | "ToDicts" >> beam.FlatMap(lambda table: table.to_pylist())
@@ -122,6 +136,10 @@ class _Release(beam.PTransform):
         return _Released(synthetic, manifest)
 
     def synthesize(self, tables):
+        raise NotImplementedError
+
+    def read_columns(self):
+        """The columns of the records the family reads."""
         raise NotImplementedError
 
 
@@ -148,6 +166,9 @@ def _published(manifest: Dict) -> Dict:
 
 
 class _PanelRelease(_Release):
+    def read_columns(self):
+        return (self.args.id_col, self.args.period_col, self.args.value_col)
+
     def check(self) -> None:
         from continual_synth.pipelines.jobs import check_drop_fills
         check_drop_fills(self.args.invalid_records, self.args.missing_value)
@@ -190,6 +211,9 @@ class TabularRelease(_Release):
 
     family = "tabular"
 
+    def read_columns(self):
+        return None  # every column but the period is an attribute
+
     def synthesize(self, tables):
         from continual_synth.mechanisms.errors import InputError
         from continual_synth.pipelines import tabular
@@ -221,6 +245,10 @@ class PrivHPRelease(_Release):
     with ``horizon``, steps through the Python API or the command line)."""
 
     family = "bounded"
+
+    def read_columns(self):
+        from continual_synth.pipelines.bounded_cli import _columns
+        return _columns(self.args.columns)
 
     def synthesize(self, tables):
         from continual_synth.mechanisms.errors import InputError

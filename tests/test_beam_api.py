@@ -148,3 +148,9 @@ def test_drop_mode_leaves_out_invalid_records_as_run_does(tmp_path):
     assert ordered(synthetic, columns) == ordered(read_dataset(str(tmp_path / "run")), columns)
     with pytest.raises(InputError, match="missing-value"):
         csb.WindowRelease(window=2, horizon=4, rho=1, invalid_records="drop")
+
+
+def test_nested_columns_are_refused_as_in_a_file():
+    with pytest.raises(Exception, match="column 'id' holds struct"):
+        in_pipeline([{"id": {"person": 1}, "period": 1, "value": 0}],
+                    csb.WindowRelease(window=2, horizon=4, rho=1, seed=6))
