@@ -21,7 +21,7 @@ from continual_synth.mechanisms import emission, panel, window
 from continual_synth.mechanisms.cumulative import CumulativeConfig
 from continual_synth.mechanisms.panel_synthesizers import (CumulativeSynthesizer,
                                                           WindowSynthesizer)
-from continual_synth.mechanisms.synthesizer import period_sampler
+from continual_synth.mechanisms.synthesizer import PanelStatistics, period_sampler
 
 # The project's Parquet encoding rule, transforms.files.PARQUET_DICTIONARY_PAGE_BYTES
 # (not imported: that module loads Beam, 0.9 CPU s and 100 MB this script does not use).
@@ -51,7 +51,8 @@ def synthesize(input_path, output_dir, model, seed):
 
         for period in range(1, model.horizon + 1):
             sampler = period_sampler(seed, period)
-            state, release = model.step(state, statistics[period - 1], sampler, population)
+            state, release = model.step(state, PanelStatistics(statistics[period - 1], population),
+                                        sampler)
             if release is None:
                 continue
             plan, code_counts = emission.period_shard_plan(model.codes, release.initial,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from typing import Optional
 
 
 # The most records a release may write for its noise alone, whatever its input (Algorithm 1's
@@ -119,13 +120,18 @@ def format_bytes(size: float) -> str:
     raise AssertionError("unreachable")
 
 
-def check_next_period(period: int, last_seen: int, horizon: int) -> None:
-    """Refuse a period beyond the horizon or out of order (both synthesizers' contract)."""
-    if period > horizon:
-        raise ValueError(f"period {period} is beyond the horizon T={horizon}")
+class PeriodError(StateError, ValueError):
+    """A period a state cannot take: beyond the horizon or out of order."""
+
+
+def check_next_period(period: int, last_seen: int, horizon: Optional[int]) -> None:
+    """Refuse a period beyond the horizon (None: an open one) or out of order: every
+    synthesizer's rule (:class:`PeriodError`)."""
+    if horizon is not None and period > horizon:
+        raise PeriodError(f"period {period} is beyond the horizon T={horizon}")
     if period != last_seen + 1:
-        raise ValueError(f"period {period} is out of order: the state has seen periods "
-                         f"1..{last_seen}, so the next period is {last_seen + 1}")
+        raise PeriodError(f"period {period} is out of order: the state has seen periods "
+                          f"1..{last_seen}, so the next period is {last_seen + 1}")
 
 
 def one_line(error) -> str:

@@ -26,11 +26,12 @@ import numpy as np
 
 from continual_synth.mechanisms import cumulative, window
 from continual_synth.mechanisms.emission import WeightCodes, WindowCodes
+from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms.panel import advance_suffix, window_histograms
-from continual_synth.mechanisms.synthesizer import PanelRelease
+from continual_synth.mechanisms.synthesizer import PanelRelease, PanelStatistics, Synthesizer
 
 
-class _PanelSynthesizer:
+class _PanelSynthesizer(Synthesizer):
     """The part of the protocol both delegate to their mechanism module (``mechanism``:
     :mod:`~continual_synth.mechanisms.window` or :mod:`~continual_synth.mechanisms.
     cumulative`, each with its state class, ``check_step`` and ``manifest_fields``)."""
@@ -40,6 +41,15 @@ class _PanelSynthesizer:
 
     def initial_state(self):
         return self.state_class.initial(self.config)
+
+    def period(self, state) -> int:
+        return state.period
+
+    def ledger(self, state) -> BudgetLedger:
+        return state.ledger
+
+    def state_to_dict(self, state) -> Dict:
+        return state.to_dict()
 
     def state_from_dict(self, data: Dict):
         return self.state_class.from_dict(data)
@@ -80,12 +90,12 @@ class WindowSynthesizer(_PanelSynthesizer):
         return suffix, stats
 
     # synthesizer -----------------------------------------------------------------
-    def step(self, state, stats: np.ndarray, sampler, population: Optional[int] = None
+    def step(self, state, statistics: PanelStatistics, sampler
              ) -> Tuple[window.WindowState, Optional[PanelRelease]]:
         """``(state, release)``; no release before period k."""
         period = state.period + 1
-        state, release = window.step(state, stats if period >= self.config.window else None,
-                                     sampler)
+        state, release = window.step(
+            state, statistics.counts if period >= self.config.window else None, sampler)
         if release is None:
             return state, None
         return state, PanelRelease(period, release.initial_counts, release.extension)
@@ -127,13 +137,15 @@ class CumulativeSynthesizer(_PanelSynthesizer):
         return codes + values, stats
 
     # synthesizer -----------------------------------------------------------------
-    def step(self, state, stats: np.ndarray, sampler, population: Optional[int] = None
+    def step(self, state, statistics: PanelStatistics, sampler
              ) -> Tuple[cumulative.CumulativeState, PanelRelease]:
-        """``(state, release)``: the people are created at period 1 (``population``, the
-        number of real people, is used there under add-remove with a public n)."""
+        """``(state, release)``: the people are created at period 1 from the statistics'
+        ``population`` n (public under replace and with --public-population; released
+        with noise otherwise)."""
         period = state.period + 1
-        state, release = cumulative.step(state, stats[:period], sampler,
-                                         population=population if period == 1 else None)
+        state, release = cumulative.step(
+            state, statistics.counts[:period], sampler,
+            population=statistics.population if period == 1 else None)
         initial = np.array([release.num_synthetic]) if period == 1 else None
         return state, PanelRelease(period, initial, release.extension)
 

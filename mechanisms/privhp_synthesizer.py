@@ -27,9 +27,9 @@ from typing import Dict, List, Optional, Tuple
 from continual_synth.mechanisms import continual_privhp, privhp
 from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms.counters import StreamCounter
-from continual_synth.mechanisms.errors import StateError
+from continual_synth.mechanisms.errors import check_next_period
 from continual_synth.mechanisms.samplers import Sampler
-from continual_synth.mechanisms.synthesizer import PointsRelease, emission_seed
+from continual_synth.mechanisms.synthesizer import PointsRelease, Synthesizer, emission_seed
 
 
 @dataclass(frozen=True)
@@ -42,12 +42,39 @@ class PrivHPState:
     ledger: BudgetLedger
     released: Optional[Dict] = None
 
+    def to_dict(self) -> Dict:
+        return {"period": self.period, "ledger": self.ledger.to_dict(),
+                "released": self.released}
 
-class PrivHPSynthesizer:
+    @classmethod
+    def from_dict(cls, data: Dict) -> "PrivHPState":
+        return cls(data["period"], BudgetLedger.from_dict(data["ledger"]), data["released"])
+
+
+class _PrivHPStates(Synthesizer):
+    """What both PrivHP synthesizers' states share (``state_class``)."""
+
+    state_class = None
+
+    def period(self, state) -> int:
+        return state.period
+
+    def ledger(self, state) -> BudgetLedger:
+        return state.ledger
+
+    def state_to_dict(self, state) -> Dict:
+        return state.to_dict()
+
+    def state_from_dict(self, data: Dict):
+        return self.state_class.from_dict(data)
+
+
+class PrivHPSynthesizer(_PrivHPStates):
     """One PrivHP release of ``samples`` synthetic points with ``config``."""
 
     kind = "privhp"
     horizon = 1
+    state_class = PrivHPState
 
     def __init__(self, config: privhp.PrivHPConfig, samples: int):
         self.config = config
@@ -58,12 +85,7 @@ class PrivHPSynthesizer:
 
     def check_step(self, state: PrivHPState, period: int) -> None:
         """Refuse a period beyond the horizon (1), out of order or over budget."""
-        if period > self.horizon:
-            raise StateError(f"period {period} is beyond the horizon T={self.horizon} "
-                             f"(PrivHP releases once)")
-        if period != state.period + 1:
-            raise StateError(f"period {period} is out of order: the next period is "
-                             f"{state.period + 1}")
+        check_next_period(period, state.period, self.horizon)  # PrivHP releases once
         state.ledger.check(self.config.epsilon, f"period {period}")
 
     def step(self, state: PrivHPState, statistics: privhp.PrivHPAccumulator,
@@ -112,12 +134,13 @@ class ContinualPrivHPState:
                    [StreamCounter.from_dict(c) for c in data["counters"]], data["released"])
 
 
-class ContinualPrivHPSynthesizer:
+class ContinualPrivHPSynthesizer(_PrivHPStates):
     """Continual PrivHP (:mod:`~continual_synth.mechanisms.continual_privhp`): at every
     period t = 1..T, ``samples`` synthetic points of all the points seen so far.
     ``statistics`` of a step are the exact PrivHP state of the period's points only."""
 
     kind = "continual-privhp"
+    state_class = ContinualPrivHPState
 
     def __init__(self, config: continual_privhp.ContinualPrivHPConfig, samples: int):
         self.config = config
@@ -135,11 +158,7 @@ class ContinualPrivHPSynthesizer:
         return self.config.epsilon if period == 1 else 0.0
 
     def check_step(self, state: ContinualPrivHPState, period: int) -> None:
-        if period > self.horizon:
-            raise StateError(f"period {period} is beyond the horizon T={self.horizon}")
-        if period != state.period + 1:
-            raise StateError(f"period {period} is out of order: the next period is "
-                             f"{state.period + 1}")
+        check_next_period(period, state.period, self.horizon)
         state.ledger.check(self._charge(period), f"period {period}")
 
     def step(self, state: ContinualPrivHPState, statistics: privhp.PrivHPAccumulator,

@@ -4,11 +4,13 @@ A synthesizer is a state machine over periods t = 1..T:
 
     (state_{t−1}, statistics of period t, sampler_t)  →  (state_t, release_t)
 
-``statistics`` are the exact statistics of the period's data (Bun et al. 2024: the window
-histogram C^t or the threshold counts z_b^t; Kumar et al. 2024: the workload histograms
+Every family implements :class:`Synthesizer` (``tests/test_synthesizer_protocol.py`` runs
+one conformance test over all of them).  ``statistics`` are the exact statistics of the
+period's data (Bun et al. 2024: :class:`PanelStatistics`, the window histogram C^t or the
+threshold counts z_b^t with the panel's population n; Kumar et al. 2024: the workload histograms
 of the period's new records; Holland et al. 2025: PrivHP's exact tree counters and
 sketches, one period only); the step adds the noise, charges the ledger in ``state``
-and returns a typed release: :class:`PanelRelease` (synthetic people to create and
+and returns a typed :class:`Release`: :class:`PanelRelease` (synthetic people to create and
 extend), :class:`TableRelease` (a synthetic table, as a fitted distribution to sample
 or the baseline's sampled increment) or :class:`PointsRelease` (a noisy consistent tree
 to sample synthetic points from).  The synthesizers are in
@@ -26,11 +28,13 @@ Pure numpy; no Beam.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Protocol, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms.samplers import Sampler, make_sampler
 
 
@@ -45,7 +49,26 @@ def emission_seed(sampler: Sampler) -> int:
 
 
 @dataclass(frozen=True)
-class PanelRelease:
+class Release:
+    """What a synthesizer's step publishes: ``period``, the period released (every family's
+    release type below adds what its emission needs)."""
+
+    period: int
+
+
+@dataclass(frozen=True)
+class PanelStatistics:
+    """The exact statistics of a panel's period: ``counts`` (Algorithm 1: the window
+    histogram C^t, zeros before period k; Algorithm 2: the threshold counts z_b^t) and
+    ``population``, the number of people in the panel (Algorithm 2 creates its synthetic
+    people from it at period 1 when n is public)."""
+
+    counts: np.ndarray
+    population: int
+
+
+@dataclass(frozen=True)
+class PanelRelease(Release):
     """A panel synthesizer's release at ``period``: counts of synthetic people to create
     by code (``initial``; Algorithm 1 at t = k, Algorithm 2 at t = 1) and how many of each
     group get each value (``extension``); either may be None."""
@@ -56,7 +79,7 @@ class PanelRelease:
 
 
 @dataclass(frozen=True)
-class TableRelease:
+class TableRelease(Release):
     """A tabular synthesizer's release at ``period``: the synthetic table g_t is
     ``size`` records sampled from ``model`` with ``emission_seed`` (Algorithm 3), or —
     ``increment`` — the records ``codes`` of the baseline's increment ∇g_t, already
@@ -71,7 +94,7 @@ class TableRelease:
 
 
 @dataclass(frozen=True)
-class PointsRelease:
+class PointsRelease(Release):
     """PrivHP's release (Holland et al. 2025; one period, horizon 1): ``size`` synthetic
     points of [0,1]^d sampled from ``tree``, the noisy consistent grown tree
     (:class:`~continual_synth.mechanisms.privhp.PrivHPTree`), with ``emission_seed``
@@ -83,19 +106,45 @@ class PointsRelease:
     emission_seed: int
 
 
-class Synthesizer(Protocol):
-    """What the jobs (:mod:`continual_synth.pipelines.jobs`, :mod:`continual_synth.
-    pipelines.tabular`, :mod:`continual_synth.pipelines.bounded`) need of a synthesizer."""
+class Synthesizer(ABC):
+    """The protocol every continual synthesizer implements, and all the jobs need of one
+    (the state machine of the module docstring).  Its public configuration is fixed at
+    construction; ``kind`` names the family in a state directory; ``horizon`` is T (None:
+    an open horizon).  States are immutable values: :meth:`step` returns a new one."""
 
-    kind: str
+    kind: str = ""
+    horizon: Optional[int] = None
 
-    def initial_state(self) -> Any: ...
+    @abstractmethod
+    def initial_state(self) -> Any:
+        """The state before period 1 (nothing spent)."""
 
+    @abstractmethod
+    def period(self, state: Any) -> int:
+        """The last period ``state`` has stepped (0 before the first)."""
+
+    @abstractmethod
     def check_step(self, state: Any, period: int) -> None:
         """Refuse a period out of order, past the horizon or over budget (before data)."""
 
-    def step(self, state: Any, statistics: np.ndarray, sampler: Sampler
-             ) -> Tuple[Any, Optional[Any]]:
-        """One period: ``(new state, release or None)``."""
+    @abstractmethod
+    def step(self, state: Any, statistics: Any, sampler: Sampler
+             ) -> Tuple[Any, Optional[Release]]:
+        """One period: ``(new state, release or None)`` from the period's exact
+        ``statistics`` and the period's ``sampler`` (:func:`period_sampler`)."""
 
-    def manifest(self, state: Any) -> Dict: ...
+    @abstractmethod
+    def ledger(self, state: Any) -> BudgetLedger:
+        """The privacy cost so far: the ledger's charges and its total budget."""
+
+    @abstractmethod
+    def state_to_dict(self, state: Any) -> Dict:
+        """``state`` as JSON-able data (the state directory's ``synthesizer_state``)."""
+
+    @abstractmethod
+    def state_from_dict(self, data: Dict) -> Any:
+        """The state :meth:`state_to_dict` wrote."""
+
+    @abstractmethod
+    def manifest(self, state: Any) -> Dict:
+        """The release's manifest fields (the algorithm, the accounting, the release)."""

@@ -203,7 +203,8 @@ from continual_synth.mechanisms.distributions import (
     model_from_dict,
 )
 from continual_synth.mechanisms.errors import (MAX_NOISE_RECORDS, InputError, ParameterError,
-                                               StateError, check_noise_records, format_bytes,
+                                               StateError, check_next_period,
+                                               check_noise_records, format_bytes,
                                                privacy_budget, probability, whole_number)
 from continual_synth.mechanisms.fitting import (
     DEFAULT_MAX_CELLS,
@@ -909,11 +910,7 @@ def check_step(config: TabularConfig, state: TabularState, period: int) -> None:
     overspend — before any data is used."""
     if state.config != config.to_dict():
         raise StateError("the state was made with a different configuration")
-    if config.horizon is not None and period > config.horizon:
-        raise StateError(f"period {period} is beyond the horizon T={config.horizon}")
-    if period != state.period + 1:
-        raise StateError(f"period {period} is out of order: the next period is "
-                         f"{state.period + 1}")
+    check_next_period(period, state.period, config.horizon)
     state.ledger.check(period_cost(config, period), f"period {period}")
 
 

@@ -22,15 +22,16 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from continual_synth.mechanisms import tabular
+from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms.distributions import FittedModel, model_from_dict
 from continual_synth.mechanisms.marginals import Domain
 from continual_synth.mechanisms.samplers import Sampler
-from continual_synth.mechanisms.synthesizer import TableRelease, emission_seed
+from continual_synth.mechanisms.synthesizer import Synthesizer, TableRelease, emission_seed
 
 DEFAULT_COUNTER = "simple"  # the counter of the paper's experiments (§7)
 
 
-class TabularSynthesizer:
+class TabularSynthesizer(Synthesizer):
     """One tabular stream release: configuration, state machine and release form."""
 
     kind = "tabular"
@@ -125,6 +126,10 @@ class TabularSynthesizer:
     @staticmethod
     def period(state: tabular.TabularState) -> int:
         return state.period
+
+    @staticmethod
+    def ledger(state: tabular.TabularState) -> BudgetLedger:
+        return state.ledger
 
     def check_step(self, state: tabular.TabularState, period: int) -> None:
         """Refuse a period out of order, past the horizon or over budget (before reading)."""

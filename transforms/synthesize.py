@@ -13,7 +13,8 @@ import apache_beam as beam
 import numpy as np
 
 from continual_synth.mechanisms import emission
-from continual_synth.mechanisms.synthesizer import emission_seed, period_sampler
+from continual_synth.mechanisms.synthesizer import (PanelStatistics, emission_seed,
+                                                    period_sampler)
 
 
 def synthesize_period(synthesizer, state, statistics: np.ndarray, seed: Optional[int],
@@ -28,7 +29,7 @@ def synthesize_period(synthesizer, state, statistics: np.ndarray, seed: Optional
     the same records.
     """
     sampler = period_sampler(seed, state.period + 1)
-    state, release = synthesizer.step(state, statistics, sampler, population)
+    state, release = synthesizer.step(state, PanelStatistics(statistics, population), sampler)
     if release is None:
         return state, None, code_counts, None
     plan, code_counts = emission.period_shard_plan(synthesizer.codes, release.initial,
