@@ -344,8 +344,8 @@ def auto_selections(epsilon: float, method: str, num_workloads: int,
     pays only with the limit growing over the horizon, and the growing limit pays only
     at k = 24, so below the wide regime k stays at most 12 with the fixed limit
     (``bench/results/tabular_selections.md``).  k depends on ε, s and |W| only (public),
-    so the privacy statement is the one for that k (docs/tabular.md, "Selections per
-    period").  The baseline's measurements see one batch and are not counted across
+    so the privacy statement is the one for that k (docs/tabular.md,
+    "Selections").  The baseline's measurements see one batch and are not counted across
     periods.  Fewer than 3 win on streams whose periods are exchangeable but lose on
     sorted streams, so 3 stays the floor of k, and the selection schedule
     (:func:`period_selections`) lowers k_t period by period where the stream reads as

@@ -349,6 +349,6 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
             LOGGER.warning("k = %d selections a period at ε = %g, with a model size limit that "
                            "stays fixed: give --horizon to let it grow over the horizon, as "
                            "it does by default where T is known (docs/tabular.md, "
-                           "\"Selections per period\")",
+                           "Model size)",
                            config.selections, config.epsilon)
     return summary
