@@ -97,7 +97,7 @@ def w1_sliced(a: np.ndarray, b: np.ndarray, projections: int, seed: int) -> floa
     projections a·θ and b·θ (equal-size samples, so each 1-D W1 is the mean absolute
     difference of the sorted projections).  The directions come from POT's
     ``ot.sliced.get_random_projections``; the 1-D transport is done here because POT's
-    ``sliced_wasserstein_distance`` took over a minute on 2 × 200 000 points."""
+    ``sliced_wasserstein_distance`` takes over a minute on 2 × 200 000 points."""
     from ot.sliced import get_random_projections
     m = min(a.shape[0], b.shape[0])
     rng = np.random.default_rng(seed)
