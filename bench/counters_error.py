@@ -1,4 +1,4 @@
-"""Error, memory and speed of every private counter at equal privacy (issues #3 and #12).
+"""Error, memory and speed of every private counter at equal privacy.
 
 Two budgets, add/remove neighbours (entries_changed = 1):
 

@@ -9,7 +9,7 @@ Each configuration runs as its own ``continual-synth`` process; a sampler reads 
 of that process and of all its descendants (the Dask worker processes) from psutil every
 0.1 s and keeps each process's peak, and the 1-minute load average during the run (the
 machine's other work shares its cores: a load above the number of cores means the
-figures are slowed by it).  Target (issue #10): speed-up >= 1.6x from 1 to 2 workers.
+figures are slowed by it).  Target: speed-up >= 1.6x from 1 to 2 workers.
 Results: ``bench/results/dask_scaling_<size>[_arrival].json`` and the table printed (paste into
 ``bench/results/dask_scaling.md``).
 """
@@ -115,8 +115,8 @@ def main():
     # DirectRunner.  On the benchmark VM the first Dask run after a DirectRunner run was
     # slower, whatever the pause (a 1-worker run's worker 11.6-12.7 CPU s against
     # 9.9-10.7 s for one after another Dask run; a 2-worker run's 6.5-6.8 against 5.7-5.9
-    # per worker): with the DirectRunner in every round, as until session 42, every
-    # 1-worker run paid that and the ratio read 1.55-1.69x for a fair 1.4-1.5x.
+    # per worker): with the DirectRunner in every round, every 1-worker run would pay
+    # that and the ratio would read 1.55-1.69x for a fair 1.4-1.5x.
     order = [(name, runner, False) for name, runner in dask_runs[:1] for _ in range(args.warmup)]
     order += [(name, runner, True) for _ in range(args.repeats) for name, runner in dask_runs]
     order += [(name, runner, True) for _ in range(args.repeats) for name, runner in direct_runs]

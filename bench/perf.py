@@ -12,7 +12,7 @@ Generates each panel once (``bench/make_panel.py --order``), then runs each job 
 process, the baselines and the pipeline alternately, and reads that process's wall time
 and peak resident memory (``os.wait4``) and the 1-minute load average before it (the
 machine has 2 cores; a load above 2 means other work shared them).
-Targets (issues #2, #3, #10): the pipeline at most 1.0x the numpy script's wall time
+Targets: the pipeline at most 1.0x the numpy script's wall time
 on both orders and both synthesizers; 10 000 000 x 12 completing within 24 GiB.
 
 Two baselines: the plain script (glibc's malloc defaults, as any script runs), and the

@@ -1,4 +1,4 @@
-"""Empirical privacy audit of every mechanism family (issue 9 item 6), benchmark size.
+"""Empirical privacy audit of every mechanism family, benchmark size.
 
 For every case of ``audit_cases("bench")`` (window histogram with k = 2 over 2 letters and
 k = 3 over 3 letters, every counter kind × unit × relation over T = 16, tabular selection

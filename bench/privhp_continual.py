@@ -1,4 +1,4 @@
-"""Continual PrivHP against one-shot PrivHP on every prefix of a stream (issue 11).
+"""Continual PrivHP against one-shot PrivHP on every prefix of a stream.
 
 The skewed 2-D data of bench/privhp_space_utility.py (five tight clusters), n points
 split into T equal periods in arrival order (the points are i.i.d., so every period is a

@@ -1,5 +1,5 @@
 """Continual PrivHP against one-shot PrivHP at the last period, on data and structures the
-issue-11 benchmark (bench/privhp_continual.py: skewed 2-D, r = 20, prune_k = 64,
+main benchmark (bench/privhp_continual.py: skewed 2-D, r = 20, prune_k = 64,
 M = 65 536) was not chosen for.
 
 For each configuration (data set, dimension, depth r, prune_k, memory M words) the stream
@@ -8,7 +8,7 @@ event level) is stepped through all T periods and its release at T compared with
 PrivHP run once on all points at the same ε, r, prune_k and M (the paper's defaults:
 ``sqrt`` split, sketch depth j = 3).  Continual variants: the library default (``auto``
 counter = Simple II at T = 50, two-row sketches j = 2, counters on every second level
-s = 2); the default before these two options (j = 3, s = 1); three-row sketches
+s = 2); without these two options (j = 3, s = 1); three-row sketches
 (j = 3, the one-shot yardstick's) with s = 2; counters on every level (s = 1) or every
 third (s = 3) with j = 2; and the ``anchored`` counter (Simple II + one node of all T
 periods, final share 0.2) with j = 2, s = 2.  And one-shot PrivHP at ε/√T, to show how

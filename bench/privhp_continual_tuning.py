@@ -1,4 +1,4 @@
-"""Why continual PrivHP trails one-shot PrivHP, and what closes part of the gap (issue 11).
+"""Why continual PrivHP trails one-shot PrivHP, and what closes part of the gap.
 
 Same data, periods, seeds and exact marginal W1 as bench/privhp_continual.py (1e6 points
 of the skewed 2-D data, T = 50, ε = 1, M = 65 536 words, the ``auto`` counter = Simple
@@ -6,10 +6,10 @@ II at T = 50).  Three parts:
 
 1. **Ablation and structure grid.**  For depth r and prune_k on a small grid, W1 after
    every period of one-shot PrivHP (the paper's algorithm and split, ``sqrt``, afresh on
-   each prefix) and of continual PrivHP three ways: as before this change (``sqrt``
-   split, no least squares), with the least-squares step only, and with the new
+   each prefix) and of continual PrivHP three ways: without either step (``sqrt``
+   split, no least squares), with the least-squares step only, and with the
    defaults (least squares + ``uniform`` split).  Ratios are to one-shot at the *same*
-   (r, prune_k, M, ε), and to one-shot's default structure of the previous benchmark
+   (r, prune_k, M, ε), and to one-shot's default structure of bench/privhp_continual.py
    (r = 20, prune_k = 64).
 2. **W1 against noise.**  One-shot PrivHP on the whole stream at ε/√m has m times the
    noise variance in every cell; its W1 for m = 1..64 is how PrivHP's W1 grows with the
@@ -71,7 +71,7 @@ def continual_w1(truth, edges, periods, depth, prune_k, memory, epsilon, split,
                  least_squares, reps, real, cuts):
     """Mean W1 over seeds of continual PrivHP after each period (the main benchmark's
     noise: period_sampler(rep, t)); without ``least_squares`` the growth runs on the
-    counters' raw outputs, as before this change."""
+    counters' raw outputs."""
     config = cp.ContinualPrivHPConfig.create(
         horizon=len(edges) - 1, memory=memory, epsilon=epsilon, dims=2, prune_k=prune_k,
         depth=depth, budget_split=split,

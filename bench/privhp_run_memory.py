@@ -1,4 +1,4 @@
-"""Peak memory of ``bounded run --horizon T`` against the stream's size (issue 11).
+"""Peak memory of ``bounded run --horizon T`` against the stream's size.
 
 ``run --horizon`` reads the stream one period at a time
 (:func:`continual_synth.pipelines.bounded_continual.period_accumulators`), so its peak

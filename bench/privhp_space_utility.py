@@ -16,10 +16,10 @@ spread uniformly over its cell, as sampling draws from it) and the n real points
 synthetic sample: d = 1 the exact W1, d = 2 the exact *marginal* W1 (mean over the
 coordinates of the 1-D W1), both from CDFs on the dyadic grid of 2^G cells per axis,
 G = min(8 + the most cuts a coordinate gets by level r, 22): every leaf boundary is on
-the grid, so the figure is exact up to 2^-G.  (Before, d = 1 compared n real with n
-sampled synthetic points and d = 2 used the sliced W1 on 200 000-point subsamples: the
-sampling noise of the evaluation — 0.0007 real-vs-real in d = 2 — exceeded most of the
-differences it was meant to show.)  ``w1_floor`` is the same distance for the
+the grid, so the figure is exact up to 2^-G.  (Comparing n real with n sampled
+synthetic points, or the sliced W1 on 200 000-point subsamples, would add the
+evaluation's own sampling noise — 0.0007 real-vs-real in d = 2 — larger than most of
+the differences to show.)  ``w1_floor`` is the same distance for the
 noise-free tree of depth r (the resolution term).  Each figure is the mean over
 ``--reps`` seeds of the seeded sampler.
 

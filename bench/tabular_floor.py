@@ -1,4 +1,4 @@
-"""Tabular stream fidelity against the sampling floor (issue 12, item 1).
+"""Tabular stream fidelity against the sampling floor.
 
 For one stream and several ε (1000 included: privacy noise negligible) the synthesizer
 (``TabularSynthesizer``, the state machine the Beam jobs fold) is run period by period;

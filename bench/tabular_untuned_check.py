@@ -1,5 +1,5 @@
 """The tabular stream synthesizer on two more real tables no one here tuned to, with the
-pair checks an audit (28 Nov 2026) found missing: how many released records fall in
+pair checks the other benchmarks lack: how many released records fall in
 combinations of a strongly tied pair that never occur in the data, and which workloads
 no selection measured.
 

@@ -1,7 +1,6 @@
 """Wide measurements (``tabular run --wide-cells 64``) against the defaults on the real
-streams no one here tuned to (issue 12, item 2: the option gains on the Adult streams and
-CCES, ``tabular_wide_measurements.md``; before it can be the default it must not lose on
-other data).
+streams no one here tuned to (the option gains on the Adult streams and CCES,
+``tabular_wide_measurements.md``; as a default it must not lose on other data).
 
 Streams, each written by the benchmark that introduced it (the same data, the same
 sampling and period construction; nothing is downloaded):

@@ -8,14 +8,13 @@ This module imports nothing heavy, so that this comes first:
    malloc settings in the environment; Linux with glibc, not for ``stream``).
 2. **The imports without garbage collection.**  Importing the command line loads Apache
    Beam, pyarrow and pandas (about 230 000 objects, none of them garbage); with the
-   collector on, its collections traversed them again and again while they loaded:
-   the import took 1.43-1.56 CPU s, against 1.15-1.20 s with it off, and
-   ``continual-synth window run --help`` 1.50-1.58 s against 1.24-1.33 s: serial work
-   before any Dask worker or Beam bundle starts.
+   collector on, its collections would traverse them again and again while they load:
+   serial work (about a fifth of the import's CPU time) before any Dask worker or Beam
+   bundle starts.
 3. **The loaded objects frozen** (``gc.freeze``), then the collector switched back on for
-   the job: its full collections during the job no longer walk the loaded modules (a 2M
-   x 12 ``window run`` on Dask: 0.5 → 0.2 CPU s of the launching process's collections),
-   and Dask workers forked later inherit the frozen objects.  Python's ``gc``
+   the job: its full collections during the job do not walk the loaded modules, and Dask
+   workers forked later inherit the frozen objects (the launching process's CPU time:
+   ``bench/results/dask_scaling.md``).  Python's ``gc``
    documentation gives this order (collector off early, freeze before forking) for a
    process that forks workers.  Frozen objects are never collected, so only a process's
    entry point does this.
@@ -84,17 +83,17 @@ def allocate_for_one_job() -> None:
     ``mmap``, and the heap's free top is not handed back to the system.  Only on Linux
     with glibc, and not for ``stream`` (it runs until it is stopped) or when either
     variable is already set (the user's choice).  The restart comes before the heavy
-    imports: about 0.04 s (``window init --help``: median 1.26 s against 1.22 s).
+    imports, so it costs a few hundredths of a second.
 
     By default every numpy array above malloc's adaptive threshold (at most 32 MiB) is
     a fresh ``mmap`` and a free heap top over 128 KiB is trimmed, so the next array
-    faults its pages in again, zeroed by the kernel.  A 2M x 12 ``window run`` spent
-    2.4-2.9 s of its 12.7-13.9 s in the kernel; restarted, 1.3-2.5 s, a wall of
-    10.6-12.4 s and a lower peak (1.61-1.63 GiB against 1.82 GiB).  A process that runs
-    one job and ends needs nothing back before it exits.  glibc reads the variables
-    only when a process starts (``mallopt`` later, tried first, gave 11.4-14.0 s and
-    peaks up to 1.88 GiB), hence the restart; processes the job starts (Dask or Beam
-    workers) inherit them."""
+    faults its pages in again, zeroed by the kernel: a large ``window run`` spends a
+    good part of its time in the kernel, and reaches a higher peak, than with the memory
+    kept.  A process that runs one job and ends needs nothing back before it exits.
+    glibc reads the variables only when a process starts (``mallopt`` later does not
+    have the same effect), hence the restart; processes the job starts (Dask or Beam
+    workers) inherit them (docs/runners.md; the workers' case in
+    ``bench/results/dask_scaling.md``)."""
     if (not sys.platform.startswith("linux") or not _glibc()
             or runs_until_stopped(sys.argv[1:])
             or any(name in os.environ for name in ALLOCATOR_ENVIRON)
@@ -114,7 +113,8 @@ def _glibc() -> bool:
 def exit_process(code=0):
     """Leave the process with ``code`` as ``sys.exit(code)`` would, but without the
     interpreter's teardown: with Apache Beam, pandas and pyarrow loaded, freeing every
-    module at exit took 1-1.5 s, a fifth of a ``tabular step``.  What the teardown
+    module at exit takes a second or more (``bench/results/tabular_step_cli_ab.md``).
+    What the teardown
     would do that matters is done first, as ``Py_FinalizeEx`` does it: the threading
     module's exit hooks run and non-daemon threads are joined (``threading._shutdown``),
     then the ``atexit`` handlers (Dask clusters, temporary directories, logging), then

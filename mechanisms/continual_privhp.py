@@ -32,9 +32,8 @@ composition over the measured levels (all of 0..r at stride 1) the stream of rel
 Split.  The default split is ``uniform`` (ε_ℓ = ε/(r+1) at stride 1), not one-shot PrivHP's
 ``sqrt`` (:meth:`PrivHPConfig.epsilons`; any split can still be given): with the
 least-squares step every level's noise also informs the levels above it, and on the
-benchmark's data (1e6 points, T = 50, ε = 1, M = 65 536) the uniform split lowers the
-last period's W1 by 8-17 % against ``sqrt`` at every depth and prune_k tried
-(bench/results/privhp_continual_tuning.md).
+benchmark's data the uniform split lowers the last period's W1 against ``sqrt`` at every
+depth and prune_k (bench/results/privhp_continual_tuning.md).
 
 Counter.  Pure ε needs discrete Laplace noise; among the library's pure-ε counters the
 k-ary tree (Andersson et al. 2025) has the least maximum variance over t = 1..T
@@ -50,7 +49,7 @@ squares combined) lowers the variance at T to 0.38× Simple II's for 1.56× befo
 final share 0.2): measured, the last period's W1 improves and the other periods' worsen
 (bench/results/privhp_continual_anchored.md), so it is an option, not ``auto``.
 
-Stride (new; Qardaji, Yang and Li 2013, "Understanding hierarchical methods for
+Stride (Qardaji, Yang and Li 2013, "Understanding hierarchical methods for
 differentially private histograms": with constrained inference a hierarchy of fan-out
 above 2 has the lower error).  Counters sit on every s-th level only
 (:attr:`ContinualPrivHPConfig.measured_levels`: r, r − s, … on the sketch levels, L_e,
@@ -58,20 +57,17 @@ L_e − s, … on the exact ones), so each measured level gets ε·s/(r + 1) or 
 ε/(r + 1) — variance s² times smaller — and a level between is the sum of its measured
 descendants (:func:`noisy_structure`; exact levels through the least-squares step with
 infinite variance, sketch levels by :class:`ChildrenSum`).  In d = 2 the default s = 2
-makes the measured levels a quadtree (every measured level halves both axes).  Measured at
-T = 50, ε = 1 (bench/results/privhp_continual_grid.md, 6 seeds, three-row sketches): the
-last period's W1 over one-shot PrivHP's falls from 1.74 to 1.45 on the issue's benchmark and
-by 12-21 % in each of the 9 configurations (1-D, uniform and real Adult included); s = 3
-was better in 2 of 9 and worse in 4 (with two-row sketches), s = 4 no better
-(privhp_continual_grid_strides_j3.md).  Only the measured levels compose: ε = Σ_{ℓ
-measured} ε_ℓ.  States saved before the option have s = 1 (every level).
+makes the measured levels a quadtree (every measured level halves both axes); it lowers
+the last period's W1 in every configuration of bench/results/privhp_continual_grid.md,
+where s = 3 and 4 do no better (bench/results/privhp_continual_grid_strides_j3.md).  Only
+the measured levels compose: ε = Σ_{ℓ measured} ε_ℓ.  States saved before the option have
+s = 1 (every level).
 
 Sketch rows.  The default count-min depth is j = 2, not one-shot PrivHP's 3: a sketch
 level's sensitivity is j, and a continual counter's noise at t is about t times one-shot's
 in variance, so the balance between collisions (fewer with more rows) and noise (more with
-more rows) moves to fewer rows.  Measured with s = 2 (privhp_continual_grid.md): lower or
-equal W1 in 8 of 9 configurations (skewed 2-D 1.33× one-shot's against 1.45×), +2 % (within
-a standard error) in the ninth; any j can still be given.
+more rows) moves to fewer rows (measured with s = 2 in
+bench/results/privhp_continual_grid.md); any j can still be given.
 
 Memory.  The counters hold ``words_per_cell`` floats per cell (the counter's state:
 1 for ``simple``, 2 per tree level for ``kary``, …), never anything per point or per
@@ -80,9 +76,9 @@ cells with one-shot PrivHP's rule (:func:`~continual_synth.mechanisms.privhp.
 sketch_width_for`), so the words used are ≤ M, ≤ the plain continual tree of the same
 depth, and non-decreasing in prune_k.  With s > 1 only the measured levels hold counters,
 so the words used are fewer still (about half at s = 2): the structure stays the one-shot
-structure of the same budget (its sketch width and exact levels), which measured better than
-widening the sketches into the freed words (s = 2 on the benchmark, 8 seeds: 1.47× one-shot's
-W1 with the sketches widened, 1.44× without).
+structure of the same budget (its sketch width and exact levels), which does better than
+widening the sketches into the freed words (at s = 2 on the benchmark's data, the last
+period's W1 1.44× one-shot PrivHP's against 1.47× widened).
 Pure numpy; no Beam.
 """
 from __future__ import annotations

@@ -133,9 +133,9 @@ class CumulativeConfig:
         """Refuse, before any variance is summed, a ρ whose noise is too wide to work with:
         a counter node's discrete Gaussian beyond the exact variance's table
         (:data:`~continual_synth.mechanisms.samplers.MAX_VARIANCE_TABLE_SIGMA2`; at
-        ρ = 10^-18 it asked numpy for 506 GiB), or, where n is released with noise, a noisy
-        population whose noise alone (its error bound at β) would write more than
-        :data:`MAX_NOISE_RECORDS` records over the horizon."""
+        ρ = 10^-18 summing it would ask numpy for 506 GiB), or, where n is released with
+        noise, a noisy population whose noise alone (its error bound at β) would write more
+        than :data:`MAX_NOISE_RECORDS` records over the horizon."""
         splits = BUDGET_SPLITS if self.budget_split is None else (self.budget_split,)
         unit = np.array(_unit_node_sigma2(self.counter, self.horizon, self.entries_changed))
         widest = max(float(np.max(unit / self._counter_rhos(split))) for split in splits)

@@ -265,8 +265,8 @@ class MRFModel(FittedModel):
         p(a, x_O) = Σ_{x_S} p(a | x_S)·μ_C(x_S, x_O) for the attributes O it passes on
         (its children's separators, or b): only separator-sized tables, and each
         clique table summed once per set of attributes for all the a.  One pass per
-        attribute instead of one per pair: the 35 of CCES's 91 two-way workloads that
-        no clique of a k = 12 model holds, 30 ms → 13 ms."""
+        attribute instead of one per pair (for the 35 of CCES's 91 two-way workloads
+        that no clique of a k = 12 model holds, less than half the time)."""
         import networkx as nx
 
         forest = self._junction_forest()

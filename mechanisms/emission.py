@@ -29,8 +29,8 @@ def shard_sizes(num_synthetic: int, num_shards: int) -> np.ndarray:
 
     The power of two is for the workers: a shard is one emission task, and 2M people make
     5 shards of 400 000 by the first rule, which 2 workers can only split 3 : 2 (the
-    larger half ran 0.9 s past the other on a 2M × 12 ``window run``,
-    bench/results/dask_scaling.md); 8 shards of 250 000 split evenly over 2, 4 or 8."""
+    larger half then finishes well after the other: bench/results/dask_scaling.md); 8
+    shards of 250 000 split evenly over 2, 4 or 8."""
     needed = max(1, -(-int(num_synthetic) // PEOPLE_PER_SHARD))
     used = int(min(num_shards, 1 << (needed - 1).bit_length()))
     base, extra = divmod(int(num_synthetic), used)

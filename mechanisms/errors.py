@@ -14,11 +14,10 @@ from typing import Optional
 
 
 # The most records a release may write for its noise alone, whatever its input (Algorithm 1's
-# padding people, Algorithm 2's noisy population, a tabular stream's noisy table size): the
-# largest release measured here, 10M people x 12 periods (6.9-7.9 GiB at its peak,
-# bench/results/dask_scaling.md).  Noise beyond it buries any panel this project has run:
-# a window run at rho = 1e-12 wrote 1.7e8 records for 300 people, and at 1e-15 ran out of
-# memory.
+# padding people, Algorithm 2's noisy population, a tabular stream's noisy table size):
+# 10M people x 12 periods, the largest release the benchmarks run (its memory:
+# bench/results/dask_scaling.md).  Noise beyond it buries any panel: a window run of 300
+# people at rho = 1e-12 would write 1.7e8 records, and at 1e-15 run out of memory.
 MAX_NOISE_RECORDS = 10_000_000 * 12
 
 

@@ -91,13 +91,12 @@ def nonnegative_target(values) -> np.ndarray:
     total (Duchi et al. 2008, sort-based), normalised; where Σy ≤ 0, y clipped at 0
     and normalised; an empty array when nothing positive is left.
 
-    Why not clip at 0 and normalise (the earlier rule): clipping keeps every cell's
+    Why not clip at 0 and normalise: clipping keeps every cell's
     positive noise, E[max(0, Z)] = b/2 for a Laplace Z of scale b, so a workload of many
     empty cells gains mass in all of them and loses it from the populated ones; the
     projection subtracts one threshold from every cell (the *Norm-Sub* of Wang et al.
-    2020, for the same problem in local DP) and keeps the total, an unbiased estimate.
-    On CCES at ε = 1 (t = 100) it took the release's AvgWE from 0.0188 to 0.0179 and
-    AvgRelWE from 3.82 to 2.32 (bench/results/tabular_floor.md); without noise it
+    2020, for the same problem in local DP) and keeps the total, an unbiased estimate
+    (the two compared on CCES in bench/results/tabular_floor.md); without noise it
     changes nothing.  Post-processing of private measurements: no budget."""
     y = np.asarray(values, dtype=np.float64)
     total = float(y.sum())
@@ -541,8 +540,8 @@ class Fitter:
         and to every clique at the end (:class:`_LazyPropagation`).  Cycles
         ``iterations`` times over the measurements in their order (the pooled margins
         last, so that each sweep ends on them: they pool every selected workload's
-        measurement; ordering the steps by clique to save messages cost 4-14 % of AvgWE
-        on CCES at ε = 1, measured 27 Nov 2026), until every measured marginal is
+        measurement: ordering the steps by clique to save messages would fit the pooled
+        margins first and costs accuracy), until every measured marginal is
         matched to the tolerance or the largest mismatch stops changing by more than
         that (inconsistent noisy measurements: IPF's limit cycle).  The tolerance is
         ``IPF_TOLERANCE`` of the total or ``RECORD_TOLERANCE`` records, whichever is

@@ -22,11 +22,10 @@ in which no selected workload holds a is imputed at B̂_t · ŝ_a: the period's 
 times a's *level share*, the measured increments m_a(τ) discounted by
 ``LEVEL_DISCOUNT`` per later measurement of a and normalised (the model's margin before
 a is first measured): an average of a's last ten or so measurements, however far apart
-they are.  (Discounted per period, an attribute measured once in nine periods — a
-105-valued one reached only by the coverage slot — was imputed from its last noisy
-measurement alone, clipped at 0: the level's shares stood 0.43-0.64 in total variation
-from the truth, worse than uniform, and held the released shares at 0.26 after 1 000
-periods; per measurement, 0.18.  bench/results/tabular_flights_check.md.)  The pooled
+they are.  (Discounted per period instead, an attribute measured once in many periods
+— a many-valued one reached only by the coverage slot — would be imputed from its last
+noisy measurement alone, clipped at 0, which can be further from the truth than
+uniform: bench/results/tabular_flights_check.md.)  The pooled
 margin M_a(t) = Σ_{τ ≤ t} m_a(τ) goes to the fit (A_Dataset) beside the selected
 workloads' measurements, after them.
 
@@ -36,11 +35,10 @@ share weighted by each period's precision (:func:`shares_update`,
 :func:`exchangeable_targets`): M_a(t) ← (1 − γ)·M_a(t) + γ·|M_a(t)|·p̂_a.  Why: M_a sums
 every period's estimate with weight 1, which is right while every period carries the same
 noise; under the selection schedule (``tabular.period_selections``) the first periods make
-k = 3 measurements at 3 times the noise of the later ones' one, and their noise stayed in
-M_a for good.  Weighted, it took 5-15 % off AvgWE in batches of 50 (Adult, 3 seeds, and
-CCES, 2 seeds, at ε = 0.5, 1 and 2), and stayed within 6 % either way in batches of 200
-(bench/results/tabular_selection_schedule.md).  States saved before the
-shares start them at the next period (until then the sums are used).
+k = 3 measurements at 3 times the noise of the later ones' one, and their noise would stay
+in M_a for good.  The weighting helps most on small batches
+(bench/results/tabular_selection_schedule.md).  States saved without the shares start
+them at the next period (until then the sums are used).
 
 Privacy.  Post-processing of the counters' outputs and of the noisy sizes: no budget.
 The pool's sums are derived from private counters and live in the private state.

@@ -36,8 +36,9 @@ from continual_synth.mechanisms.errors import InputError, format_bytes
 # float64 points, held four times at once (x, x², the weights, their product).  A σ whose
 # table exceeds VARIANCE_TABLE_POINTS (the window histogram's 2^24 bins again, 128 MiB a
 # copy: the variance of σ² = 4.9·10^11 in about a second) is refused, not summed: a budget
-# of ρ = 10^-12 took 51 s and ρ = 10^-18 asked numpy for 506 GiB.  Such noise is far
-# beyond any count: the callers refuse the budget first (CumulativeConfig, --rho).
+# of ρ = 10^-12 would take about a minute and ρ = 10^-18 ask numpy for 506 GiB.  Such
+# noise is far beyond any count: the callers refuse the budget first (CumulativeConfig,
+# --rho).
 VARIANCE_TABLE_POINTS = 2 ** 24
 # the largest σ² whose table fits, 2⌈12σ⌉ + 5 ≤ VARIANCE_TABLE_POINTS (two points spare
 # for the rounding of σ)
@@ -107,7 +108,7 @@ class OpenDPSampler(Sampler):
         super().__init__(np.random.default_rng(secrets.randbits(128)))
         # The modules themselves, not ``opendp.prelude``: the prelude also imports
         # OpenDP's scikit-learn extras when scikit-learn is installed (the test extras pull
-        # it in), 3-6 s of every unseeded command's start against under a second
+        # it in), seconds of every unseeded command's start
         import opendp.domains
         import opendp.measurements
         import opendp.measures

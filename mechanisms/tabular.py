@@ -1,182 +1,189 @@
 """Synthetic high-dimensional tabular streams (Kumar, Strohmer and Vershynin 2024) as pure
 state machines: the baseline (§5, Algorithm 2, "StreamingMWEM") and the proposed method
-(§6, Algorithm 3) in the workload form of §7.2.
+(§6, Algorithm 3), both in the workload form of §7.2.  References below are to that
+paper unless another is named; "line n" is a line of Algorithm 3.
+
+Where each piece is:
+
+* setting, neighbours, sensitivity (§3, Definitions 3.2-3.3; §7.2) — :data:`RELATION`,
+  :func:`step` (one period: ∇f_t's workload histograms in, a release out);
+* budget split and privacy (Algorithms 2-3, Theorem 6.1) — :func:`resolved_selection_share`,
+  :func:`period_cost`, :func:`period_selections`, :meth:`TabularConfig.selection_epsilon_at`;
+* selection (§6.4, lines 9-12; Definition 3.8) — :func:`_utilities`, :func:`_bias`,
+  :func:`estimate_noise`, :func:`starved_cover`, :func:`_select_measure_fit`;
+* measurement (§6.2, lines 15-17 and 20-21; counters, Definition 3.11) —
+  :func:`_step_proposed`, :func:`_carry_increment`, :func:`_shrunk_share`,
+  :func:`_wide_set`, :mod:`~continual_synth.mechanisms.counters`;
+* fit (§6.3, line 18, A_Dataset) — :class:`~continual_synth.mechanisms.fitting.Fitter`,
+  :func:`informative`, :func:`yielding`, :func:`room_for`,
+  :mod:`~continual_synth.mechanisms.pooled_margins`;
+* release (line 19) and the baseline (§5, Algorithm 2) — :func:`_step_proposed`,
+  :func:`_step_baseline`, :func:`manifest_fields`.
 
 Setting (§3).  At period t a batch ∇f_t of records over the public domain 𝒳 arrives; the
-stream so far is f_t = ∇f_1 + … + ∇f_t.  After every period a synthetic table is released
-that should answer the workloads Q (marginal histograms, §7.2 Definition 7.1) like f_t.
+stream so far is f_t = ∇f_1 + … + ∇f_t.  After every period a synthetic table g_t is
+released that should answer the workloads Q (marginal histograms, §7.2 Definition 7.1)
+as f_t does.
 
-Neighbouring relation (§3.3 Definition 3.3; papers README point 6): **event level** — two
-streams are neighbours when one record is added or removed at one time (‖f − f̃‖_∇ = 1).
-Every workload histogram of ∇f_t then has L1 sensitivity 1 (each record is in one cell,
-parallel composition inside a workload, §7.2), and a record of period t changes nothing
-of any other period's ∇f.
+Neighbours and sensitivity (§3.3 Definition 3.3; papers README point 6).  **Event
+level**: two streams are neighbours when one record is added or removed at one time
+(‖f − f̃‖_∇ = 1).  Every workload histogram of ∇f_t then has L1 sensitivity 1 (a record
+is in one cell of each workload, §7.2), and a record of period t changes no other
+period's ∇f.
 
-Proposed method (Algorithm 3, §7.2 workload form), per period t with k = ``selections``
-(the paper's k = 3; by default more at large ε, :func:`auto_selections`):
+Algorithm (Algorithm 3 in the workload form of §7.2), per period t with k selections
+(``selections``; the paper's k = 3, more at large ε by default: :func:`auto_selections`):
 
-* h_{t,0} = g_{t−1} (the previous release's model; g_0 = the uniform distribution with 0
-  records — the paper's g(0, x) = 1 would put |𝒳| phantom records into g_0, hopeless for
-  the ~10^9-cell domains of 12 attributes).
-* For l = 1..k (lines 9-18): utilities over the workloads J_{t,l} not yet selected in
-  this period (and whose addition keeps the fitted model under ``max_cells``), select j
-  by the exponential mechanism with ε' = ε/(2k) (line 12), feed the counter C_j (a
-  ``dim = |W_j|`` multi-dimensional counter of budget ε/(2k), kind ``counter``) with
-  W_j(∇f_t) (line 15: *selective counting* — only selected counters see period t),
-  measure m(t, j) and fit h_{t,l} = A_Dataset({(W_i, m(t, i))}_{i ∈ I_{t,l}}, h_{t,l−1})
-  (line 18, warm start).
-* g_t (line 19), and for every workload i not selected at t, C_i(t) = C_i(t − 1)
+* h_{t,0} = g_{t−1}, with g_0 the uniform distribution over 0 records (the paper's
+  g(0, x) = 1, line 4, would put |𝒳| phantom records into g_0, some 10^9 for 12
+  attributes);
+* for l = 1..k (lines 9-18): select j among the workloads J_{t,l} not yet selected in
+  the period (and whose addition keeps the fitted model within its size limit), feed
+  counter C_j with W_j(∇f_t) (line 15, *selective counting*: only the selected counters
+  see period t), measure m(t, j), fit h_{t,l} = A_Dataset({(W_i, m(t, i))}_{i ∈ I_{t,l}},
+  h_{t,l−1}) (line 18, warm start);
+* release g_t (line 19); every workload i not selected keeps C_i(t) = C_i(t − 1)
   (line 20).
 
-Two rule sets (``RULES``; each rule is also its own option):
+Two rule sets (:data:`RULES`; each rule is also its own option): ``paper``, Algorithm 3
+as printed (to reproduce the paper), and ``aim`` (the default), the rules below that
+depart from it where the printed ones stay far from the sampling floor even without
+noise (``bench/results/tabular_floor.md``).  A configuration saved before an option
+existed keeps the rule it was calibrated for (:data:`SAVED_CONFIG_DEFAULTS`).
 
-* ``paper`` — as printed.  Utility (§7.2 item 3) u_i = ‖T_i − W_i(h_{t,l−1})‖_1/|W_i| −
-  b_i with T_i = W_i(∇f_t + g_{t−1}) and b_i = |W_i|; measurement m(t, j) = C_j(t) +
-  r(t − 1, j) (lines 16-17) with r(t, i) = W_i(g_t) − C_i(t) for unselected i (line 21:
-  §6.2 prints the two cases of r the other way round; we follow the algorithm's lines 16
-  and 20-21); g_t = avg_l h_{t,l}.
-* ``aim`` (default; issue 12 measured the paper's rules at 12.5× the sampling floor
-  without noise, ``bench/results/tabular_floor.md``).  Utility u_i = ‖T_i − |T|·P_i(h)‖_1 −
-  b_i: the model's distribution P_i(h) at the target's size (at l = 1, h = g_{t−1}, the
-  paper's difference is the batch alone and cannot see g_{t−1}'s error), b_i =
-  √(2/π)·σ_i·|W_i| (AIM, McKenna et al. 2022: the expected L1 norm of the measurement
-  noise) plus E‖X − B·P_i(h)‖_1 for X ~ Multinomial(B, P_i(h)) (the batch's own sampling
-  deviation, B = |g_{t−1}|/(t − 1), public).  Measurement m(t, j) = C_j(t) + R_j(t − 1)
-  (``remainder="increment"``): the periods j's counter did not see are imputed from the
-  increment model δ_τ of each such period τ, the estimate of ∇f_τ made at its own time
-  (§6.2's intent: "at any such time τ … we assume that q_i(g_τ) is close to the true
-  value"; :func:`_carry_increment`).  ``remainder="adaptive"`` (the default) adds, while
-  the stream looks exchangeable, a shrinkage of that imputation toward the share the
-  counter itself saw: m(t, j) = C_j(t) + R_j(t − 1) + γ·w·|R_j|·(Ĉ_j − R̂_j), γ from a
-  public test of the pooled one-way margins (:func:`_drift_update`,
-  :func:`stationary_weight`: 1 on a stream in random order, 0 on a sorted one) and w a
-  James-Stein weight (:func:`_shrunk_share`).  On Adult in random or stored order it
-  took AvgWE 15-30 % down at ε = 1 and 2 (3 seeds; CCES at ε = 1, t = 100: 3.5 % up;
-  bench/results/tabular_tables_adult_adaptive_notes.md); on a sorted stream γ = 0 and it
-  is ``increment`` (the default before it; states saved with it keep it).
-  ``remainder="model"`` (the default before that) imputes them from the current model,
-  (n̂_t − |C_j(t)|)·P_j(g_{t−1}): a fixed point that kept ordered streams at 15-19× the sampling floor without noise.  g_t = h_{t,k} (the
-  average gives the last measurement 1/k of its weight).  Optional ``refresh`` slots (0
-  by default) give some of the k selections to the stalest workload, a public choice;
-  ``selection_discount="count"`` (off by default) divides each positive utility by 1 +
-  the workload's earlier selections (:func:`_count_discounted`).  Pooled one-way margins
-  (``margins="pooled"``, the default where the fit takes them: ``ipf`` or ``mw`` with
-  the ``adaptive``, ``increment`` or ``model`` remainder): every fit also matches each
-  attribute's one-way margin pooled over all the periods' counter increments of the
-  workloads holding it (:mod:`~continual_synth.mechanisms.pooled_margins`).  Structure
-  (``structure="informative"``, the default with the ``ipf`` fit and the pooled margins;
-  ``"measured"``, every measurement fitted as the paper's A_Dataset does, under ``paper``
-  and in states saved before): a selected pair outside the model's junction tree joins
-  the fit only when its counter's sum departs from independence by more than the
-  counter's noise would (:func:`informative`); otherwise its measurement feeds only its
-  counter and the pooled margins, and the model completes the pair.  At the size limit,
-  pairs of the tree whose sums show no departure beyond sampling and noise give way to
-  a selected workload that needs their room (:func:`yielding`, :func:`room_for`).
+Budget split and privacy (Algorithms 2-3, Theorem 6.1).  Each period's ε goes s·ε to
+its k selections (s·ε/k each) and (1 − s)·ε to its k measurements ((1 − s)·ε/k each), s
+= ``selection_share``.  Algorithms 2-3 take s = 1/2 (ε/(2k) each: ``RULES["paper"]``);
+the proposed method defaults to s = 0.1, AIM's share for selection (McKenna et al. 2022):
+a selection only has to find a workload whose error is far above the noise, while a
+measurement's noise goes straight into the release
+(``bench/results/tabular_tables_adult_share.md``).  The baseline keeps 1/2
+(:data:`DEFAULT_SELECTION_SHARES`): its selections see one batch only.  A record of period
+t enters (i) the period's k exponential mechanisms — the utilities of other periods use
+∇f_{t'} and g_{t'−1}, a release — and (ii) the period-t entry of the k counters selected
+at t, one entry each (later feeds and remainders use releases only).  So its loss is
+k·s·ε/k + k·(1 − s)·ε/k = ε whatever the number of periods: the stream is ε-DP under
+event-level neighbours (adaptive composition inside a period, parallel composition across
+periods; Theorem 6.1's selective counting).  Under ``selection_schedule="drift"``
+(:func:`period_selections`) period t makes k_t ≤ K selections of s·ε/k_t and feeds k_t
+counters at (1 − s)·ε/k_t each (K the ``selection_ceiling``): ε again, with k_t a
+function of earlier releases only.  The counters' noise is exact discrete Laplace
+(``epsilon=(1 − s)·ε/k``, ``entries_changed=1``).  Below, "ε/(2k)" is the paper's value
+of s·ε/k and (1 − s)·ε/k.
 
-Budget split (``selection_share`` s): each period's ε goes s·ε to its k selections
-(s·ε/k each) and (1 − s)·ε to its k measurements ((1 − s)·ε/k each).  The paper's
-Algorithms 2-3 split it in half (s = 1/2: ε/(2k) each; ``RULES["paper"]``); the proposed
-method defaults to s = 0.1, AIM's share for selection (McKenna et al. 2022): a selection
-only has to find a workload whose error is far above the noise, a measurement's noise goes
-straight into the release (measured on Adult in
-``bench/results/tabular_tables_adult_share.md``).  The baseline keeps 1/2
-(``DEFAULT_SELECTION_SHARES``): its selections see one batch only.
-States saved before the option keep s = 1/2, which their counters were calibrated for.
-Below, "ε/(2k)" is the paper's value of s·ε/k and (1 − s)·ε/k.
+Selection (§6.4, lines 9-12).  The exponential mechanism (Definition 3.8) with the
+standard calibration P(i) ∝ exp(ε'·u_i/(2Δ)), ε' = s·ε/k and Δ the exact sensitivity of
+the utilities (Algorithm 3 writes ExponentialMechanism(e, ε/2k) and Algorithm 2
+exp(ε/(2k)·e_i), which drop it; the factor 2 stays because the utilities are not
+monotone).  Utilities:
 
-Privacy of the proposed method (Theorem 6.1, selective counting of Kumar et al. 2024):
-a record of period t enters (i) the k exponential mechanisms of period t — the utilities of
-other periods use ∇f_{t'} and g_{t'−1}, a release — and (ii) the period-t entry of the
-k counters selected at t, one entry each (later feeds and r use only releases).  So its
-loss is k·s·ε/k + k·(1 − s)·ε/k = ε, whatever the number of periods: the whole stream is
-ε-DP under event-level neighbours (adaptive composition inside a period, parallel
-composition across periods).  Under ``selection_schedule="drift"`` (the default where it
-applies, :func:`period_selections`) period t makes k_t ≤ K selections of s·ε/k_t (K the
-``selection_ceiling``, k unless the default k may rise on large batches) and feeds
-k_t counters one entry each at (1 − s)·ε/k_t (the simple counter's entry share k/k_t):
-k_t·s·ε/k_t + k_t·(1 − s)·ε/k_t = ε again, with k_t a function of earlier releases only.
-The counters' own noise is exact discrete Laplace (``counters``, ``epsilon=(1 − s)·ε/k``, ``entries_changed=1``; each workload's vector
-entry has L1 sensitivity 1).
+* ``paper`` (§7.2 item 3): u_i = ‖T_i − W_i(h_{t,l−1})‖_1/|W_i| − b_i with
+  T_i = W_i(∇f_t + g_{t−1}) (§6.4) and b_i = |W_i|.  One record moves ‖·‖_1 by at most
+  1, so Δ = 1/min_i |W_i| (the paper's "1/4 for 2-way workloads" for binary attributes).
+* ``aim``: u_i = ‖T_i − |T|·P_i(h)‖_1 − b_i, the model's distribution P_i(h) at the
+  target's size (at l = 1, h = g_{t−1}, the paper's difference is the batch alone and
+  cannot see g_{t−1}'s error).  One record moves T_i by 1 in one cell and |T|·P_i(h) by
+  P_i(h) (L1 norm 1): Δ = 2 for every workload.
 
-Exponential mechanism calibration.  Algorithm 3 writes ExponentialMechanism(e, ε/2k) and
-Algorithm 2 writes P ∝ exp(ε/(2k)·e_i), which drops the sensitivity.  We use the standard
-calibration P(i) ∝ exp(ε'·u_i / (2Δ)) with ε' = ε/(2k) and the exact sensitivity of the
-utilities.  ``aim``: adding or removing one record moves T_i by 1 in one cell and
-|T|·P_i(h) by P_i(h) (L1 norm 1), so u_i moves by at most Δ = 2, for every workload.
-``paper``: ‖·‖_1 moves by at most 1 and u_i by 1/|W_i|; with one Δ for all candidates,
-Δ = 1 / min_i |W_i| (the paper's "1/4 for 2-way workloads" is this value for binary
-attributes).  The bias terms are data-independent (σ_i, the public model, the public
-B) and do not change Δ.  The factor 2 stays: the utilities are not monotone.
+Bias b_i (``bias_correction``): ``noise+sampling`` (default) is AIM's expected L1 norm of
+the measurement noise, √(2/π)·σ_i·|W_i| (McKenna et al. 2022), plus E‖X − B·P_i(h)‖_1
+for X ~ Multinomial(B, P_i(h)), the batch's own sampling deviation (B = |g_{t−1}|/(t − 1),
+public); ``noise`` the first term only; ``paper`` |W_i|; ``none`` 0.  The proposed
+method's σ_i (``bias_noise``): ``estimate`` (default) the noise of the workload's
+running estimate after the measurement, on the batch's scale (:func:`estimate_noise`);
+``counter`` (``--rule paper``) the counter sum's own σ_i^{next}.  The baseline's σ_i is
+its period's measurement noise.  The bias terms are data-independent (σ_i, the public
+model, the public B) and do not change Δ.  Public choices that spend no selection budget:
+``coverage="reachable"`` (default) measures first an attribute no selection can reach
+(:func:`starved_cover`); ``refresh`` slots (0 by default) go to the stalest workload;
+``selection_discount="count"`` (off) divides each positive utility by 1 + the workload's
+earlier selections (:func:`_count_discounted`).
 
-Bias correction (``bias_correction``): ``noise+sampling`` (default, above); ``noise`` —
-the noise term only (per cell √(2/π)·σ_i under ``paper``); ``paper`` — b_i = |W_i|;
-``none``.  The proposed method's σ_i (``bias_noise``): ``estimate`` (default) — the
-noise its running estimate would carry after the measurement, on the batch's scale,
-σ_i^{next}/(τ_i + 1) (:func:`estimate_noise`); ``counter`` (``--rule paper``, and states
-saved before 28 Nov 2026) — the counter sum's own σ_i^{next}.  The baseline's σ_i is its
-period's measurement noise.  Coverage (``coverage``, proposed): ``reachable`` (default) —
-while an attribute's every workload is beyond what one batch can show and it has been
-measured less than the mean workload, the period's first selection is the public choice
-:func:`starved_cover` (where its measurements would carry information); ``none``
-(``--rule paper``, states saved before) — the exponential mechanism alone.
+Measurement (§6.2, lines 15-17 and 20-21).  The selected counter C_j (a ``dim = |W_j|``
+counter of budget (1 − s)·ε/k, Definition 3.11, kind ``counter``) is fed W_j(∇f_t), and
+m(t, j) = C_j(t) + the remainder, the estimate of j's share of the periods C_j did not
+see (``remainder``):
 
-Wide measurements (``wide_cells``, proposed method, simple counter; off in
-:class:`TabularConfig`, :data:`WIDE_CELLS` by default from :meth:`TabularSynthesizer.create`
-and the command line with the aim rules).  A
-workload's interaction is otherwise seen only through the records of the periods that
-selected it (``bench/results/tabular_error_anatomy.md``: on Adult in batches of 50 about
-760 of 48 842 records per workload).  With ``wide_cells`` = c, the selection is unchanged
-(the exponential mechanism over the workloads, Δ = 2), but the selected workload j is
-measured as the marginal of S_j ⊇ j (:attr:`TabularConfig.wide_sets`: j and the smallest
-other attributes while |S_j| ≤ min(c, ``wide_ratio``·|W_j|), a public function of the
-domain): W_{S_j}(∇f_t) + discrete Laplace of the scale of j's counter entry,
-1/((1 − s)·ε/k_t) per cell.  **Sensitivity:** under event-level add/remove one record is
-in exactly one cell of S_j, so the L1 sensitivity is 1 whatever |S_j|, and the wide
-measurement costs (1 − s)·ε/k_t, what feeding C_j costs.  Its projections onto j and onto
-every other workload i ⊆ S_j not yet measured this period with |S_j| ≤ ``wide_ratio``·|W_i|
-(each projected cell sums at most ``wide_ratio`` noisy cells) are post-processing; they
-are fed to those counters as entries without noise of their own
-(:meth:`SimpleCounter.feed_measured`, per-cell variance v·|S_j|/|W_i|).  So a period still
-spends k_t·s·ε/k_t + k_t·(1 − s)·ε/k_t = ε, and one record informs every workload fed
-from its period's wide measurements instead of one.  Under ``wide_fit="inside"`` (the
-default of the option) a fed workload is also fitted only when the model's junction tree
-already holds it; the others wait in their counters until selected (fitting every fed
-workload, ``"all"``, filled the 2^17-cell model with 5-7-attribute cliques: 51 of 78
-workloads fitted at ε = 1000 on Adult, and 27 never selectable).  ``wide_noise`` = c
-(optional) measures only the longest prefix of S_j with |S_j'| ≤ c·B/v, B the public batch
-size estimate and v the per-cell noise variance of the entry (:func:`_wide_set`; the
-exact histogram of S_j' is summed from S_j's before the noise is drawn, so the sensitivity
-is still 1): a projected cell's noise v·|S_j'|/|W_i| then stays within c times the
-sampling variance of a batch's count in it, about B/|W_i|.  The period's input then
-holds the histograms of :attr:`TabularConfig.input_workloads` (the workloads, then the
-wide sets that are not workloads).
+* ``paper``: r(t, i) = W_i(g_t) − C_i(t) for unselected i (line 21), m(t, j) = C_j(t) +
+  r(t − 1, j) (lines 16-17).  §6.2 prints r's two cases the other way round; the code
+  follows the algorithm's lines 16 and 20-21.
+* ``increment``: R_j(t − 1), the unseen periods imputed from the increment model δ_τ of
+  each such period τ, the estimate of ∇f_τ made at its own time (§6.2's intent: "at any
+  such time τ … we assume that q_i(g_τ) is close to the true value";
+  :func:`_carry_increment`).
+* ``adaptive`` (default): ``increment`` plus, while the stream reads as exchangeable, a
+  shrinkage of the imputation toward the share the counter itself saw,
+  m(t, j) = C_j(t) + R_j(t − 1) + γ·w·|R_j|·(Ĉ_j − R̂_j), γ from a public test of the
+  pooled one-way margins (:func:`_drift_update`, :func:`stationary_weight`: 1 on a
+  stream in random order, 0 on a sorted one) and w a James-Stein weight
+  (:func:`_shrunk_share`); on a sorted stream it is ``increment``
+  (``bench/results/tabular_tables_adult_adaptive_notes.md``).
+* ``model``: (n̂_t − |C_j(t)|)·P_j(g_{t−1}), the unseen periods from the current model,
+  a fixed point that does not correct the model's own error on ordered streams
+  (``bench/results/tabular_floor.md``).
 
-Baseline (Algorithm 2, StreamingMWEM, workload form): an independent offline MWEM-style
-synthesizer on each period's new records ∇f_t with budget ε per period: k selections by
-the exponential mechanism (ε/(2k) each, the same utilities with T_i = W_i(∇f_t), same
-Δ) and k measurements W_j(∇f_t) + discrete Laplace of scale 2k/ε (L1 sensitivity 1 →
-ε/(2k) each), fit with A_Dataset from h_{t,0} = the previous increment ∇g_{t−1}
+Wide measurements (``wide_cells``, proposed method, simple counter; :data:`WIDE_CELLS`
+by default from :meth:`TabularSynthesizer.create` and the command line with the aim
+rules, off in :class:`TabularConfig`).  Otherwise a workload's interaction is seen only
+through the records of the periods that selected it
+(``bench/results/tabular_error_anatomy.md``).  The selection is unchanged, but the
+selected j is measured as the marginal of a public S_j ⊇ j (:attr:`TabularConfig.wide_sets`,
+shortened by ``wide_noise``: :func:`_wide_set`) with the noise of j's counter entry,
+1/((1 − s)·ε/k_t) per cell.  **Sensitivity:** one record is in exactly one cell of S_j,
+so the L1 sensitivity is 1 whatever |S_j|, and the wide measurement costs what feeding
+C_j costs.  Its projections onto j and onto the other workloads i ⊆ S_j not yet measured
+this period with |S_j| ≤ ``wide_ratio``·|W_i| are post-processing, fed to those counters
+as entries without noise of their own (:meth:`SimpleCounter.feed_measured`, per-cell
+variance v·|S_j|/|W_i|; :func:`_wide_extras`).  So a period still spends ε, and one record
+informs every workload fed from its period's wide measurements.  Under
+``wide_fit="inside"`` (default) a fed workload is fitted only when the model's junction
+tree already holds it; fitting every fed workload (``"all"``) fills the model with large
+cliques that leave workloads unselectable (``bench/results/tabular_wide_measurements.md``).
+
+Fit (§6.3, line 18).  A_Dataset is :class:`~continual_synth.mechanisms.fitting.Fitter`
+(``fit``: ``ipf`` on a junction-tree model by default, ``mw`` the paper's
+multiplicative weights), warm-started from h_{t,l−1} and kept within the model's size
+limit (:meth:`TabularConfig.model_limit`).  Pooled one-way margins (``margins="pooled"``,
+the default where the fit takes them: ``ipf`` or ``mw`` with the ``adaptive``,
+``increment`` or ``model`` remainder): every fit also matches each attribute's one-way
+margin pooled over all the periods' counter increments of the workloads holding it
+(:mod:`~continual_synth.mechanisms.pooled_margins`).  Structure
+(``structure="informative"``, the default with the ``ipf`` fit and the pooled margins;
+``"measured"``, every measurement fitted as the paper's A_Dataset does, under ``paper``):
+a selected pair outside the model's junction tree joins the fit only when its counter's
+sum departs from independence by more than the counter's noise would (:func:`informative`);
+otherwise its measurement feeds only its counter and the pooled margins, and the model
+completes the pair.  At the size limit, pairs of the tree whose sums show no departure
+beyond sampling and noise give way to a selected workload that needs their room
+(:func:`yielding`, :func:`room_for`).
+
+Release (line 19).  ``combine="last"`` (the aim rules): g_t = h_{t,k}, since the average
+gives the last measurement 1/k of its weight; ``"average"`` (``paper``):
+g_t = avg_l h_{t,l}.  Sizes are post-processing of the noisy measurements (no extra
+budget): every noisy histogram of a period's records sums to an unbiased estimate of
+|∇f_t|, and the fit of iteration l uses B̂_t, the inverse-variance weighted mean of these
+sums over the workloads measured so far in the period (variance = cells × per-cell noise
+variance).  The proposed method fits at n̂_t = max(|g_{t−1}| + B̂_t, 0) and releases
+``size`` = round(|g_t|).
+
+Baseline (§5, Algorithm 2, StreamingMWEM, workload form).  An independent offline
+MWEM-style synthesizer on each period's new records ∇f_t with budget ε per period: k
+selections by the exponential mechanism (the same utilities with T_i = W_i(∇f_t), same
+Δ) and k measurements W_j(∇f_t) + discrete Laplace of scale 1/((1 − s)·ε/k) (L1
+sensitivity 1), fitted with A_Dataset from h_{t,0} = the previous increment ∇g_{t−1}
 (``baseline_start="previous"``, default; a release, so post-processing) or the uniform
-distribution (``"uniform"``, the previous default: Algorithm 2 leaves h_{t,0} unstated,
-and from uniform every attribute the period's 3 measurements miss is uniform in ∇g_t,
-so the error is flat in ε).  ε per period, and by parallel
-composition across periods (each record lives in one period's ∇f) ε for the whole stream.
-The release is the increment ∇g_t (avg_l h_{t,l} or h_{t,k}); the I/O layer appends it:
-g_t = g_{t−1} + ∇g_t.  (The paper's MW step uses the true |∇f_t|, which is private; we use
-the noisy size below.)
-
-Noisy sizes (no extra budget: post-processing of the noisy measurements).  Every noisy
-histogram of a period's records sums to an unbiased estimate of |∇f_t|; the fit of
-iteration l uses B̂_t, the inverse-variance weighted mean of these sums over the
-workloads measured so far in the period (variance = cells × per-cell noise variance).
-Proposed: the fit's size is n̂_t = max(|g_{t−1}| + B̂_t, 0) and the release's ``size`` =
-round(|g_t|).  Baseline: the sums estimate
-|∇f_t|; ``increment_size`` = round(|∇g_t|) and ``size`` = Σ_{s ≤ t} increment sizes.
+distribution (``"uniform"``: Algorithm 2 leaves h_{t,0} unstated, and from uniform every
+attribute the period's measurements miss is uniform in ∇g_t).  By parallel composition
+across periods (each record lives in one period's ∇f) the stream is ε-DP.  The release is
+the increment ∇g_t, which the I/O layer appends: g_t = g_{t−1} + ∇g_t.  The paper's MW
+step uses the true |∇f_t|, which is private; the code uses the noisy size
+(``increment_size`` = round(|∇g_t|), ``size`` = Σ_{s ≤ t} increment sizes).
 
 Budget ledger (unit ε): the whole-stream guarantee ε is debited once, at period 1 (entry
 "stream"), and every later period records a zero debit with what it spent on its own
-records (ε: s·ε selection + (1 − s)·ε counters or measurements).  After any number of periods
-``ledger.spent`` = ε.  Periods beyond ``horizon`` are refused before any data is used.
+records (ε: s·ε selection + (1 − s)·ε counters or measurements).  After any number of
+periods ``ledger.spent`` = ε.  Periods beyond ``horizon`` are refused before any data is
+used.
 """
 from __future__ import annotations
 
@@ -236,19 +243,18 @@ MODEL_GROWTHS = ("fixed", "horizon")
 SELECTION_SCHEDULES = ("drift", "fixed")
 WIDE_FITS = ("inside", "all")
 STRUCTURES = ("informative", "measured")
-# wide_ratio's default: a projected cell sums at most 8 noisy cells (against 4: the same
-# AvgWE on the Adult streams, -0.5 % over 12 cells x 3 seeds; on CCES at eps >= 1 lower
-# AvgWE and MaxWE in all 4 runs; bench/results/tabular_wide_measurements.md, session 42)
+# wide_ratio's default: a workload's projected cell sums at most 8 noisy cells of the wide
+# set (8 against 4: bench/results/tabular_wide_measurements.md)
 WIDE_RATIO = 8.0
 # TabularSynthesizer.create's wide_cells for the proposed method with the simple counter
-# and the aim rules (the command line's default --wide-cells): Adult, all 12 Kumar cells,
-# AvgWE and MaxWE at or below without it (tabular_wide_measurements.md); CCES, GSS and
-# MplsStops AvgWE at or below (within +0.5 %), MaxWE +14 % on one seed in two cells
-# (tabular_wide_untuned.md); birds and nycflights13 have no wider set within 64 cells
+# and the aim rules (the command line's default --wide-cells): the largest wide set, in
+# cells (measured on Adult in bench/results/tabular_wide_measurements.md and on tables it
+# was not tuned to in bench/results/tabular_wide_untuned.md)
 WIDE_CELLS = 64
 # wide_noise given with wide_cells by TabularSynthesizer.create (the command line's
-# --wide-cells): a projected cell's noise within the batch's sampling variance (without
-# the cap +27 % AvgWE on Adult at eps 1, batches of 50; tabular_wide_measurements.md)
+# --wide-cells): a projected cell's noise within the batch's sampling variance
+# (_wide_set); without the cap the error rises at small eps on small batches
+# (bench/results/tabular_wide_measurements.md)
 WIDE_NOISE = 1.0
 # Selections per period k (``selections=None`` in :meth:`TabularSynthesizer.create`, the
 # command line's default): the paper's k = 3, more once a measurement's noise is below one
@@ -270,12 +276,10 @@ RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remaind
                    "model_growth": "fixed", "bias_noise": "counter", "coverage": "none",
                    "structure": "measured"}}
 # Share s of each period's ε spent on its k selections (the rest on its k measurements).
-# The paper's is 1/2; AIM (McKenna et al. 2022) gives selection a tenth.  Proposed: on Adult
-# (randomized, batches of 200, seed 0) s = 0.1 took AvgWE from 0.0070 to 0.0049 at ε = 1
-# (bench/results/tabular_tables_adult_share.md).  Baseline: its selections see one batch,
-# whose errors are small next to the selection noise; s = 0.1 was mixed on the Adult tables
-# (ordered, batches of 200: worse and rising with ε; randomized: slightly better at ε ≤ 1),
-# so it keeps the paper's 1/2 (docs/tabular.md, "Budget split").
+# The paper's is 1/2; AIM (McKenna et al. 2022) gives selection a tenth, which the proposed
+# method takes.  The baseline's selections see one batch, whose errors are small next to
+# the selection noise, and s = 0.1 does not help it consistently, so it keeps the paper's
+# 1/2 (both measured in bench/results/tabular_tables_adult_share.md).
 DEFAULT_SELECTION_SHARES = {"proposed": 0.1, "baseline": 0.5}
 # What a configuration saved before an option existed meant: no pool, the paper's split.
 SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5, "selection_discount": "none",
@@ -332,31 +336,22 @@ def auto_selections(epsilon: float, method: str, num_workloads: int,
 
     Why.  Each of a period's k measurements gets (1 − s)·ε/k.  With k fixed at 3, budget
     beyond the paper's range makes the same three measurements ever more exact while every
-    other workload's counter sees only the periods that select it: at ε = 1000 the error
-    was set by that coverage, not by privacy (Adult, randomized, batches of 200, seed 0:
-    AvgWE 3.8× the sampling floor at k = 3, 2.2× at k = 6, 1.1× at k = 12; CCES, batches
-    of 50: 2.6× → 1.4× at k = 12).  Where a measurement's noise is still several records
-    per cell, more selections lose (Adult ε = 1, k = 6: +24 %; CCES ε = 4 and 8: +6-7 %);
-    below one record, more precision buys less than coverage (and in periods whose batch
-    makes a measurement's noise small next to its own sampling, the default k rises up
-    to 12: ``selection_ceiling``, :func:`period_selections`).  Beyond 12 the model's
-    size limit is what binds: with a fixed limit, k = 24 cost 2.5-3× the time of 12 and
-    lost on randomized streams; with the limit growing over the horizon it takes about
-    1.2× the time (1 000 CCES periods) and wins on every stream measured at ε = 1000
-    (Adult sorted by every attribute, batches of 200: 1.58× and 1.79× the sampling floor
-    against 5.06× and 5.89× at k = 12; Adult randomized 1.13× against 1.15×; CCES,
-    batches of 50, t = 100: 1.37× and 1.13× against 1.57× and 1.42×); at ε = 50 it wins
-    on the sorted stream (1.32× against 3.44×) and costs 10 % on the randomized one
-    (bench/results/tabular_selections.md).  With k = 12 the growing limit was not better
-    (Adult randomized: 1.33×), so below the wide regime k stays at most 12 with the fixed
-    limit.  k depends on ε, s and |W| only (public), so the privacy statement is the one
-    for that k (docs/tabular.md, "Selections").  The baseline's measurements see one
-    batch and are not counted across periods.  Fewer than 3 win on streams whose periods
-    are exchangeable: Adult and CCES in random order, at ε ≤ 1, AvgWE 8-27 % lower at
-    k = 1. But they lose on sorted streams (+72-136 % at k = 1 on Adult, batches of 200),
-    so 3 stays the floor of k, and the selection schedule (:func:`period_selections`)
-    lowers k_t period by period where the stream reads as exchangeable; see
-    bench/results/tabular_selections_k1.md and tabular_selection_schedule.md."""
+    other workload's counter sees only the periods that select it, so at large ε the
+    error is set by that coverage, not by privacy.  Where a measurement's noise is still
+    several records per cell, more selections lose; below one record, more precision
+    buys less than coverage (and in periods whose batch makes a measurement's noise small
+    next to its own sampling, the default k rises up to 12: ``selection_ceiling``,
+    :func:`period_selections`).  Beyond 12 the model's size limit is what binds: k = 24
+    pays only with the limit growing over the horizon, and the growing limit pays only
+    at k = 24, so below the wide regime k stays at most 12 with the fixed limit
+    (``bench/results/tabular_selections.md``).  k depends on ε, s and |W| only (public),
+    so the privacy statement is the one for that k (docs/tabular.md,
+    "Selections").  The baseline's measurements see one batch and are not counted across
+    periods.  Fewer than 3 win on streams whose periods are exchangeable but lose on
+    sorted streams, so 3 stays the floor of k, and the selection schedule
+    (:func:`period_selections`) lowers k_t period by period where the stream reads as
+    exchangeable (``bench/results/tabular_selections_k1.md``,
+    ``bench/results/tabular_selection_schedule.md``)."""
     epsilon = privacy_budget("epsilon", epsilon)
     k = PAPER_SELECTIONS
     if method == "proposed":
@@ -672,9 +667,8 @@ class TabularConfig:
     @property
     def model_cells(self) -> int:
         """The fitted model's size limit: ``max_cells``, else 2^22 for the dense MW fit
-        and 2^17 junction-tree cells for graphical models (on CCES 2016 the error at
-        ε = 1000 is the same at 2·10^4, 10^5 and 10^6 cells; steps take ~0.3 s at 10^5
-        and ~1 s at 10^6, bench/results/tabular_floor.md)."""
+        and 2^17 junction-tree cells for graphical models (the error at ε = 1000 and the
+        step's time against the limit: bench/results/tabular_floor.md)."""
         if self.max_cells is not None:
             return int(self.max_cells)
         return DEFAULT_MAX_CELLS if self.fit == "mw" else DEFAULT_MODEL_CELLS
@@ -688,16 +682,13 @@ class TabularConfig:
         stream spends each period's ε on that period's records, and the share of the
         horizon elapsed is the public analogue.  Why: at large ε the first periods'
         selections fill a fixed-size junction tree with large cliques for good; grown
-        with the horizon, the same cells end up holding more of the workloads (Adult
-        sorted by every attribute, ε = 1000: 65 of 78 workloads at k = 24, against 50
-        with a fixed limit and 43 at k = 12, whose model sat at 130 950 of its 131 072
-        cells).  Public (t, T and the workloads' sizes).  The default only in the wide
-        regime of :func:`auto_selections` (k = 24 at ε ≳ 38, where it is measured to
-        help): with k = 12 it cost the randomized Adult stream 1.15× → 1.33× the
-        sampling floor, at ε = 1 (k = 3) 4-7 %, and on the unit tests' small sorted
-        stream with a tight ``max_cells`` (k = 3) it left the model too small for most
-        of the stream (bench/results/tabular_selections.md).  The price: early in a
-        long horizon the model is small (at t = T/10 a tenth of ``max_cells``)."""
+        with the horizon, the same cells end up holding more of the workloads.  Public
+        (t, T and the workloads' sizes).  The default only in the wide regime of
+        :func:`auto_selections` (k = 24 at ε ≳ 38), where it is measured to help: with
+        k = 12 or at ε = 1 (k = 3) it costs accuracy, and on a small sorted stream with a
+        tight ``max_cells`` it leaves the model too small for most of the stream
+        (bench/results/tabular_selections.md).  The price: early in a long horizon the
+        model is small (at t = T/10 a tenth of ``max_cells``)."""
         if self.model_growth != "horizon":
             return self.model_cells
         share = min(1.0, period / self.horizon)
@@ -1048,14 +1039,14 @@ def estimate_noise(sds: Sequence[float], entries: Sequence[int]) -> List[float]:
     per cell, which the utility sees as σ_i^{next}/(τ_i + 1).  AIM's bias (McKenna et al.
     2022) is that expected noise of what the measurement leaves; AIM measures a workload
     once, so there it is the measurement's own noise.  The counter's whole σ_i^{next}
-    (``"counter"``, the rule before 28 Nov 2026) reads it in counts, and it grows as
-    √(τ_i + 1) the more a workload is measured, until no batch can show more: on the
-    tests' chain table (batches of 50, ε ≤ 1) no workload's utility was positive in the
-    last third of 120 periods, so the exponential mechanism chose by the bias (cells ×
-    √measurements), not by what the batch showed (tests/test_bias_noise.py).  A workload
-    never measured has τ_i = 0 and the same bias under both rules.  Measured in
-    ``bench/results/tabular_bias_noise_notes.md``.  Post-processing of public quantities (the
-    counters' variances, the selection counts): Δ is unchanged."""
+    (``"counter"``, the rule of ``--rule paper`` and of states saved before the option)
+    reads it in counts, and it grows as √(τ_i + 1) the more a workload is measured, until
+    no batch can show more: the utilities of much-measured workloads all fall below 0
+    and the exponential mechanism chooses by the bias (cells × √measurements), not by
+    what the batch shows (tests/test_bias_noise.py;
+    ``bench/results/tabular_bias_noise_notes.md``).  A workload never measured has
+    τ_i = 0 and the same bias under both rules.  Post-processing of public quantities
+    (the counters' variances, the selection counts): Δ is unchanged."""
     return [float(sd) / (int(tau) + 1) for sd, tau in zip(sds, entries)]
 
 
@@ -1083,11 +1074,10 @@ def starved_cover(config, model, candidates, bias, batch: int,
     records).  A workload with b_i + s_i ≥ 2B̂ (its noise and sampling biases) can never
     have a positive utility, whatever the model's error, so the exponential mechanism
     passes it over while smaller workloads read positive.  On small batches every
-    workload of a many-valued attribute is such: nycflights13 in batches of 50, no
-    workload of the 105 destinations (315-1 680 cells) was measured in 200 periods at
-    ε = 1, 2 or 4, and the release's destination shares stayed uniform (total variation
-    0.50; bench/results/tabular_flights_check.md).  One batch cannot show the error of
-    315 cells; many measurements add up to it.
+    workload of a many-valued attribute is such, and the release's shares of that
+    attribute stay uniform (nycflights13's 105 destinations in batches of 50:
+    bench/results/tabular_flights_check.md).  One batch cannot show the error of
+    hundreds of cells; many measurements add up to it.
 
     So an attribute a is *starved* when no candidate holding it is within reach
     (b_i + s_i < 2B̂) and the workloads holding it were selected fewer times, together,
@@ -1098,8 +1088,7 @@ def starved_cover(config, model, candidates, bias, batch: int,
     from their noise alone below 1 (the largest any two distributions have):
     ½·|A|·√(2/π)·σ_A/(√m·B̂) < 1, σ_A = σ₁·√(|W_i|/|A|) the noise of one measurement
     of a's margin, σ₁ = √2·k/((1 − s)·ε) a Laplace cell's.  Below that the noise would
-    leave a's shares no better than the model's own (measured: at ε = 1 on the flights
-    the destination shares came out at 0.53 from 22 measurements, against 0.50 unmeasured).
+    leave a's shares no better than the model's own.
     While a starved attribute is worth measuring, the period's first slot measures the
     cover with the smallest b_i + s_i (then the first): such an attribute is measured
     as often as an average workload, and the utility decides the rest.  Everything used
@@ -1171,16 +1160,17 @@ def _drift_update(drift: Tuple[float, float, float], sums, measured, batch: floa
     E z_a = 1 on an exchangeable stream (records in random order); a period whose shares
     are p_t adds κ_a·‖p_t − S_a‖² to it, so Δ̂ = Σ(z − 1)/Σκ estimates the mean squared
     distance ‖p_t − S‖² between a period's shares and the stream's: 0 when the periods
-    are exchangeable, 0.07-0.22 on Adult sorted by every attribute (ε = 0.5-1).  Dividing by κ keeps
+    are exchangeable, above ``DRIFTING_ABOVE`` on Adult sorted by every attribute
+    (bench/results/tabular_tables_adult_adaptive_notes.md).  Dividing by κ keeps
     Δ̂ on that scale when the noise swamps the sampling (small batches, small ε: z is
     then near 1 on any stream, and z alone would call a sorted stream exchangeable).
     Δ̂ is the κ-weighted mean of the attributes' d_a = (z_a − 1)/κ_a, with each weight
     capped at w_a = min(κ_a, B̂): κ_a > B̂ only where the noise is below the sampling
     deficit of a skewed attribute, and there every attribute counts the same.  Uncapped,
-    an attribute constant so far (Σ S_a² = 1: ν_a is its noise alone) had, at large ε, a
-    κ_a thousands of times the others', so its d_a ≈ 0 (constant again this period)
-    outvoted every drifting attribute and a stream sorted by it read as exchangeable
-    (audit of 27 Nov 2026: AvgWE up to 21× the sampling floor mid-stream at ε = 1000).
+    an attribute constant so far (Σ S_a² = 1: ν_a is its noise alone) would have, at
+    large ε, a κ_a thousands of times the others', so its d_a ≈ 0 (constant again this
+    period) would outvote every drifting attribute and a stream sorted by it would read
+    as exchangeable.
     Where the noise dominates (κ_a < B̂) the sums are the plain ones.  Returns the
     discounted sums (Σ γ^age·w·z/κ, Σ γ^age·w/κ, Σ γ^age·w), γ = ``DRIFT_DISCOUNT``.
     Post-processing of the counters' outputs (no budget)."""
@@ -1236,9 +1226,8 @@ def balanced_selections(config: TabularConfig, batch: float, typical=np.mean) ->
     period has.  One cell's share, measured by k workloads at (1 − s)·ε/k each, carries
     information ∝ k·B²/(B·p + k²·σ₁²) (σ₁² the per-cell noise variance at k = 1): ∝ 1/k
     while the noise dominates, ∝ k while the sampling does; the best k is where the two
-    are equal.  Measured (bench/results/tabular_selections_k1.md, the best fixed k of 1, 2
-    and 3): this rule picks it on CCES in all 6 cells (batches of 50 and 200, ε = 0.5-4)
-    and on Adult in 7 of 8 (ε = 2, batches of 200: it picks 3, the best is 2, 4 % apart)."""
+    are equal.  Against the best fixed k of 1, 2 and 3 on CCES and Adult:
+    bench/results/tabular_selections_k1.md."""
     if batch <= 0:
         return 1
     cells = float(typical(config.cells))
@@ -1266,27 +1255,23 @@ def period_selections(config: TabularConfig, drift: Tuple[float, float, float],
     Why fewer.  The k measurements of a period share (1 − s)·ε.  On a stream whose periods
     are random samples of one population, each measurement is a sample of the same shares,
     and at small ε fewer, quieter measurements carry more (:func:`balanced_selections`).
-    Adult and CCES in random order: AvgWE 8-27 % lower at ε ≤ 1 with k = 1 than with 3.
-    A sorted stream needs the coverage (k = 1 costs +72-136 % there), and its drift
-    estimate reads γ = 0, so it keeps k.
+    A sorted stream needs the coverage, and its drift estimate reads γ = 0, so it keeps k
+    (bench/results/tabular_selections_k1.md).
 
     Why more.  The same balance read the other way: where a batch's own sampling variance
     per cell exceeds the noise of k_bal > k measurements, k measurements leave most
     workloads unseen for a precision the batch cannot use, and on a drifting stream a
-    period a workload's counter does not see is not told by the periods it does.  On a
-    real stream of few, large periods (GSS 1972-2018, 32 yearly periods of 1 372-4 510
-    records, 91 two-way workloads; it reads as drifting) the default k = 3 left about 50
-    workloads never measured and AvgWE flat in ε (ε = 1 / 2 / 4: 0.0122 / 0.0119 /
-    0.0113, seed 1; bench/results/tabular_large_batches.md has the figures with the
-    raise).  The median, not the mean: the GSS workloads' mean size (124 cells) is set by
-    a few large ones (median 27), and over it the raise left k = 3 at ε = 1.  On
-    exchangeable streams more measurements did not pay (Adult randomized, batches of
-    200, ε = 4, k_t = 6: AvgWE −5 % but MaxWE +50 %; CCES, batches of 50, ε = 8, k_t = 7:
-    AvgWE +10 %), hence only while the stream reads as drifting; and not before the
-    estimate has read anything: raised in only the first 5 periods, before γ was known,
-    AvgWE was still +4-5 % on those exchangeable streams (3 seeds each; a counter's
-    noisier early entries stay in all its later sums).  The paper's Adult streams in
-    random and stored order read as exchangeable, so nothing changes there."""
+    period a workload's counter does not see is not told by the periods it does: on a
+    stream of few, large periods that reads as drifting (GSS, yearly periods of thousands
+    of records) the default k = 3 leaves many workloads never measured and the error
+    flat in ε (bench/results/tabular_large_batches.md).  The median, not the mean: the
+    workloads' mean size can be set by a few large ones, and over it the raise would not
+    happen.  On exchangeable streams more measurements do not pay (lower AvgWE but
+    higher MaxWE, or both higher), hence only while the stream reads as drifting; and
+    not before the estimate has read anything, since a counter's noisier early entries
+    stay in all its later sums (bench/results/tabular_large_batches.md).  The
+    paper's Adult streams in random and stored order read as exchangeable, so nothing
+    changes there."""
     k = config.selections
     if config.selection_schedule != "drift":
         return k
@@ -1311,9 +1296,8 @@ def _shrunk_share(counter: np.ndarray, imputed: np.ndarray, variance: float) -> 
     ‖Ĉ − R̂‖² were R̂ the truth (σ² the counter's per-cell variance).
 
     With ``selection_schedule="drift"`` a counter's feeds can differ in noise (σ² is then
-    their sum).  Weighing them by their precision instead was measured and not kept:
-    AvgWE +1.5 % at k = 1 and +4 % under the schedule (Adult in random order, batches of
-    50, ε = 0.5, seed 0)."""
+    their sum).  Weighing them by their precision instead does worse
+    (bench/results/tabular_selection_schedule.md)."""
     positive = np.maximum(counter, 0.0)
     mass = float(positive.sum())
     if mass <= 0:
@@ -1356,12 +1340,11 @@ def informative(fitter, structure: Sequence[Workload], workload: Workload,
     them out for good.  The test reads the periods W's counter measured as a sample of
     the stream.  In a stream sorted by a place they may all lie in one
     precinct, a table of one row, which is a product whatever the pair's dependence: on
-    MplsStops sorted by neighbourhood the tied pair precinct × neighbourhood stayed out
-    longer, and the share of released records in absent precinct-neighbourhood
-    combinations rose from 0.24 to 0.36 at ε = 2 (0.57 to 0.61 at ε = 1), though AvgWE
-    fell (bench/results/tabular_structure.md).  Restricting the test to the periods the
-    drift test reads as exchangeable, or to counters whose margins match the stream's,
-    was tried and measured worse.  At ε → ∞, N → 0 and every measured pair joins, as in the
+    MplsStops sorted by neighbourhood the tied pair precinct × neighbourhood stays out
+    longer, and more released records fall in absent precinct-neighbourhood
+    combinations, though AvgWE falls (bench/results/tabular_structure.md).  Restricting
+    the test to the periods the drift test reads as exchangeable, or to counters whose
+    margins match the stream's, does worse.  At ε → ∞, N → 0 and every measured pair joins, as in the
     paper's A_Dataset, which fits every measurement (``structure="measured"``); at the
     size limit a pair of no shown dependence then gives way (:func:`yielding`).
     Post-processing of the counter's output with its public variance: no budget."""
@@ -1402,14 +1385,13 @@ def yielding(fitter, structure: Sequence[Workload], index: Dict[Workload, int],
     this period, which the fit keeps in the structure).
 
     Why.  At ε → ∞ every measured pair passes :func:`informative`, so the structure
-    fills the size limit (``max_cells``) with the pairs selected first, and on CCES
-    (seed 2, t = 100) it held `region × collegeed` (true departure from independence,
-    total variation 0.009) while `bornagain × religimp` (0.21) could not be selected at
-    all: MaxWE 0.022 against 0.005-0.006 on other seeds.  Using this sampling null to
-    keep such pairs out from the start (a stricter :func:`informative`) cured that
-    seed but raised AvgWE on 4 of 5 others, since a weak but real dependence is still
-    worth its room when the room is free; here a pair leaves only when a selected
-    workload needs the room (bench/results/tabular_structure.md).  Post-processing of
+    fills the size limit (``max_cells``) with the pairs selected first: a nearly
+    independent pair can hold the room a strongly dependent pair then cannot get, and
+    that pair's error stays the largest (MaxWE).  Using this sampling null to keep such
+    pairs out from the start (a stricter :func:`informative`) cures that but raises
+    AvgWE elsewhere, since a weak but real dependence is still worth its room when the
+    room is free; here a pair leaves only when a selected workload needs the room
+    (bench/results/tabular_structure.md).  Post-processing of
     the counters' outputs and their public variances: no budget."""
     out = []
     for position, w in enumerate(structure):
@@ -1555,9 +1537,13 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
 
 
 def _wide_set(config, j: int, cap: float) -> Workload:
-    """The longest prefix of S_j (j, then its added attributes in order) of at most
-    ``cap`` cells, at least j itself (``wide_noise``: cap = c·B̂/v, the batch's expected
-    count over the per-cell noise variance of an entry, both public)."""
+    """The longest prefix S_j' of S_j (j, then its added attributes in order) of at most
+    ``cap`` cells, at least j itself (``wide_noise`` = c: cap = c·B̂/v, the batch's
+    expected count over the per-cell noise variance of an entry, both public).  A cell
+    of a workload i projected from S_j' then carries noise v·|S_j'|/|W_i|, within c
+    times the sampling variance of a batch's count in it, about B̂/|W_i|.  The exact
+    histogram of S_j' is summed from S_j's before the noise is drawn, so the sensitivity
+    is still 1."""
     wide = config.wide_sets[j]
     n = len(config.workloads[j])
     while len(wide) > n and config.domain.size(wide) > cap:
@@ -1742,8 +1728,8 @@ def _carry_increment(config, state, g, batch, selected, increments, fed=()) -> N
     each shrunk toward δ_{t−1}'s answer by λ_j = B̂_t / (B̂_t + E‖noise‖_1) (E‖noise‖_1 =
     √(2/π)·σ·|W_j|, σ² the increment's per-cell variance): at ε → ∞ the measured batch,
     at small ε a running average over the periods.  (A positive-part weight that also
-    discounts the batch's sampling deviation was measured worse: CCES randomized ε = 1,
-    AvgWE 0.0249 against 0.0232 at t = 60; ordered ε = 1000, 0.0168 against 0.0147.)  What a workload's counter did not
+    discounts the batch's sampling deviation does worse on CCES:
+    bench/results/tabular_floor.md.)  What a workload's counter did not
     see is thus the sum of the batches as they were estimated at their own time (the
     drift of an ordered stream is carried, and a marginal measured once is carried to
     the later periods).  Post-processing of the counters' outputs (no budget)."""

@@ -232,7 +232,7 @@ def sampling_floor(codes: np.ndarray, size: int, sizes: Sequence[int],
     synthesizer whose model were f_t and whose release were i.i.d. draws from it would
     score this.  A release drawn by randomised rounding (the tabular synthesizer's) can
     score below it, so read a release's metric as a multiple of it, not as bounded by it
-    (issue 12: "AvgWE at ε = 1000 within 2.5× of the sampling floor").  One draw,
+    (as bench/results/tabular_floor.md does).  One draw,
     ``codes[rng.integers(0, n, size)]``; average it over periods or draws.  ``truth``:
     f_t's workload histograms, when the caller has them (else they are counted from
     ``codes``).  With n = 0 or size = 0 every metric is NaN."""

@@ -108,7 +108,7 @@ class BoundedReleaseOptions(JobOptions):
                             help="continual PrivHP (init, stream, run --horizon): counters on "
                                  "every S-th level of the hierarchy (r, r-S, ...; the levels "
                                  "between are sums of their children), each with more of ε; "
-                                 "default 2 (1 = every level, the layout before the option)")
+                                 "default 2 (1 = every level, as in states saved before the option)")
 
 
 class BoundedRunOptions(InvalidRecordsOptions, OutputOptions, InputOptions,

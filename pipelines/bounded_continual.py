@@ -255,9 +255,9 @@ def _write_releases(releases: Sequence[PointsRelease], staging_dir: str, bounds:
                     columns, num_shards: int, out_format: str, beam_args) -> None:
     """Sample the points of each release shard by shard and write its
     ``synthetic-tNNNN-s*``, every release in one pipeline: a pipeline costs a start of
-    the SDK workers on every runner but the in-process one (2 s of imports each under
-    ``--direct_running_mode=multi_processing``: T pipelines made ``run --horizon 12``
-    5x slower there).  A release's ``tree`` may be a saved tree's path
+    the SDK workers on every runner but the in-process one (seconds of imports each under
+    ``--direct_running_mode=multi_processing``, so T pipelines would make a run several
+    times slower there).  A release's ``tree`` may be a saved tree's path
     (:func:`_save_tree`): neither the driver nor the shuffle to the shards then holds T
     trees."""
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:

@@ -98,7 +98,7 @@ def w1_sliced(a: np.ndarray, b: np.ndarray, projections: int, seed: int) -> floa
     projections a·θ and b·θ (equal-size samples, so each 1-D W1 is the mean absolute
     difference of the sorted projections).  The directions come from POT's
     ``ot.sliced.get_random_projections``; the 1-D transport is done here because POT's
-    ``sliced_wasserstein_distance`` took over a minute on 2 × 200 000 points."""
+    ``sliced_wasserstein_distance`` takes over a minute on 2 × 200 000 points."""
     from ot.sliced import get_random_projections
     m = min(a.shape[0], b.shape[0])
     rng = np.random.default_rng(seed)
@@ -132,8 +132,8 @@ def wasserstein_summary(truth: np.ndarray, synthetic: np.ndarray, *, ot_points: 
                                             FLOOR_DRAWS_1D), m, "exact 1-D W1"))
         return out
     # the floor needs two disjoint real samples of m points: m is at most half the real
-    # points (before, the headline was taken at --ot-points and the floor's verdict at
-    # half the real points: two different W1s in one summary)
+    # points, and the headline W1 is taken at the same m, so that the summary compares
+    # one W1 with its floor
     m = int(min(ot_points, truth.shape[0] // 2, synthetic.shape[0]))
     if m >= 1:
         same, floor = _floor_draws(truth, synthetic, m, w1_emd, rng, FLOOR_DRAWS)
@@ -287,8 +287,8 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
 
 def _box(manifest: Dict, columns: Sequence[str]) -> Optional[np.ndarray]:
     """The release's bounds (d × 2) in the order of the evaluated ``columns``; None
-    where the manifest gives none or does not bound every evaluated column (before, its
-    rows were taken in the manifest's order whatever ``--columns`` said)."""
+    where the manifest gives none or does not bound every evaluated column (the rows
+    follow ``--columns``, not the manifest's order)."""
     if not manifest.get("bounds"):
         return None
     named = manifest.get("columns", list(columns))
@@ -334,7 +334,7 @@ def plot_points(truth: np.ndarray, synthetic: np.ndarray, columns: Sequence[str]
                  fontsize="medium")
         ranges = [list(span(0)), list(span(1))]
         sets = (("real", truth), ("synthetic", synthetic))
-        # one colour scale for both panels (before, each panel scaled its own colours)
+        # one colour scale for both panels, so that their densities compare
         top = max(np.histogram2d(pts[:, 0], pts[:, 1], bins=128, range=ranges,
                                  density=True)[0].max() for _, pts in sets)
         axes = [fig.add_subplot(1, 2, i + 1) for i in range(2)]

@@ -295,8 +295,8 @@ def floor_reading(avg_we: Optional[float], floor: Optional[float], periods: int,
                   avg_rel: Optional[float] = None, rel_floor: Optional[float] = None) -> str:
     """One sentence: the release's AvgWE as a multiple of its sampling floor, and its
     AvgRelWE as a multiple of that metric's floor where both are defined (AvgWE weighs
-    every cell by its share, so rare cells' relative errors show only in AvgRelWE: an
-    audit read AvgWE at 6.3× its floor and AvgRelWE at 18×)."""
+    every cell by its share, so rare cells' relative errors show only in AvgRelWE, which
+    can be several times further from its floor than AvgWE is)."""
     where = (f"a sample of the release's size drawn with replacement from the true table "
              f"f_t, mean over the last {periods} period(s)")
     if avg_we is None or floor is None:

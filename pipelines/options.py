@@ -581,7 +581,7 @@ def check_beam_args(beam_args: Sequence[str], command: str,
                          + (f" ({'; '.join(hints)})" if hints else ""))
     # what Beam's parser leaves that is not an option: a stray word or a single-dash
     # flag (``--runner DirectRunner -neighbor add-remove``), which Beam would discard
-    # with a warning (before, only the first argument was checked for it)
+    # with a warning; every argument is checked, not only the first
     stray = [arg for arg in parsers[0].parse_known_args(list(beam_args))[1] if arg != "--"]
     if stray:
         hints = []

@@ -413,8 +413,8 @@ class ReleaseCompletePeriods(beam.DoFn):
     def _withdraw_removed(known: Dict, arrived: Dict) -> None:
         """Forget the waiting files no longer listed (removed or renamed away before
         their period's turn), each with a ``withdrawn`` event: never taken, so neither
-        counted nor dead-lettered (before, such a file stayed queued until its period's
-        turn and was then dead-lettered as unreadable)."""
+        counted nor dead-lettered (kept queued, it would be dead-lettered as unreadable
+        at its period's turn)."""
         for period in sorted(arrived):
             kept = [candidate for candidate in arrived[period] if candidate[0] in known]
             for path, *_ in arrived[period]:

@@ -348,6 +348,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
             from continual_synth.pipelines.logs import LOGGER
             LOGGER.warning("k = %d selections a period at ε = %g, with a model size limit that "
                            "stays fixed: give --horizon to let it grow over the horizon, as "
-                           "it does by default where T is known (docs/tabular.md, item 7)",
+                           "it does by default where T is known (docs/tabular.md, "
+                           "Model size)",
                            config.selections, config.epsilon)
     return summary

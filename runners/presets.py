@@ -145,7 +145,7 @@ def worker_environ() -> dict:
     Dask sets it (65536) to return freed memory to the system in long-lived workers;
     setting it also turns off glibc's adaptive mmap threshold, so every numpy array over
     128 KiB is a fresh ``mmap`` whose pages fault in zeroed: the shard pivots and the
-    row-group reads of a 2M x 12 ``window run`` took 1.3-3x their time on the DirectRunner.
+    row-group reads of a 2M x 12 ``window run`` take 1.3-3x their DirectRunner time.
     A job's own cluster lives as long as the job, so glibc's default serves it better."""
     import dask
     environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}))

@@ -2,7 +2,7 @@
 (mechanisms/tabular.py: ``bias_noise``, :func:`tabular.estimate_noise`): the noise a
 workload's running estimate would carry after the measurement, on the batch's scale
 (``"estimate"``, the default), against the counter sum's own noise in counts
-(``"counter"``, the rule before 28 Nov 2026 and of ``--rule paper``)."""
+(``"counter"``, the rule of ``--rule paper`` and of states saved before the option)."""
 import numpy as np
 import pytest
 
@@ -29,7 +29,7 @@ def test_estimate_noise_is_the_running_share_estimates_noise_on_the_batch_scale(
     coordinates and the schedule's uneven entry shares, that error's standard deviation
     is estimate_noise(σ^next, τ) within 6 standard errors (the standard error of a
     standard deviation, sd·√((κ − 1)/(4n)), at the kurtosis κ = 6 of one Laplace entry,
-    the largest); the counter's own σ^next (the rule before) is rejected from the second
+    the largest); the counter's own σ^next (``"counter"``) is rejected from the second
     entry on."""
     dim = 20_000
     counter = make_counter("simple", None, epsilon=0.45, dim=dim)
@@ -80,7 +80,7 @@ def test_late_in_the_stream_the_selection_still_reads_the_batch(epsilon):
     estimate = best_utilities(config(epsilon))[-40:]
     counter = best_utilities(config(epsilon, bias_noise="counter"))[-40:]
     assert np.mean(estimate > 0) >= 0.4, np.mean(estimate > 0)
-    assert np.mean(counter > 0) <= 0.1, np.mean(counter > 0)   # the rule before: swamped
+    assert np.mean(counter > 0) <= 0.1, np.mean(counter > 0)   # "counter": swamped
     assert np.median(estimate) > np.median(counter) + 20
 
 

@@ -226,8 +226,8 @@ def test_evaluate_one_dimension_is_exact(tmp_path):
 
 @pytest.mark.parametrize("empty", ["truth", "synthetic"])
 def test_evaluate_without_points_names_the_file(tmp_path, empty):
-    """Before: a zero-row truth was refused as scipy's "Distribution can't be empty.",
-    naming no file; the other evaluations say "truth …: no records"."""
+    """A zero-row truth is refused naming its file, as the other evaluations do ("truth …:
+    no records"), not with scipy's "Distribution can't be empty."."""
     points = {"truth": pa.table({"v": [0.1, 0.5, 0.9]}), "synthetic": pa.table({"v": [0.4]})}
     points[empty] = points[empty].slice(0, 0)
     write_file(points["truth"], str(tmp_path / "truth.parquet"), "parquet")

@@ -222,10 +222,9 @@ def test_group_by_key_puts_each_integer_key_in_its_own_partition_with_n_by_m_tas
 def test_own_clusters_are_quiet_unless_verbose(panel, tmp_path, verbose, runner):
     """``--runner DaskRunner`` without ``--dask_client_address``: Beam's runner starts a
     local cluster of its own, whose ``distributed.*`` INFO/WARNING lines (64 on a short
-    run) reached stderr without ``--verbose``.  Now stderr holds only the command's
+    run) must not reach stderr without ``--verbose``: stderr holds only the command's
     lines, as with ``dask-local``; ``--verbose`` (anywhere on the line) shows them, the
-    scheduler's, and the workers' for ``dask-local`` (before: never, even with
-    ``--verbose``)."""
+    scheduler's, and the workers' for ``dask-local`` too."""
     import os
     import subprocess
     _, _, path = panel

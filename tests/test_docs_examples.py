@@ -1,4 +1,4 @@
-"""Docs that run (issue 10, item 7).
+"""Docs that run.
 
 Every shell example of ``README.md`` and ``docs/*.md`` (any new ``docs/*.md`` is picked up)
 is checked two ways:

@@ -212,7 +212,7 @@ def test_increment_releases_accumulate(tmp_path, files):
          "release_form": "increment (appended)"}))
     summary = evaluate_tabular(truth, str(release), domain_path=domain)
     # a release of an earlier version (periods_released: a count) still evaluates; the
-    # summary lists the periods (before: a count)
+    # summary lists the periods, not a count
     assert summary["periods_released"] == [1, 2, 3]
     assert summary["manifest"]["periods_released"] == [1, 2, 3]
     assert summary["synthetic_form"] == "increment"
@@ -354,8 +354,8 @@ def test_truth_periods_follow_the_inputs_rule(tmp_path, files, periods, error):
 
 
 def test_truth_of_other_periods_is_refused_naming_both(tmp_path, files, capsys):
-    """Before: a truth whose periods (31..33) miss every released period (1..3) passed,
-    and the command exited 0 with every metric null and wrote a report."""
+    """A truth whose periods (31..33) miss every released period (1..3) is refused, not
+    scored with every metric null in a report and exit 0."""
     from continual_synth.pipelines.cli import main
     _, domain, _, release = files
     path = str(tmp_path / "shifted_truth.parquet")
@@ -373,10 +373,9 @@ def test_truth_of_other_periods_is_refused_naming_both(tmp_path, files, capsys):
 def test_a_period_col_that_is_a_domain_attribute_is_refused_before_reading(
         tmp_path, files, capsys, monkeypatch, domain_given):
     """``--period-col b`` with b an attribute of the domain would read b as the period and
-    as an attribute, as tabular run/init/step refuse (tabular.check_period_col).  Before:
-    evaluate tabular read the truth and failed on b's values as periods ("truth
-    tab.parquet: periods must be whole numbers 1, 2, ...; row 1 holds period 0"), and
-    would have scored them as periods had they been 1, 2, ...  Now it exits 2 naming both
+    as an attribute, as tabular run/init/step refuse (tabular.check_period_col).  Guards
+    against evaluate tabular reading the truth and failing on b's values as periods, or
+    scoring them as periods were they 1, 2, ...: it exits 2 naming both
     (--domain, or the domain the release's manifest records), before reading any records
     and writing no report."""
     from continual_synth.pipelines import evaluate_tabular as module

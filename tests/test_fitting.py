@@ -336,8 +336,8 @@ def test_ipf_fits_margins_of_attributes_that_nearly_determine_each_other(monkeyp
     together; CCES's angryracism and whiteadv): pooled one-way margins of both whose
     missing shares disagree slightly with the warm start.  Plain IPF steps on the two
     margins undo each other and converge at 0.98 a sweep; the fit must still match every
-    margin to the fit's tolerance (before the pair step it stopped 5e-4 off, on the
-    settling rule) in few sweeps."""
+    margin to the fit's tolerance in few sweeps (without the pair step it stops 5e-4
+    off, on the settling rule)."""
     domain = Domain({"x": list(range(6)), "y": list(range(6)), "z": [0, 1, 2]})
     rng = np.random.default_rng(7)
     n = 20000
@@ -505,9 +505,9 @@ def test_rake_pair_newton_step_solves_the_dense_system(m, n):
 
 
 def test_rake_pair_newton_step_that_is_not_finite_is_refused_quietly():
-    """Before: a nearly singular Hessian gave a NaN step, with numpy's "invalid value
-    encountered in matmul" on stderr (audit, birds at ε = 2), and the NaN step ended the
-    raking early.  Now it is a LinAlgError, which rake_pair answers with the gradient step."""
+    """A nearly singular Hessian (seen on birds at ε = 2) must not give a NaN step, with
+    numpy's "invalid value encountered in matmul" on stderr, ending the raking early: it
+    is a LinAlgError, which rake_pair answers with the gradient step."""
     import warnings
     q = np.array([[0.5, 1e-15], [0.5, 1e-15]])
     with warnings.catch_warnings():

@@ -1,5 +1,5 @@
-"""A table of malformed inputs and parameters for every synthesizer's jobs (issue 9, items
-4 and 5): window, cumulative, tabular and bounded; run, init and step.
+"""A table of malformed inputs and parameters for every synthesizer's jobs: window,
+cumulative, tabular and bounded; run, init and step.
 
 Each case runs the command line in-process (``main(argv)``, a ``SystemExit`` from argparse
 caught) and must

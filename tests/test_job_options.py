@@ -1,4 +1,4 @@
-"""Job options the Beam way (issue 10, items 1 and 3): one ``PipelineOptions`` class per
+"""Job options the Beam way: one ``PipelineOptions`` class per
 job, the same declaration behind the subcommands, the ``continual_synth.jobs.*`` modules
 and the Flex Template metadata; unknown options refused with a suggestion; Beam's own
 options passed through."""
@@ -99,21 +99,21 @@ def test_options_read_the_beam_way_and_stay_out_of_other_pipelines():
     (["--rho=nan"], ["--rho must be positive and finite, got nan"]),
     (["--beta=1"], ["--beta must be in (0, 1), got 1.0"]),
     (["stray"], ["unrecognised argument 'stray'"]),
-    # after a Beam option, a stray word or a single-dash option (before: Beam discarded
-    # them with a warning and the job ran without them, exit 0)
+    # after a Beam option, a stray word or a single-dash option (which Beam would
+    # discard with a warning, the job running without them, exit 0)
     (["--runner=DirectRunner", "add-remove"], ["unrecognised argument(s) 'add-remove'"]),
     (["--runner=DirectRunner", "-neighbor", "add-remove"],
      ["'-neighbor' 'add-remove'", "(-neighbor: did you mean --neighbor?)"]),
     (["--direct_num_workers=1", "-rho", "5"], ["(-rho: did you mean --rho?)"]),
     (["--direct_num_workers=1", "neighbor=add-remove"],
      ["(neighbor: did you mean --neighbor?)"]),
-    # before: "--neighbor: did you mean --neighbor?"
+    # the hint names the word as given, not "--neighbor: did you mean --neighbor?"
     (["-neighbor=add-remove"], ["(-neighbor: did you mean --neighbor?)"]),
-    # before: argparse kept the last value, a privacy budget 100 times the first
+    # not argparse's last value wins (here a privacy budget 100 times the first)
     (["--rho", "0.05"], ["--rho is given 2 times (--rho 5, --rho 0.05): give each option "
                          "once"]),
     (["--horizon=4"], ["--horizon is given 2 times (--horizon 3, --horizon 4)"]),
-    # Beam's own options too (before: Beam kept the last value, and --runner's preset read
+    # Beam's own options too (Beam would keep the last value, and --runner's preset read
     # the first): both spellings, every value named
     (["--runner", "DirectRunner", "--runner=dask-local"],
      ["--runner is given 2 times (--runner DirectRunner, --runner dask-local): give each "
@@ -167,8 +167,8 @@ def test_beam_spelling_of_names_and_flags():
     assert beam_spelling(["--clip=False"], parser) == []
     with pytest.raises(ValueError, match="--clip=yes: a flag takes true or false"):
         beam_spelling(["--clip=yes"], parser)
-    # a flag given twice is refused whatever its spellings (the last word was false, and
-    # the flag-or-nothing spelling read it as true: the audit of 1 Dec 2026)
+    # a flag given twice is refused whatever its spellings (with the last word false,
+    # the flag-or-nothing spelling would read it as true)
     for twice in (["--clip=true", "--clip=false"], ["--clip=false", "--clip=true"],
                   ["--clip", "--clip=false"], ["--clip", "--clip"]):
         with pytest.raises(ValueError, match=r"--clip is given 2 times \(.*\): give each"):
@@ -265,8 +265,8 @@ def test_init_exists_ok_keeps_the_same_state_and_refuses_other_options(tmp_path,
 
 def test_init_exists_ok_that_loses_the_race_keeps_the_winners_state(tmp_path, capsys,
                                                                      monkeypatch):
-    """Two ``init --exists-ok`` with the same options started together (the audit of
-    1 Dec 2026: the loser exited 2 in 5 of 6 trials on S3): the one whose exclusive create
+    """Two ``init --exists-ok`` with the same options started together (the loser must
+    not exit 2, as it did in 5 of 6 trials on S3): the one whose exclusive create
     of version 0 loses keeps the winner's state.  Without ``--exists-ok`` it still fails;
     another init's work in progress (its folders, lock and probe) is not "other files"."""
     from continual_synth.pipelines import lifecycle
@@ -364,8 +364,8 @@ def test_a_step_given_an_init_option_says_where_it_belongs(tmp_path, given, said
                                    ["--direct_num_workers=1", "extra"]])
 def test_the_command_line_refuses_what_beam_would_discard_after_a_beam_option(tmp_path,
                                                                                capsys, extra):
-    """Before: ``window run … --runner DirectRunner -neighbor add-remove`` exited 0 and
-    released under ``replace``: Beam discarded the words with a warning."""
+    """``window run … --runner DirectRunner -neighbor add-remove`` must not exit 0 and
+    release under ``replace`` (Beam discards such words with a warning)."""
     argv = ["window", "run", "--input", "never-read.parquet", "--output",
             str(tmp_path / "out"), "--window", "2", "--horizon", "3", "--rho", "5"]
     assert main(argv + extra) == 2
@@ -374,7 +374,7 @@ def test_the_command_line_refuses_what_beam_would_discard_after_a_beam_option(tm
 
 
 def test_verbose_may_be_given_true_or_false_on_the_command_line():
-    """As the job modules take a flag (before: ``--verbose=true`` was refused with
+    """As the job modules take a flag (``--verbose=true`` is not refused with
     "--verbose: did you mean --verbose?")."""
     from continual_synth.pipelines.logs import strip_verbose
     assert strip_verbose(["a", "--verbose=true", "b"]) == (["a", "b"], True)
@@ -393,9 +393,9 @@ def _leaf_parsers(parser, path=()):
 
 
 def test_every_command_shows_its_options_defaults_in_help():
-    """Before: evaluate window/cumulative/bounded, tabular example and demo listed
+    """Guards against evaluate window/cumulative/bounded, tabular example and demo listing
     options with defaults (--id-col id, --ot-points 4000, --format parquet) without
-    saying them, and demo's and example's --output had no help at all."""
+    saying them, and demo's and example's --output without help."""
     from continual_synth.pipelines.options import HelpFormatter
     missing = []
     for command, parser in _leaf_parsers(build_parser()):

@@ -514,9 +514,9 @@ def test_a_rerun_on_a_folder_that_gained_a_file_is_not_the_next_period(history, 
     """A step read a folder while another part was landing in it, so it ingested the
     folder as period 3 without that part; the same command run again found the folder's
     contents changed (another fingerprint) and took it as period 4, counting the first
-    part's records in periods 3 and 4.  Without --period it is refused now (exit 2, one
+    part's records in periods 3 and 4.  Without --period it is refused (exit 2, one
     line, nothing changes); --period says it is the next one (one landing path
-    overwritten every period), as before."""
+    overwritten every period)."""
     synth = history.synth
     state, out = clone_incremental(*history.early, str(tmp_path))
     extension = os.path.splitext(synth.files[0])[1]
@@ -547,9 +547,9 @@ def test_a_rerun_on_a_folder_that_gained_a_file_is_not_the_next_period(history, 
 def test_an_input_that_changes_while_the_step_reads_it_is_not_committed(
         history, tmp_path, monkeypatch, capsys):
     """A part landed in the folder after the step had fingerprinted it and before it
-    committed: the step read an input its fingerprint does not name (before: committed;
-    the complete folder, taken later with --period, counted the first part twice).  Now
-    nothing is committed, and the same command run again takes the complete folder.
+    committed: the step read an input its fingerprint does not name.  Nothing is
+    committed (committed, the complete folder taken later with --period would count the
+    first part twice), and the same command run again takes the complete folder.
     (A panel's half is refused anyway, for the reports it misses: tabular records only.)"""
     synth = history.synth
     if synth.cli != "tabular":
@@ -586,7 +586,7 @@ def test_a_state_saved_before_inputs_were_recorded_steps_on(history, tmp_path, c
     stepped as before; the step records its input from then on.  Its earlier periods'
     input locations cannot be recovered (a fingerprint digests a path with the bytes it
     held then), so every step without --period says, in one warning line, which periods
-    the re-run check cannot protect and that --period does (before: nothing said); a
+    the re-run check cannot protect and that --period does; a
     step with --period, and a state recorded from period 1, say nothing."""
     synth = history.synth
 

@@ -1,4 +1,4 @@
-"""Visible work (issue 10, item 5): one log line per stage, Beam quiet unless --verbose
+"""Visible work: one log line per stage, Beam quiet unless --verbose
 (anywhere on the line), Beam Metrics counters in the job's summary, progress lines."""
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_stage_lines_and_counters_match_the_release(panel, tmp_path, capsys):
 def test_commands_without_a_pipeline_say_what_they_do_and_end_with_a_closing_line(
         panel, tmp_path, capsys):
     """``tabular example`` and ``evaluate`` run no Beam pipeline: a stage line, then
-    ``done in … s`` (before: the example printed nothing, evaluate no closing line)."""
+    ``done in … s`` (the example is not silent, evaluate has its closing line)."""
     _, path = panel
     out, example = str(tmp_path / "out"), str(tmp_path / "example")
     assert main(_window_run(path, out)) == 0
@@ -101,7 +101,7 @@ def test_verbose_after_the_subcommand_shows_beam_logging(panel, tmp_path, caplog
 
 @pytest.mark.skipif(not os.path.exists(CONSOLE_SCRIPT), reason="console script not installed")
 def test_multi_processing_run_prints_no_worker_logging(panel, tmp_path):
-    """Before: 42 lines of SDK-harness logging on stderr; now the job's own lines only.
+    """The job's own lines only on stderr, not the SDK harness's logging (42 lines).
     (With the Google provider's BigQuery client but not google-apitools, each worker
     warned while importing Beam and then printed its bootstrap INFO line: the [airflow]
     extra installs apitools.)"""
@@ -152,8 +152,8 @@ def test_tabular_run_reports_periods_done(tmp_path, capsys):
 
 def test_tabular_run_reports_periods_done_from_worker_processes(tmp_path, capfd):
     """Under DirectRunner ``multi_processing`` the fold runs in a worker process, where
-    Beam's harness level (ERROR unless --verbose) dropped the lines: before, no
-    progress at all."""
+    Beam's harness level (ERROR unless --verbose) would drop the lines: progress is
+    still reported."""
     assert _tabular_run(tmp_path, "--direct_num_workers=2",
                         "--direct_running_mode=multi_processing") == 0
     lines = _lines(capfd.readouterr().err, "tabular run")  # and no Beam worker lines

@@ -133,7 +133,7 @@ def test_window_run_on_s3_releases_what_the_local_run_releases(s3_server, panel,
 def test_a_run_that_loses_the_race_to_publish_leaves_no_lease_in_the_release(s3_server):
     """Two runs into one new output pass the first freshness check together; the one
     that takes the publication lease second finds the other's manifest and is refused.
-    Before: its lease stayed in the published release (``OUTPUT/.leases/``), which
+    Its lease must not stay in the published release (``OUTPUT/.leases/``), which
     ``docs/object_stores.md`` says is removed once the manifest is published."""
     from continual_synth.mechanisms.errors import InputError
     from continual_synth.pipelines import lifecycle
@@ -345,7 +345,7 @@ def test_evaluate_reads_a_release_and_writes_its_report_on_s3(s3_server, panel, 
     assert {"window_error.png", "quarterly_queries.png"} <= set(report)
     assert report["window_error.png"].startswith(b"\x89PNG")
     assert sorted(os.listdir(tmp_path)) == ["report"]  # no ./s3: folder
-    # a report inside another release on the store is refused (before: written into it)
+    # a report inside another release on the store is refused, not written into it
     upload(s3_server, local_out, f"{root}/other")
     before = objects(s3_server, f"{root}/other")
     code, message = cli("evaluate", "window", "--truth", str(panel / "panel"), "--synthetic",
@@ -369,8 +369,8 @@ def test_an_s3_endpoint_that_does_not_answer_is_a_one_line_error():
 
 def test_a_missing_bucket_is_a_one_line_error_before_anything_is_read(s3_server, panel,
                                                                        tmp_path):
-    """Before: the run read its input, then Beam failed its first write in a traceback
-    (NoSuchBucket) and init failed in the conditional-create probe, exit 1."""
+    """Guards against the run reading its input, then Beam failing its first write in a
+    traceback (NoSuchBucket), and init failing in the conditional-create probe, exit 1."""
     for argv in (["window", "run", "--input", str(panel / "panel"), "--output",
                   "s3://no-such-bucket/out", *PRIVACY],
                  ["window", "init", "--state", "s3://no-such-bucket/state", *PRIVACY[:-2]]):
@@ -385,7 +385,7 @@ def test_a_missing_bucket_is_a_one_line_error_before_anything_is_read(s3_server,
 def test_a_stream_watching_an_s3_prefix_releases_what_the_local_run_releases(
         s3_server, panel, local_run):
     """``stream`` with --watch, --state and --output on S3 (a prefix exists only once it
-    holds an object: before, --watch on S3 was refused as "no such directory or prefix")."""
+    holds an object: --watch on S3 is not refused as "no such directory or prefix")."""
     root = s3_server.prefix()
     storage.configure(s3_server.beam_args)
     code, message = cli("window", "stream", "--watch", "s3://no-such-bucket/land", "--state",
@@ -409,7 +409,7 @@ def test_an_event_stream_with_its_state_on_s3_releases_what_the_local_run_releas
     """The event-time stream (``TestStream`` in place of Pub/Sub) with state and output on
     S3: each period's step builds Beam pipelines of its own, and a pipeline hands its
     options to ``FileSystems`` when it is built, so the steps must get the store's
-    settings (before, with none, the first step reset them and went to AWS)."""
+    settings (with none, the first step would reset them and go to AWS)."""
     import apache_beam as beam
     import pyarrow.parquet as pq
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
@@ -443,8 +443,8 @@ def test_an_event_stream_with_its_state_on_s3_releases_what_the_local_run_releas
 def test_a_run_that_listed_before_a_tidy_does_not_take_a_tidied_lease(s3_server):
     """A run pauses between its listing (lease 1 released) and its create; meanwhile two
     runs take leases 2 and 3, and the owner of 3 tidies 1 and 2 away.  The paused run's
-    create of 2 then succeeds on the store: it must see lease 3 and not hold 2 (the
-    audit of 1 Dec 2026 found two live owners at once)."""
+    create of 2 then succeeds on the store: it must see lease 3 and not hold 2 (else two
+    live owners at once)."""
     import threading
 
     storage.configure(s3_server.beam_args)

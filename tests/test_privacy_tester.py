@@ -1,4 +1,4 @@
-"""Tests of mechanisms/privacy_tester.py: the empirical privacy tester (issue 9 item 6).
+"""Tests of mechanisms/privacy_tester.py: the empirical privacy tester.
 
 * The statistics: Clopper–Pearson bounds against their closed forms and scipy's exact
   binomial interval; the threshold test's coverage on randomized response, whose ε is

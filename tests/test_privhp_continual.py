@@ -496,7 +496,7 @@ def test_run_equals_init_plus_steps_and_reruns_spend_nothing(stream, stepped, tm
     manifest = json.loads(stepped_files["manifest.json"])
     assert manifest["periods_released"] == [1, 2, 3] and manifest["epsilon_spent"] == 1.0
     # what run records of the period column and T, the incremental manifest records too
-    # (before: absent, read as null)
+    # (not absent, read as null)
     ran_manifest = json.loads(ran["manifest.json"])
     assert ran_manifest["horizon_source"] == "--horizon" and ran_manifest["period_col"] == "period"
     for key in ("period_col", "horizon_source"):
@@ -550,9 +550,9 @@ def test_level_stride_option(tmp_path):
 
 def test_run_releases_every_period_in_one_pipeline(stream, stepped, tmp_path, monkeypatch):
     """``bounded run --horizon 3`` runs one Beam pipeline for its three releases, not one
-    per period (before: T pipelines, each starting the SDK workers again under
-    ``--direct_running_mode=multi_processing``: 2 s each, a 12-period run 30 s instead of
-    5 s); the files are the steps' and no saved tree is published."""
+    per period (T pipelines would each start the SDK workers again under
+    ``--direct_running_mode=multi_processing``, seconds each); the files are the steps'
+    and no saved tree is published."""
     import apache_beam as beam
     runs = []
     pipeline_run = beam.Pipeline.run
@@ -696,9 +696,9 @@ def test_a_steps_errors_say_the_state_fixes_the_columns_and_bounds(stream, tmp_p
 def test_a_period_col_among_the_columns_is_refused_before_anything(stream, tmp_path,
                                                                     monkeypatch, command):
     """``--period-col x`` with ``--columns x,y`` would read x as the period and as a
-    coordinate.  Before: init wrote a state every step then refused (or, on a file whose
-    x held 1 everywhere, took every point at x = 1), and run failed after reading the
-    data with a message about the period's type.  Now init, run --horizon, stream and
+    coordinate.  Guards against init writing a state every step then refusing (or, on a
+    file whose x holds 1 everywhere, taking every point at x = 1), and run failing after
+    reading the data with a message about the period's type.  Init, run --horizon, stream and
     the job modules exit 2 naming both options, before reading or writing anything."""
     from continual_synth.pipelines import bounded_continual
     code, err = refused_before_reading(
@@ -902,11 +902,9 @@ def test_evaluate_a_continual_release_at_one_period(stream, stepped, tmp_path):
 def test_evaluate_refuses_columns_that_name_one_column_before_reading(
         stream, stepped, tmp_path, monkeypatch, release, options, said):
     """bounded run, init and step refuse a --columns that names a column twice, or a
-    --period-col among them (continual PrivHP).  Before: evaluate bounded took
-    ``--columns x,x`` and exited 0 with the W1 of (x, x) against (x, x); with ``--columns
-    x,period`` or ``--period-col x`` it read the data and failed on what it found ("bc:
-    missing column(s) ['period']", "truth pts.parquet: column 'x' must hold whole-number
-    periods in an integer column, found type double").  Now it exits 2 with run's words,
+    --period-col among them (continual PrivHP).  So does evaluate bounded: not the W1 of
+    (x, x) against (x, x) with exit 0 for ``--columns x,x``, nor a failure on what it
+    read for ``--columns x,period`` or ``--period-col x``; it exits 2 with run's words,
     before reading any points and writing no report (a one-shot release has no period
     column to check)."""
     from continual_synth.pipelines import evaluate_bounded

@@ -49,13 +49,13 @@ def test_budget_bounds_memory_and_is_monotone_in_prune_k(depth, budget):
         assert config(depth=depth, prune_k=1, memory=budget).exact_depth == depth
 
 
-def test_issue_figures_smaller_prune_k_no_longer_costs_more():
-    # 1-D, r = 15, default sketch (w = 1024, j = 3): 33 823 counters at prune_k = 16 and
-    # 22 015 at 256 before; levels up to 11 (2^11 ≤ 3 072) are now exact
+def test_a_smaller_prune_k_costs_no_more_counters():
+    # 1-D, r = 15, default sketch (w = 1024, j = 3): not 33 823 counters at prune_k = 16
+    # and 22 015 at 256; levels up to 11 (2^11 ≤ 3 072) are exact
     small, large = config(prune_k=16), config(prune_k=256)
     assert small.exact_depth == large.exact_depth == 11
     assert small.memory_counters == large.memory_counters == 4_095 + 4 * 3 * 1024
-    # 2-D, r = 11: the plain tree has 4 095 counters; 21 535 were held before
+    # 2-D, r = 11: the plain tree has 4 095 counters, and no more are held (not 21 535)
     for k in (4, 16, 64, 256):
         c = config(dims=2, depth=11, prune_k=k)
         assert c.memory_counters == c.full_tree_counters == 4_095

@@ -119,8 +119,8 @@ def test_one_rule_says_whether_a_release_is_for_publication(fields, reasons):
                                    "253402300800"])  # the last: 10000-01-01
 def test_a_bad_source_date_epoch_is_refused_before_anything_is_charged(panel, tmp_path, capsys,
                                                                       monkeypatch, value):
-    """Before: the step charged the period, then failed writing its manifest (a
-    ``ValueError`` or ``OverflowError`` that never named the variable), leaving the
+    """Guards against the step charging the period, then failing to write its manifest
+    (a ``ValueError`` or ``OverflowError`` that never named the variable), leaving the
     period's files without a manifest and the period charged."""
     from helpers_panels import snapshot
     _, path, paths = panel
@@ -146,8 +146,8 @@ def test_a_bad_source_date_epoch_is_refused_before_anything_is_charged(panel, tm
 
 
 def test_a_report_summary_file_is_tidied_as_the_printed_summary(tmp_path):
-    """Before: ``summary.json`` kept every float's full repr (0.013424934968143655),
-    while the printed summary rounded the same values."""
+    """``summary.json`` rounds floats as the printed summary does, not keeping every
+    float's full repr (0.013424934968143655)."""
     from continual_synth.pipelines import release_dir
     path = release_dir.write_summary(str(tmp_path), {"w1": 0.1 + 0.2, "nested": [[2 / 3]]})
     with open(path, encoding="utf-8") as handle:
@@ -155,7 +155,7 @@ def test_a_report_summary_file_is_tidied_as_the_printed_summary(tmp_path):
 
 
 def test_a_summary_cut_by_a_closed_pipe_ends_without_a_traceback(tmp_path):
-    """``continual-synth … | head -c 1``: before, a BrokenPipeError traceback."""
+    """``continual-synth … | head -c 1``: no BrokenPipeError traceback."""
     import subprocess
     import sys
     command = (f"{sys.executable} -m continual_synth tabular example --output "

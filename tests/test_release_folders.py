@@ -88,10 +88,10 @@ def run_commands(root):
                                      "tabular run --infer-domain", "bounded run",
                                      "bounded run --horizon", "job window_run", "demo"])
 def test_a_release_goes_into_a_new_or_empty_folder(inputs, tmp_path, monkeypatch, command):
-    """Before: an --output holding other files was accepted, the release written beside
-    them, and a data file among them listed in the manifest's ``files`` as the release's
-    (``window run --output out`` with out/mine.csv: exit 0, ``"files": ["mine.csv",
-    "synthetic-t0001-s00000.parquet", ...]``); the demo wrote beside them too.  Now every
+    """Guards against an --output holding other files being accepted, the release written
+    beside them, and a data file among them listed in the manifest's ``files`` as the
+    release's (``window run --output out`` with out/mine.csv: exit 0, ``"files":
+    ["mine.csv", "synthetic-t0001-s00000.parquet", ...]``), by the demo too.  Every
     such command exits 2 naming the folder and its files, before reading the data
     (tabular run read it first for the horizon or the domain), and writes nothing."""
     from continual_synth.pipelines import tabular
@@ -127,8 +127,8 @@ def test_a_run_takes_an_output_with_hidden_entries_only(inputs, tmp_path):
 
 
 def test_a_first_step_and_a_new_stream_need_a_new_or_empty_output(inputs, tmp_path):
-    """Before: a state's first step published into a folder holding other files (and
-    listed a data file there as the release's), and a new stream started on it."""
+    """A state's first step does not publish into a folder holding other files (listing
+    a data file there as the release's), nor does a new stream start on it."""
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine\n")
@@ -151,9 +151,9 @@ def test_a_first_step_and_a_new_stream_need_a_new_or_empty_output(inputs, tmp_pa
 @pytest.mark.parametrize("stray", ["notes.txt", "extra.parquet", "report"])
 def test_a_step_refuses_files_in_its_release_that_are_not_the_releases(inputs, tmp_path,
                                                                         stray):
-    """Before: a file put into a state's release folder stayed there, and the next step
-    listed a data file among them as the release's (``"files": ["extra.parquet",
-    "synthetic-t0001-s00000.parquet", ...]``) and evaluations read it.  Now the step (and
+    """A file put into a state's release folder must not be listed by the next step as
+    the release's (``"files": ["extra.parquet", "synthetic-t0001-s00000.parquet",
+    ...]``) and read by evaluations: the step (and
     a stream started on the state) exits 2 naming it, and state and release are
     unchanged; once it is moved out the step goes on."""
     state, out = str(tmp_path / "state"), tmp_path / "out"

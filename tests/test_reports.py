@@ -1,4 +1,4 @@
-"""Reports a statistician reads (issue 10, item 6): plots say what each line is, show the
+"""Reports a statistician reads: plots say what each line is, show the
 privacy and the neighbouring relation, share y-axes where panels are compared, keep
 what a bound does not cover off its axis; `evaluate bounded` reads W1 against its floor."""
 from __future__ import annotations
@@ -23,7 +23,7 @@ def test_privacy_subtitle_names_the_budget_and_the_relation():
 
 
 def test_a_long_title_stays_inside_the_figure(figures):
-    """Before: the quarterly-query and bounded plots' titles ran past both edges."""
+    """The quarterly-query and bounded plots' titles stay within the figure's edges."""
     title = ("Proportion with value 'yes' in the 3 periods ending at t (every 3rd period "
              "marked: quarter ends if periods are months; no error bound is claimed for "
              "these queries). NOTE: queries span 3 periods but the release preserves "
@@ -87,7 +87,7 @@ def test_w1_is_read_against_its_floor(dims):
 
 def test_w1_has_its_floor_with_fewer_real_points_than_two_ot_samples():
     """2-D with fewer than 2 × --ot-points real points: the floor is taken at half of them
-    (before, every floor key was missing from the summary)."""
+    (the summary holds every floor key)."""
     rng = np.random.default_rng(6)
     truth = rng.normal(size=(900, 2))
     fresh = wasserstein_summary(truth, rng.normal(size=(3000, 2)), ot_points=600,
@@ -103,8 +103,8 @@ def test_w1_has_its_floor_with_fewer_real_points_than_two_ot_samples():
 
 @pytest.mark.parametrize("dims", [1, 2])
 def test_the_floor_verdict_does_not_depend_on_the_evaluation_seed(dims):
-    """Before, one draw of the floor: the same release read "within" or "1.2× the floor"
-    as --seed changed (an audit's ε = 1 release: within, within, not, not).  A fresh real
+    """With one draw of the floor the same release would read "within" or "1.2× the
+    floor" as --seed changed (an ε = 1 release: within, within, not, not).  A fresh real
     sample must read within at every seed; the floor is the mean of several draws."""
     rng = np.random.default_rng(5)
     truth, fresh = rng.normal(size=(6000, dims)), rng.normal(size=(3000, dims))
@@ -116,8 +116,8 @@ def test_the_floor_verdict_does_not_depend_on_the_evaluation_seed(dims):
 
 def test_the_joint_panels_share_one_colour_scale_and_span_the_bounds(figures, tmp_path,
                                                                       monkeypatch):
-    """Before: each 2-D histogram scaled its own colours (a sparser panel looked as
-    bright), with no colour bar, over the points' range rather than the release's box."""
+    """The 2-D histograms share one colour scale (else a sparser panel looks as bright),
+    with a colour bar, over the release's box rather than the points' range."""
     from continual_synth.pipelines import evaluate_bounded
     monkeypatch.setattr(evaluate_bounded, "save_figure", plots.save_figure)  # the fixture's
     plot_points = evaluate_bounded.plot_points

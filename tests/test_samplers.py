@@ -279,8 +279,9 @@ def test_make_sampler():
 
 
 def test_variances_of_noise_too_wide_to_tabulate_are_refused_without_allocating():
-    """Before: discrete_gaussian_variance(7.6e20) (ρ = 1e-18) asked numpy for 506 GiB, and
-    discrete_laplace_variance divided by zero once 1 − e^(−1/scale) rounded to 0."""
+    """Guards against discrete_gaussian_variance(7.6e20) (ρ = 1e-18) asking numpy for
+    506 GiB, and discrete_laplace_variance dividing by zero once 1 − e^(−1/scale) rounds
+    to 0."""
     from continual_synth.mechanisms.errors import InputError
     from continual_synth.mechanisms.samplers import MAX_VARIANCE_TABLE_SIGMA2
     assert discrete_gaussian_variance(MAX_VARIANCE_TABLE_SIGMA2) > 0  # the largest that fits

@@ -64,8 +64,8 @@ def refused(stepped, message: str):
 
 
 def test_a_ledger_emptied_by_hand_is_refused_not_reset(stepped):
-    """Before: ``entries`` edited to [] was accepted, and the next step reported half the
-    budget spent that had been."""
+    """``entries`` edited to [] is refused, not accepted with the next step reporting
+    half the budget spent that has been."""
     state = stepped[0]
     target = newest(state)
     edit(target, lambda d: d["synthesizer_state"]["ledger"].update(entries=[]))
@@ -96,8 +96,8 @@ def test_an_older_version_copied_over_the_newest_is_refused(stepped):
 
 @pytest.mark.parametrize("content", [b"{}", b'{"kind": "window"}', b"[1, 2]"])
 def test_an_incomplete_version_is_refused_naming_the_file(stepped, content):
-    """Before: ``{}`` was refused without naming the file, and JSON with keys missing
-    ended in ``KeyError: 'output_dir'`` (exit 1)."""
+    """``{}`` is refused naming the file, and JSON with keys missing does not end in
+    ``KeyError: 'output_dir'`` (exit 1)."""
     target = newest(stepped[0])
     with open(target, "wb") as handle:
         handle.write(content)

@@ -181,8 +181,8 @@ def test_out_of_order_duplicate_late_and_empty_files(panel, tmp_path):
     assert os.path.basename(duplicates[0]["file"]) in ("period_04.parquet",
                                                        "period_04_again.parquet")
     assert [e["period"] for e in log if e["event"] in ("released", "ingested")] == [1, 2, 3, 4]
-    # the counters count the dead letter's records (before: "rejected 0", as the
-    # refusing step's counters were lost with its failed pipeline)
+    # the counters count the dead letter's records (not "rejected 0", the refusing
+    # step's counters lost with its failed pipeline)
     done = [line for line in open(os.path.join(os.path.dirname(str(state)), "window-stream.log"))
             if ": done in " in line]
     assert len(done) == 1 and f"records read {N * T + 10}, rejected 10, " in done[0], done
@@ -281,7 +281,7 @@ def test_sigterm_stops_cleanly_between_periods(panel, tmp_path):
     time.sleep(0.3)
     process.send_signal(signal.SIGTERM)
     summary = finish(process, timeout=30)
-    # k = 2: period 1 is ingested, nothing is released yet (before: 1, the count ingested)
+    # k = 2: period 1 is ingested, nothing is released yet (not 1, the count ingested)
     assert summary["periods_released"] == [] and summary["periods_ingested"] == 1
     assert not summary["pending"]
     assert not glob.glob(str(out / ".staging-*"))
@@ -401,8 +401,9 @@ def test_bad_stream_options_exit_2(tmp_path, capsys, argv, subject):
     ("w", "s", "w"), ("w", "s", "w/release"), ("w", "w", "o"), ("w", "w/state", "o"),
     ("w", "o/state", "o"), ("w/x", "s", "w")])
 def test_overlapping_watch_state_and_output_exit_2(tmp_path, capsys, watch, state, out):
-    """Before: --output = --watch published the raw period files beside the synthetic
-    ones; --state = --watch put the private state in the landing directory."""
+    """Guards against --output = --watch publishing the raw period files beside the
+    synthetic ones, and --state = --watch putting the private state in the landing
+    directory."""
     (tmp_path / watch).mkdir(parents=True)
     before = snapshot(str(tmp_path))
     assert exit_code(["window", "stream", "--watch", str(tmp_path / watch), "--state",
@@ -421,9 +422,10 @@ def test_run_into_its_own_input_directory_exit_2(panel, tmp_path, capsys):
 
 def test_a_symbolic_link_is_no_way_around_keeping_state_and_input_out_of_a_release(
         panel, tmp_path, capsys):
-    """Before: the paths were compared as written, so ``--state link/state`` with ``link``
-    pointing at the release directory put people's histories in the release (exit 0), and
-    ``--output link/release`` with ``link`` pointing at the input wrote into the input."""
+    """Paths are compared resolved, not as written: else ``--state link/state`` with
+    ``link`` pointing at the release directory puts people's histories in the release
+    (exit 0), and ``--output link/release`` with ``link`` pointing at the input writes
+    into the input."""
     _, table, periods, _ = panel
     release, inputs = tmp_path / "release", tmp_path / "inputs"
     release.mkdir()
@@ -446,8 +448,9 @@ def test_a_symbolic_link_is_no_way_around_keeping_state_and_input_out_of_a_relea
 
 
 def test_a_new_stream_into_another_release_exit_2(panel, tmp_path, capsys):
-    """Before: the state was created, then every file was rejected as "already holds a
-    release" (into the other release's directory) and the stream waited forever."""
+    """Guards against the state being created, then every file rejected as "already
+    holds a release" (into the other release's directory) and the stream waiting
+    forever."""
     _, _, periods, runs = panel
     watch = tmp_path / "watch"
     watch.mkdir()
@@ -521,8 +524,8 @@ def test_a_stop_wrapped_by_beam_is_still_a_clean_stop():
 def test_a_period_a_step_left_pending_is_published_without_its_file(panel, tmp_path):
     """A step killed after its commit leaves period 2 computed but unpublished; a stream
     whose landing directory does not hold that file (another machine) publishes it from
-    the saved plan at once, then goes on.  Before: the stream rejected period 2's file as
-    "already released", never published 2 and waited forever."""
+    the saved plan at once, then goes on (it does not reject period 2's file as
+    "already released", leaving 2 unpublished and waiting forever)."""
     _, _, periods, runs = panel
     watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
     watch.mkdir()
@@ -547,10 +550,10 @@ def test_a_period_a_step_left_pending_is_published_without_its_file(panel, tmp_p
 
 
 def test_copies_corrections_and_restarts(panel, tmp_path):
-    """A copy of period 1's file landed as period 2 is rejected, not released as 2
-    (before: released, charged); a refused file corrected under the same name is
-    released; a restarted stream does not reject the rejected files again (before: each
-    restart added a document with another, wrong reason)."""
+    """A copy of period 1's file landed as period 2 is rejected, not released and
+    charged as 2; a refused file corrected under the same name is released; a restarted
+    stream does not reject the rejected files again (adding a document with another,
+    wrong reason at each restart)."""
     _, table, periods, runs = panel
     watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
     watch.mkdir()
@@ -615,7 +618,7 @@ def _releaser(tmp_path, accepts):
 
 
 def test_a_stop_request_ends_the_backlog_after_the_period_in_progress(tmp_path):
-    """Before: SIGTERM released every waiting period before stopping."""
+    """SIGTERM stops the stream without releasing the waiting periods."""
     from continual_synth.pipelines import stream
     releaser = _releaser(tmp_path, accepts=lambda path: True)
     original = releaser._step
@@ -650,8 +653,9 @@ def test_a_periods_files_are_tried_in_landing_order(tmp_path):
 
 def test_a_file_is_taken_once_it_is_unchanged_one_listing_later(tmp_path):
     """A period file written in place in two parts (not landed atomically) is taken only
-    once a listing finds it as the one before did; before, the first listing after the
-    first part took the half file as the whole period (a CSV parses either way)."""
+    once a listing finds it as the one before did, so that the first listing after the
+    first part does not take the half file as the whole period (a CSV parses either
+    way)."""
     releaser = _releaser(tmp_path, accepts=lambda path: True)
     (tmp_path / "w").mkdir()
     releaser.watch_dir = str(tmp_path / "w")
@@ -668,9 +672,9 @@ def test_a_file_is_taken_once_it_is_unchanged_one_listing_later(tmp_path):
 
 
 def test_paths_no_longer_listed_are_forgotten_and_a_relanded_file_is_new(tmp_path):
-    """Before: the listing state kept every path ever seen (memory growing with every file
-    a long-running stream saw), and a file removed and landed again with the same size
-    and time was never taken again (so never checked: ingested, rejected, a copy)."""
+    """The listing state does not keep every path ever seen (memory growing with every
+    file a long-running stream sees), and a file removed and landed again with the same
+    size and time is taken again (so checked: ingested, rejected, a copy)."""
     releaser = _releaser(tmp_path, accepts=lambda path: True)
     watch = tmp_path / "w"
     watch.mkdir()
@@ -731,8 +735,8 @@ def test_a_file_landed_again_after_removal_is_checked_again(panel, tmp_path):
 
 def test_a_waiting_file_removed_before_its_turn_is_withdrawn(panel, tmp_path):
     """Period 3's file lands while period 2's has not, then is removed: a ``withdrawn``
-    event, and period 2 is released alone.  Before, the removed file stayed queued until
-    period 3's turn and was then dead-lettered as unreadable."""
+    event, and period 2 is released alone; the removed file does not stay queued until
+    period 3's turn to be dead-lettered as unreadable."""
     _, _, periods, _ = panel
     process, watch, state, out = stream_past_period_1(periods, tmp_path)
     third = land(periods[3], watch)
@@ -809,8 +813,8 @@ def test_a_period_landed_as_a_folder_is_released(panel, tmp_path):
 
 def test_files_of_one_listing_are_taken_in_landing_order(tmp_path):
     """Two files for period 5 settled at the same listing: ``wave_05_v2`` landed (was
-    written) a second before ``period_05_fix``; before, the listing took them in name
-    order, so ``period_05_fix`` was tried first and released as period 5."""
+    written) a second before ``period_05_fix``, which in name order would be tried
+    first and released as period 5."""
     releaser = _releaser(tmp_path, accepts=lambda path: True)
     (tmp_path / "w").mkdir()
     releaser.watch_dir = str(tmp_path / "w")
@@ -833,10 +837,10 @@ def test_files_of_one_listing_are_taken_in_landing_order(tmp_path):
 
 
 def test_waiting_files_of_one_period_are_released_in_landing_order(panel, tmp_path):
-    """End to end (the audit's case): two files for period 3 listed together while period
+    """End to end: two files for period 3 listed together while period
     2 is missing, ``wave_03_v2`` landed before ``period_03_fix``; when period 2 lands,
-    period 3 is released from ``wave_03_v2`` and ``period_03_fix`` is rejected (before:
-    the other way round, by name)."""
+    period 3 is released from ``wave_03_v2`` and ``period_03_fix`` is rejected (by
+    landing order, not the other way round by name)."""
     _, table, periods, runs = panel
     watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
     watch.mkdir()
@@ -867,12 +871,12 @@ WINDOW_3 = ["--window", "3", "--horizon", str(T), "--rho", "1", "--seed", str(SE
 
 def test_reasons_under_window_3_say_ingested_and_waiting_is_true(panel, tmp_path):
     """``window`` with k = 3 releases nothing until period 3 is in.  Periods 2 and 1 land
-    in one listing, period 2 first (landing order): before, period 2 was logged as
-    ``waiting`` for "period 1 has not landed yet" while period 1's file was in the same
+    in one listing, period 2 first (landing order): period 2 is not logged as
+    ``waiting`` for "period 1 has not landed yet" while period 1's file is in the same
     listing; both are taken at once, so no ``waiting`` event is true.  A copy of period
     1's file under another name, landed after period 1 was ingested and before anything
-    was released: before, dead-lettered as "already released"; its reason now says the
-    period was ingested and from which file."""
+    was released, is dead-lettered with a reason that says the period was ingested and
+    from which file, not "already released"."""
     _, _, periods, _ = panel
     watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
     watch.mkdir()
@@ -899,8 +903,8 @@ def test_reasons_under_window_3_say_ingested_and_waiting_is_true(panel, tmp_path
 
 def test_a_waiting_event_names_the_periods_really_missing(tmp_path, capsys):
     """Files of periods 2 and 4 land in one listing of a stream that has ingested
-    nothing: both wait, period 2 for period 1 and period 4 for periods 1 and 3 (before:
-    "period 1 has not landed yet" for each, whatever else the listing held)."""
+    nothing: both wait, period 2 for period 1 and period 4 for periods 1 and 3 (not
+    "period 1 has not landed yet" for each, whatever else the listing holds)."""
     releaser = _releaser(tmp_path, accepts=lambda path: True)
     (tmp_path / "w").mkdir()
     releaser.watch_dir = str(tmp_path / "w")
@@ -922,9 +926,9 @@ def test_a_waiting_event_names_the_periods_really_missing(tmp_path, capsys):
 
 def test_a_folder_or_file_that_changes_after_its_period_was_taken(panel, tmp_path):
     """Period 1 lands as a folder of one part, period 2 as a file; once each is taken, a
-    part lands in the folder and the file is rewritten in place (other bytes).  Before:
-    both dead-lettered as "period P was already released from another file" (it was
-    this very folder or file).  The reason now says what happened, and the ``rejected``
+    part lands in the folder and the file is rewritten in place (other bytes).  Both are
+    dead-lettered with a reason that says what happened, not "period P was already
+    released from another file" (it is this very folder or file), and the ``rejected``
     event names the dead-letter document; the state and the release are untouched."""
     _, table, periods, _ = panel
     watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"

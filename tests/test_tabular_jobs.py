@@ -97,10 +97,10 @@ def test_run_and_steps_release_identical_tables(batch_and_steps):
         incremental = json.load(handle)
     for key in ("epsilon_spent", "size", "selection_counts", "method", "periods_released"):
         assert incremental[key] == manifest[key]
-    # the periods released, as window and cumulative manifests list them (before: a count)
+    # the periods released, as window and cumulative manifests list them (not a count)
     assert manifest["periods_released"] == list(range(1, PERIODS + 1))
-    # the period column and where T came from, as run records them (before: no
-    # horizon_source in an incremental manifest); these steps were given no horizon
+    # the period column and where T came from, as run records them (an incremental
+    # manifest too); these steps were given no horizon
     assert incremental["period_col"] == manifest["period_col"] == "period"
     assert incremental["horizon_source"] == tabular.NO_HORIZON
     assert manifest["method"] == method.split("-")[0]
@@ -180,8 +180,8 @@ def test_cli_errors_are_clear(stream_files, tmp_path, capsys):
 def test_a_period_col_that_is_a_domain_attribute_is_refused_before_anything(
         stream_files, tmp_path, monkeypatch, command):
     """``--period-col c`` with c an attribute of the domain would read c as the period
-    and as an attribute.  Before: init wrote a state every step then refused ("row 2
-    holds period 0 ..."), and run failed only after reading the data.  Now init, run,
+    and as an attribute.  Guards against init writing a state every step then refusing
+    ("row 2 holds period 0 ..."), and run failing only after reading the data.  Init, run,
     stream and the job modules exit 2 naming both options, before reading or writing
     anything; so do the library's init and run."""
     code, err = refused_before_reading(
@@ -561,7 +561,8 @@ def test_one_way_workloads_with_the_pooled_margins_run(stream_files, tmp_path):
 
 
 def test_a_model_limit_no_workload_fits_is_refused(stream_files, tmp_path, capsys):
-    """Before: accepted, then every step ended in an IndexError (no workload selectable)."""
+    """Refused up front, not accepted with every step ending in an IndexError (no
+    workload selectable)."""
     code = main(["tabular", "run", "--input", str(stream_files / "stream.parquet"),
                  "--output", str(tmp_path / "o"), "--domain", str(stream_files / "domain.json"),
                  "--epsilon", "1", "--max-cells", "5"])
@@ -572,8 +573,8 @@ def test_a_model_limit_no_workload_fits_is_refused(stream_files, tmp_path, capsy
 
 def test_an_epsilon_whose_noise_alone_makes_a_huge_table_is_refused(stream_files, tmp_path,
                                                                       capsys):
-    """Before: --epsilon 1e-12 hung (a released table of ~10^12 noisy rows, its list of
-    shards growing past 3 GB); now exit 2 naming --epsilon and the least that fits, before
+    """--epsilon 1e-12 must not hang (a released table of ~10^12 noisy rows, its list of
+    shards growing past 3 GB): exit 2 naming --epsilon and the least that fits, before
     any record is read (the input here does not exist)."""
     code = main(["tabular", "run", "--input", str(tmp_path / "never-read.parquet"),
                  "--output", str(tmp_path / "o"), "--domain", str(stream_files / "domain.json"),
@@ -585,8 +586,8 @@ def test_an_epsilon_whose_noise_alone_makes_a_huge_table_is_refused(stream_files
 
 
 def test_an_epsilon_too_large_for_a_float_square_is_refused(stream_files, tmp_path, capsys):
-    """Before: --epsilon 1e160 ran until the first period's noise variance squared it
-    (OverflowError, a traceback, exit 1). Now exit 2 naming --epsilon and its largest
+    """--epsilon 1e160 must not run until the first period's noise variance squares it
+    (OverflowError, a traceback, exit 1): exit 2 naming --epsilon and its largest
     value, before any record is read; the largest runs."""
     code = main(["tabular", "run", "--input", str(tmp_path / "never-read.parquet"),
                  "--output", str(tmp_path / "o"), "--domain", str(stream_files / "domain.json"),
@@ -602,7 +603,7 @@ def test_an_epsilon_too_large_for_a_float_square_is_refused(stream_files, tmp_pa
 
 
 def test_a_counter_for_the_baseline_is_refused(stream_files, tmp_path, capsys):
-    """Before: accepted and ignored (the manifest said counter null)."""
+    """Refused, not accepted and ignored (the manifest saying counter null)."""
     code = main(["tabular", "run", "--input", str(stream_files / "stream.parquet"),
                  "--output", str(tmp_path / "o"), "--domain", str(stream_files / "domain.json"),
                  "--epsilon", "1", "--method", "baseline", "--counter", "tree"])
@@ -685,7 +686,7 @@ def test_wide_cells_from_the_command_line(stream_files, tmp_path, capsys):
     noise (``wide_noise`` 1, as measured); 0 is off; the baseline and other counters
     are refused by the option's name; by default 64 for the proposed method with the
     simple counter and the aim rules, else off.  At ε = 1000 an entry's noise variance is 0 (a
-    discrete Laplace of scale far below one count): before, the cap divided by it."""
+    discrete Laplace of scale far below one count), which the cap must not divide by."""
     common = ["--input", str(stream_files / "stream.parquet"), "--domain",
               str(stream_files / "domain.json"), "--epsilon", "8", "--seed", "1"]
     assert main(["tabular", "run", "--output", str(tmp_path / "wide"), "--wide-cells", "64",

@@ -337,10 +337,10 @@ def test_pgm_fit_runs_and_round_trips(method):
 
 
 def test_noise_free_release_keeps_a_strong_one_way_and_two_way_marginal():
-    """Issue 12: a skewed 6-valued attribute next to four binary ones, batches of 50,
+    """A skewed 6-valued attribute next to four binary ones, batches of 50,
     ε = 10^6 (no noise), 3 selections of the 15 two-way workloads per period.  The paper's
-    utility ‖·‖_1/|W| − |W| can never select a 12-cell workload (50/12 − 12 < 0), so the
-    old release kept `big` near uniform (TV ≈ 0.5).  A release limited only by sampling
+    utility ‖·‖_1/|W| − |W| can never select a 12-cell workload (50/12 − 12 < 0), so
+    under the paper's rules the release keeps `big` near uniform (TV ≈ 0.5).  A release limited only by sampling
     must answer its one-way and every two-way marginal within a few sampling standard
     errors of the 1 000 records (TV of ~0.04 for `big` if a third of the batches are
     measured); the bounds below are 2-3× that."""
@@ -384,7 +384,7 @@ def test_sampling_bias_is_the_expected_l1_deviation_of_a_batch(p, batch):
 
 
 def ordered_stream_release(seed=3, **options):
-    """Issue 12, ordered streams: 2 000 records sorted by ``a`` then ``b`` (so every batch
+    """Ordered streams: 2 000 records sorted by ``a`` then ``b`` (so every batch
     of 50 holds one or two values of each and its a- and b-workloads always look the most
     wrong), with a skewed 6-valued ``big`` that does not drift, ``p`` strongly tied to it
     and ``q`` tied to ``b``; ε = 10^6 (no noise), 3 selections of the 21 two-way
@@ -604,8 +604,8 @@ def test_model_growth_is_validated_saved_and_in_the_manifest():
 def test_an_attribute_constant_so_far_does_not_hide_a_drifting_one():
     """remainder="adaptive": on a stream sorted by attribute a (constant so far and this
     period) while attribute e moves from 50/50 to all in one cell, the drift estimate must
-    call the stream drifting (γ = 0).  Before the weights were capped at B̂, a's κ (its
-    noise alone: 1.25·10⁹ here) outvoted e's (10³) and γ was 1 (audit of 27 Nov 2026)."""
+    call the stream drifting (γ = 0).  With the weights uncapped at B̂, a's κ (its
+    noise alone: 1.25·10⁹ here) would outvote e's (10³) and γ would be 1."""
     batch, variance = 500.0, 1e-4
     sums = {("a",): np.array([3000.0, 0.0]), ("e",): np.array([1500.0, 1500.0])}
     measured = {("a",): (np.array([500.0, 0.0]), variance),
@@ -623,9 +623,9 @@ def test_noise_free_baseline_measures_a_skewed_attribute_beside_a_many_valued_on
     """The baseline's selections see only the batch: scored without the sampling term,
     a 32-valued attribute's workloads (large L1 on sampling alone) won nearly every
     period at large ε and a 0.95 / 0.05 attribute was never measured, released at the
-    share its start gave it (an audit: 0.34 against 0.046, ε = 1000).  Noise-free, the
-    attribute measured: its two workloads selected in at least half the periods (before:
-    7 selections in 40 periods, the 32-valued attribute's 113 of 120).  (Its released
+    share its start gave it (0.34 against 0.046, ε = 1000).  Noise-free, the attribute is
+    measured: its two workloads selected in at least half the periods (not 7 selections
+    in 40 periods, the 32-valued attribute's 113 of 120).  (Its released
     share is not checked against the truth here: Algorithm 2 releases the average of a
     period's iterates, which keeps part of the previous increment's share.)"""
     rng = np.random.default_rng(8)
@@ -789,8 +789,8 @@ def test_wide_measurement_feeds_every_workload_inside_it_its_exact_projection():
 def test_the_ledger_counts_the_slots_choices_not_the_workloads_fed_with_them():
     """``periods_by_selections`` (and the ledger's ``selections``, ``last_selected``) count
     the k_t workloads the selection slots chose; the workloads a wide measurement fed
-    with them are measurements, not selections (before, a period of k = 2 with wide sets
-    was reported as making 5 or more)."""
+    with them are measurements, not selections (a period of k = 2 with wide sets was
+    reported as making 5 or more)."""
     cfg = config(epsilon=1e6, selections=2, wide_cells=24, wide_ratio=4.0,
                  selection_schedule="fixed")
     codes = stream(1, 60, 3)[0]
@@ -821,7 +821,7 @@ def test_wide_measurement_options_are_validated_and_saved():
         config(counter="tree", wide_cells=24)
     for shaping in ({"wide_noise": 1.0}, {"wide_ratio": 2.0}, {"wide_fit": "all"}):
         with pytest.raises(ParameterError, match="give wide_cells too"):
-            config(counter="tree", **shaping)  # before: wide_noise alone failed mid-step
+            config(counter="tree", **shaping)  # not a failure mid-step
     off, on = config(), config(wide_cells=24)
     assert "wide_cells" not in off.to_dict() and off.wide_sets == off.workloads
     assert off.input_workloads == off.workloads

@@ -103,7 +103,7 @@ def test_error_returns_2_with_one_clean_line(tmp_path, capsys):
      "--alphabet needs at least two"),
     (["--window", "2", "--horizon", "3", "--rho", "1", "--missing-value", "7"],
      "value '7' is not in the alphabet [0, 1]"),
-    # before: numpy's "sum(colors) must be less than 1000000000" (1e-18), a MemoryError
+    # not numpy's "sum(colors) must be less than 1000000000" (1e-18), a MemoryError
     # (1e-15) or 1.7e8 records of padding written with exit 0 (1e-12)
     (["--window", "2", "--horizon", "6", "--rho", "1e-18"], "--rho 1e-18 is too small"),
     (["--window", "2", "--horizon", "6", "--rho", "1e-12"], "use --rho >= "),
@@ -132,9 +132,10 @@ def test_bad_options_exit_2_before_any_pipeline(tmp_path, capsys, argv, message)
                                    "--counter", "blt"]])
 def test_cumulative_rho_whose_noise_is_too_wide_exits_2_before_any_pipeline(tmp_path, capsys,
                                                                             argv):
-    """Before: ρ = 1e-18 was a traceback (numpy: "Unable to allocate 506. GiB", summing the
-    counters' discrete Gaussian variance) and ρ = 1e-12 took 51 s; the blt counter's
-    continuous noise needs no table, but its noisy population would be off by millions."""
+    """Guards against ρ = 1e-18 as a traceback (numpy: "Unable to allocate 506. GiB",
+    summing the counters' discrete Gaussian variance) and ρ = 1e-12 taking about a minute;
+    the blt counter's continuous noise needs no table, but its noisy population would be
+    off by millions."""
     code = main(["cumulative", "run", "--input", str(tmp_path / "never-read.parquet"),
                  "--output", str(tmp_path / "out"), "--horizon", "6", *argv])
     [line] = error_lines(capsys.readouterr().err)
@@ -228,8 +229,8 @@ def test_evaluate_window_writes_the_report(string_panel, cli_release, tmp_path, 
 @pytest.mark.parametrize("where", ["release", "inside-release", "truth-folder"])
 def test_evaluate_refuses_a_report_in_the_release_or_the_truth(string_panel, cli_release,
                                                                tmp_path, capsys, where):
-    """Before: ``--report`` the release itself (or a folder in it) exited 0 and left
-    summary.json with the panel's exact counts in the public release."""
+    """``--report`` the release itself (or a folder in it) is refused: it must not exit 0
+    leaving summary.json with the panel's exact counts in the public release."""
     import shutil
     _, _, _, panel = string_panel
     _, _, out = cli_release
@@ -255,9 +256,9 @@ def test_evaluate_refuses_a_report_in_the_release_or_the_truth(string_panel, cli
                                    "linked"])
 def test_evaluate_refuses_a_report_in_any_other_release(string_panel, cli_release, tmp_path,
                                                        capsys, evaluate, where):
-    """Before: ``evaluate window --synthetic r1 --report r2`` with r2 another release
-    exited 0 and wrote summary.json (the truth's exact counts) and the plots into r2, or
-    into a folder inside it, to be published with it.  Now every evaluate command refuses
+    """``evaluate window --synthetic r1 --report r2`` with r2 another release must not
+    write summary.json (the truth's exact counts) and the plots into r2, or into a folder
+    inside it, to be published with it: every evaluate command refuses
     a --report that is, or lies inside, a folder holding a manifest.json (links
     followed), naming it, before reading anything and writing nothing."""
     import shutil
@@ -287,10 +288,10 @@ def test_evaluate_refuses_a_report_in_any_other_release(string_panel, cli_releas
                                    "example-in-release"])
 def test_state_and_new_outputs_outside_every_release(string_panel, cli_release, tmp_path,
                                                      capsys, where):
-    """Before: ``window init --state r/state`` with r a release folder exited 0 and kept the
-    private state (the window's histograms of real records) inside the release, to be
-    published with it; ``window run --output r/sub`` published a release inside another;
-    ``tabular example --output r`` wrote the stream's records into it.  Now all are
+    """``window init --state r/state`` with r a release folder must not keep the private
+    state (the window's histograms of real records) inside the release, to be published
+    with it; nor ``window run --output r/sub`` publish a release inside another; nor
+    ``tabular example --output r`` write the stream's records into it.  All are
     refused, naming the release folder, before anything is read or written."""
     import shutil
     _, _, _, panel = string_panel
@@ -333,11 +334,12 @@ def test_state_and_new_outputs_outside_every_release(string_panel, cli_release, 
     (["bounded", "run", "--columns", "x,y", "--bounds", "0:1,0:1", "--samples", "10",
       "--depth", "1"], ["--level-epsilons", "1,1e101", "--epsilon", "2"])])
 def test_a_budget_past_the_largest_is_refused_by_every_job(tmp_path, capsys, job, budget):
-    """Before: ``cumulative run --rho 1.7e308`` said "the privacy budget must be a positive
-    finite number, got inf" (a value the user did not give, no option named) and ``bounded
-    run --epsilon 1.7e308`` "scale must be a positive finite number, got np.float64(0.0)";
-    ``window run`` ran.  Every job now takes at most errors.MAX_BUDGET (1e100, whose noise
-    is nil), as ``tabular`` did: exit 2 naming the option, before anything is read."""
+    """Every job takes at most errors.MAX_BUDGET (1e100, whose noise is nil), as
+    ``tabular`` does: exit 2 naming the option, before anything is read.  Guards against
+    ``cumulative run --rho 1.7e308`` saying "the privacy budget must be a positive finite
+    number, got inf" (a value the user did not give, no option named), ``bounded run
+    --epsilon 1.7e308`` "scale must be a positive finite number, got np.float64(0.0)",
+    and ``window run`` running."""
     place = ["--state", str(tmp_path / "s")] if "init" in job else [
         "--input", str(tmp_path / "never-read.parquet"), "--output", str(tmp_path / "o")]
     code = main([*job, *place, *budget])
@@ -376,10 +378,10 @@ def test_evaluate_window_missing_release_exits_2(tmp_path, capsys):
 def test_evaluate_refuses_column_options_naming_one_column_before_reading(
         string_panel, cli_release, tmp_path, capsys, monkeypatch, evaluate, columns, said):
     """run, init and step refuse an --id-col, --period-col and --value-col that name one
-    column twice (options.check_distinct_columns).  Before: evaluate read the truth with
-    them and failed on what it found (``--id-col period``: "truth panel.parquet: id 1
-    reports 60 times in period 1; 4 duplicate report(s) in all"), or on the release first.
-    Now both evaluations exit 2 with run's words, before reading anything and writing no
+    column twice (options.check_distinct_columns).  So do both evaluations, with run's
+    words, rather than reading the truth and failing on what they find (``--id-col
+    period``: "truth panel.parquet: id 1 reports 60 times in period 1; 4 duplicate
+    report(s) in all"): they exit 2 before reading anything and writing no
     report."""
     from continual_synth.pipelines import evaluate_cumulative, evaluate_window
     for module in (evaluate_window, evaluate_cumulative):
@@ -603,7 +605,7 @@ def test_a_step_on_a_state_another_step_owns_exits_2_before_reading(tmp_path, ca
 
 
 def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
-    """Before: Ctrl-C on a step printed a 129-line traceback (README: never a traceback)."""
+    """Ctrl-C on a step prints no traceback (README: never a traceback)."""
     from continual_synth.pipelines import cli
 
     def interrupted(*args, **kwargs):
@@ -619,8 +621,8 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
 
 @pytest.mark.parametrize("kind", ["window", "cumulative"])
 def test_a_release_that_is_mostly_noise_says_so(tmp_path, capsys, kind):
-    """Before: a 3-person panel at ρ = 0.05 released 342 synthetic people, 344 of them
-    padding, with exit 0 and not a word.  A panel of 3 000 at ρ = 1 gets no warning."""
+    """A 3-person panel at ρ = 0.05, whose release is almost all padding, gets a warning,
+    not exit 0 and not a word.  A panel of 3 000 at ρ = 1 gets no warning."""
     options = ["--horizon", "4", "--seed", "1"] + (["--window", "2"] if kind == "window" else [])
     said = {}
     for people, rho in ((3, "0.05"), (3000, "1")):
@@ -655,8 +657,8 @@ def _release_bytes(panel: str, out: str) -> dict:
 
 
 def test_csv_ids_beyond_int64_are_read_exactly(tmp_path):
-    """Before: pyarrow read ids 10**20 + k as the float 1e+20, and the job refused the
-    panel with "id 1e+20 reports 300 times in period 1".  They are read as text, exactly
+    """Ids 10**20 + k in a CSV file are not read as the float 1e+20 (the panel refused
+    with "id 1e+20 reports 300 times in period 1"): they are read as text, exactly
     as the same ids given as text in Parquet (the same release); ordinary integer ids in a
     CSV file are still integers (the same release as from Parquet)."""
     table = long_table(markov_codes(PEOPLE, HORIZON, seed=4))

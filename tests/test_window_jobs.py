@@ -532,7 +532,7 @@ BAD_RUN_INPUTS = {
                  rf"row 11 holds period 0; periods must be 1\.\.{T}"),
     "period-T+1": (lambda t: _with_period(t, 12, T + 1), "csv",
                    rf"row 13 holds period {T + 1}; periods must be 1\.\.{T}"),
-    # before: "must hold whole-number periods without gaps, found type int32" (no row,
+    # not "must hold whole-number periods without gaps, found type int32" (no row,
     # and an integer type named as the problem)
     "null-period": (_period_column(_fifth_row_null), "parquet",
                     r"column 'period' has 1 empty \(null\) value\(s\), the first at row 5"),
@@ -749,14 +749,14 @@ BAD_STEP_INPUTS = {
     "wrong-period-column": (K + 1, None, True, "parquet",
                             rf"period\.parquet: row 1 holds period {K + 1}, but the next period "
                             rf"of this state is {K}( \[|$)"),
-    # before: "holds period 4, but the next period … is 3", read as the whole file's
+    # not "holds period 4, but the next period … is 3", read as the whole file's
     "one-row-of-another-period": (K, _fifth_row_next_period, True, "parquet",
                                   rf"period\.parquet: row 5 holds period {K + 1}, but the next "
                                   rf"period of this state is {K} \(1 of its {N} rows here "
                                   rf"hold another period than {K}\)"),
     # the period column's rule of every synthesizer's run and step (transforms/periods.py):
-    # before, 3.0 was taken as period 3, and "3" read "row 1 holds period 3, but the next
-    # period of this state is 3", a null "row 5 holds period nan"
+    # 3.0 is not taken as period 3, "3" does not read "row 1 holds period 3, but the next
+    # period of this state is 3", nor a null "row 5 holds period nan"
     "whole-float-period-column": (K, _period_column(lambda c: c.cast(pa.float64())), True,
                                   "parquet", r"period\.parquet: column 'period' must hold "
                                   r"whole-number periods in an integer column, found type "

@@ -67,8 +67,8 @@ def narrow_ints(values: np.ndarray) -> np.ndarray:
     """64-bit integers as 32-bit ones when every value fits (the same values; other
     arrays unchanged).  The ids cross the shuffle between reading and the shards'
     statistics: with 4 bytes for the id instead of 8, a record (id, int8 period, int8
-    code) is 6 bytes to encode, copy and decode instead of 10 (a 2M x 12 id-sorted
-    ``window run``: 7.2 -> 6.9 s, peak memory 1.62 -> 1.15 GB)."""
+    code) is 6 bytes to encode, copy and decode instead of 10, which lowers a large
+    ``window run``'s time and peak memory (bench/results/dask_scaling.md)."""
     if (values.dtype.kind in "iu" and values.dtype.itemsize > 4 and values.size
             and values.min() >= np.iinfo(np.int32).min
             and values.max() <= np.iinfo(np.int32).max):

@@ -60,7 +60,7 @@ class PeriodClock:
     """Periods of ``length`` seconds from ``origin`` (seconds since the epoch), in whole
     microseconds as Beam's timestamps and ``FixedWindows`` count: a record at exactly
     ``origin + t·length`` opens period t + 1 whatever the decimal fractions (in floating
-    point, ``0.1 + 73·3600`` fell in period 73 and the end of period 3 of 0.1 s in
+    point, ``0.1 + 73·3600`` would fall in period 73 and the end of period 3 of 0.1 s in
     period 3)."""
 
     def __init__(self, length: float, origin: float = 0.0):
