@@ -16,11 +16,10 @@ Writes bench/results/privhp_throughput.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
+import sys
 import tempfile
-import time
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +30,9 @@ from continual_synth.mechanisms.hierarchy import Bounds
 from continual_synth.pipelines.bounded import run_bounded, synthesize_numpy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
+sys.path.insert(0, HERE)
+from harness import RESULTS, Timer, write_result  # noqa: E402  (bench/harness.py)
+
 BEAM_CONFIGS = {
     "DirectRunner (default, in-process)": [],
     "DirectRunner, 2 workers multi_processing": ["--direct_num_workers", "2",
@@ -71,9 +72,9 @@ def main():
                                      depth=args.depth, sketch_width=args.sketch_width,
                                      sketch_depth=args.sketch_depth)
         rows = []
-        t0 = time.time()
-        synthesize_numpy(data, ["x", "y"], bounds, config, args.samples, seed=1)
-        seconds = time.time() - t0
+        with Timer() as timer:
+            synthesize_numpy(data, ["x", "y"], bounds, config, args.samples, seed=1)
+        seconds = timer.wall
         rows.append({"path": "pure numpy (no write)", "seconds": seconds,
                      "points_per_second": n / seconds})
         print(f"numpy: {seconds:.1f}s, {n / seconds:,.0f} points/s", flush=True)
@@ -82,10 +83,10 @@ def main():
                                                       args.configs.split(",")]
         for i, name in enumerate(chosen):
             out = os.path.join(work, f"release-{i}")
-            t0 = time.time()
-            manifest = run_bounded(data, out, ["x", "y"], bounds, config, args.samples, seed=1,
-                                   beam_args=BEAM_CONFIGS[name])
-            seconds = time.time() - t0
+            with Timer() as timer:
+                manifest = run_bounded(data, out, ["x", "y"], bounds, config, args.samples,
+                                       seed=1, beam_args=BEAM_CONFIGS[name])
+            seconds = timer.wall
             rows.append({"path": f"Beam: {name}", "seconds": seconds,
                          "points_per_second": n / seconds,
                          "memory_counters": manifest["memory_counters"]})
@@ -96,9 +97,6 @@ def main():
                 "cpu_count": os.cpu_count(),
                 "note": "wall time of the whole job, including reading, the one-pass combine, "
                         "noise and growth, sampling and writing the synthetic points"}
-        os.makedirs(RESULTS, exist_ok=True)
-        with open(args.out + ".json", "w") as handle:
-            json.dump({"meta": meta, "rows": rows}, handle, indent=2)
         lines = [f"# PrivHP `bounded run` throughput (n = {n:,} points, d = 2, {args.files} "
                  f"Parquet files, {args.samples:,} synthetic points, prune_k = {args.prune_k},"
                  f" r = {args.depth}, w × j = {args.sketch_width} × {args.sketch_depth}, "
@@ -106,8 +104,7 @@ def main():
                  "| path | wall time (s) | input points / s |", "|---|---|---|"]
         lines += [f"| {r['path']} | {r['seconds']:.1f} | {r['points_per_second']:,.0f} |"
                   for r in rows]
-        with open(args.out + ".md", "w") as handle:
-            handle.write("\n".join(lines) + "\n")
+        write_result(args.out, {"meta": meta, "rows": rows}, "\n".join(lines), indent=2)
         print("\n".join(lines))
     finally:
         shutil.rmtree(work, ignore_errors=True)

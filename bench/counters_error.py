@@ -26,8 +26,8 @@ better).  Writes ``bench/results/counters_error.{json,md}``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -41,6 +41,8 @@ from continual_synth.mechanisms.counters import (
 from continual_synth.mechanisms.samplers import SeededSampler
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from harness import write_result  # noqa: E402  (bench/harness.py)
 QUADRATIC = ("sqrt-factorisation",)     # O(t) per step: empirical runs only up to 2^12
 QUADRATIC_LIMIT = 2 ** 12
 
@@ -166,7 +168,6 @@ def main(argv=None):
     text = "\n".join(lines)
     print(text)
 
-    os.makedirs(args.out, exist_ok=True)
     meta = {"neighbor": "add-remove", "entries_changed": 1, "budgets": {"rho": 1.0,
                                                                        "epsilon": 1.0},
             "seed": args.seed, "sampler": "seeded (simulation, not for publication)",
@@ -175,10 +176,8 @@ def main(argv=None):
             "unbounded": "hybrid and unbounded-block built without a horizon, read for T steps",
             "memory": "floats of counter state per coordinate after T steps",
             "speed": f"scalar steps/s, dim {args.speed_dim}, min(T, {QUADRATIC_LIMIT}) steps"}
-    with open(os.path.join(args.out, "counters_error.json"), "w") as fh:
-        json.dump({"meta": meta, "results": results}, fh, indent=1)
-    with open(os.path.join(args.out, "counters_error.md"), "w") as fh:
-        fh.write(text + "\n")
+    write_result(os.path.join(args.out, "counters_error"), {"meta": meta, "results": results},
+                 text)
 
 
 if __name__ == "__main__":

@@ -25,14 +25,16 @@ continuous-Gaussian counters, ``AuditCase.gaussian_mechanism``).  Writes
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import sys
 import time
 
 from continual_synth.mechanisms.privacy_tester import ScaledNoiseSampler, audit_cases, run_case
 from continual_synth.mechanisms.samplers import OpenDPSampler, SeededSampler
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from harness import write_result  # noqa: E402  (bench/harness.py)
 
 
 def main() -> None:
@@ -93,9 +95,6 @@ def main() -> None:
             "alpha": args.alpha, "rho": args.rho, "delta": args.delta,
             "epsilon": args.epsilon, "seed": args.seed,
             "seconds": round(time.time() - started, 1)}
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "privacy_tester.json"), "w", encoding="utf-8") as fh:
-        json.dump({"meta": meta, "results": rows}, fh, indent=1)
     caught = sum(r["bugged"]["refuted"] for r in rows)
     caught_doubled = sum(r["doubled"]["refuted"] for r in rows)
     refuted = sum(r["correct"]["refuted"] for r in rows)
@@ -149,8 +148,8 @@ def main() -> None:
             f"{b['epsilon_lower_bound']:.3f} | {b['statistic']} | "
             f"{'yes' if b['refuted'] else '**no**'} | {d['epsilon_lower_bound']:.3f} | "
             f"{'yes' if d['refuted'] else 'no'} |")
-    with open(os.path.join(args.out, "privacy_tester.md"), "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + "\n")
+    write_result(os.path.join(args.out, "privacy_tester"), {"meta": meta, "results": rows},
+                 "\n".join(lines), encoding="utf-8")
     print("\n".join(lines[:3]))
 
 

@@ -27,7 +27,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
+sys.path.insert(0, HERE)
+from harness import RESULTS, write_result  # noqa: E402  (bench/harness.py)
+
 CHILD = """
 import json, resource, sys, time
 from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
@@ -75,8 +77,6 @@ def main():
                    "file_mb": os.path.getsize(os.path.join(stream, "p01.parquet")) / 2 ** 20}
             rows.append(row)
             print(row, flush=True)
-    with open(args.out + ".json", "w") as handle:
-        json.dump(rows, handle, indent=1)
     lines = ["# Peak memory of `bounded run --horizon` (continual PrivHP, one period at a time)",
              "", "python bench/privhp_run_memory.py: uniform 2-D points, one parquet file per "
              f"period in row groups of {args.row_group:,} rows, M = 65 536 words, r = 20, prune_k = 64, ε = 1, 1 000 synthetic points "
@@ -88,8 +88,7 @@ def main():
     lines += [f"| {r['n']:,} | {r['periods']} | {r['points_mb']:.0f} | "
               f"{r['file_mb']:.1f} | {r['peak_rss_mb']:.0f} "
               f"| {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['load_1min']:.2f} |" for r in rows]
-    with open(args.out + ".md", "w") as handle:
-        handle.write("\n".join(lines) + "\n")
+    write_result(args.out, rows, "\n".join(lines))
 
 
 if __name__ == "__main__":

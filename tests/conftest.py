@@ -108,7 +108,7 @@ TIERS = {
     "streams": ["stream_events", "stream_watch"],
     "platform": ["airflow_dag", "dask_runner", "direct_runner", "runners_identical"],
     "privacy": ["publication_boundary"],
-    "docs": ["docs_examples", "docs_python", "docs_site", "no_history"],
+    "docs": ["bench_readme", "docs_examples", "docs_python", "docs_site", "no_history"],
 }
 #: the tiers that start servers, clusters or many pipelines (minutes each)
 SLOW = {"faults", "stores", "streams", "platform", "privacy", "docs"}

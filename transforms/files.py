@@ -32,7 +32,7 @@ FORMATS = ("parquet", "csv", "avro")
 # synthetic id of a 250 000-person shard file before falling back, 25 ms of the file's
 # 26; at 64 KiB (8 192 int64) the file takes 9 ms, is 20 % smaller, and columns with
 # fewer distinct values (periods, categories, codes) stay dictionary-encoded
-# (bench/results/perf_orders_2m_s43.md).
+# (bench/results/perf_orders_2m.md).
 PARQUET_DICTIONARY_PAGE_BYTES = 1 << 16
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".avro": "avro"}
 
