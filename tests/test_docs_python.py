@@ -57,3 +57,19 @@ def test_python_examples_run(document, tmp_path, monkeypatch):
         with contextlib.redirect_stdout(io.StringIO()):
             exec(compile(code, f"{document}:{line}", "exec"), namespace)
     assert os.path.isdir("state") or "state" not in "".join(c for _, c in python_blocks(document))
+
+
+def test_the_panels_expected_error_tables_are_what_the_bounds_give_now():
+    """docs/panels.md's tables of expected error come from bench/expected_error.py: they
+    must be what the configurations' bounds are today."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "expected_error", os.path.join(ROOT, "bench", "expected_error.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = module.markdown(module.window_rows(12, (2, 3, 4), "replace"),
+                           module.cumulative_rows(12, ("tree", "blt"), "replace"), "")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    with open(os.path.join(ROOT, "docs", "panels.md"), encoding="utf-8") as handle:
+        page = handle.read()
+    assert rows and all(row in page for row in rows)
