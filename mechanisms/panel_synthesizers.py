@@ -26,7 +26,6 @@ import numpy as np
 
 from continual_synth.mechanisms import cumulative, window
 from continual_synth.mechanisms.emission import WeightCodes, WindowCodes
-from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms.panel import advance_suffix, window_histograms
 from continual_synth.mechanisms.synthesizer import PanelRelease, PanelStatistics, Synthesizer
 
@@ -41,18 +40,6 @@ class _PanelSynthesizer(Synthesizer):
 
     def initial_state(self):
         return self.state_class.initial(self.config)
-
-    def period(self, state) -> int:
-        return state.period
-
-    def ledger(self, state) -> BudgetLedger:
-        return state.ledger
-
-    def state_to_dict(self, state) -> Dict:
-        return state.to_dict()
-
-    def state_from_dict(self, data: Dict):
-        return self.state_class.from_dict(data)
 
     def check_step(self, state, period: int) -> None:
         self.mechanism.check_step(state, period)

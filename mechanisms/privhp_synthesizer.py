@@ -51,25 +51,7 @@ class PrivHPState:
         return cls(data["period"], BudgetLedger.from_dict(data["ledger"]), data["released"])
 
 
-class _PrivHPStates(Synthesizer):
-    """What both PrivHP synthesizers' states share (``state_class``)."""
-
-    state_class = None
-
-    def period(self, state) -> int:
-        return state.period
-
-    def ledger(self, state) -> BudgetLedger:
-        return state.ledger
-
-    def state_to_dict(self, state) -> Dict:
-        return state.to_dict()
-
-    def state_from_dict(self, data: Dict):
-        return self.state_class.from_dict(data)
-
-
-class PrivHPSynthesizer(_PrivHPStates):
+class PrivHPSynthesizer(Synthesizer):
     """One PrivHP release of ``samples`` synthetic points with ``config``."""
 
     kind = "privhp"
@@ -134,7 +116,7 @@ class ContinualPrivHPState:
                    [StreamCounter.from_dict(c) for c in data["counters"]], data["released"])
 
 
-class ContinualPrivHPSynthesizer(_PrivHPStates):
+class ContinualPrivHPSynthesizer(Synthesizer):
     """Continual PrivHP (:mod:`~continual_synth.mechanisms.continual_privhp`): at every
     period t = 1..T, ``samples`` synthetic points of all the points seen so far.
     ``statistics`` of a step are the exact PrivHP state of the period's points only."""

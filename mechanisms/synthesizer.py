@@ -114,14 +114,17 @@ class Synthesizer(ABC):
 
     kind: str = ""
     horizon: Optional[int] = None
+    #: the family's state type: ``period``, ``ledger``, ``to_dict`` and ``from_dict``,
+    #: which the methods below read (a family whose state has other names overrides them)
+    state_class: Any = None
 
     @abstractmethod
     def initial_state(self) -> Any:
         """The state before period 1 (nothing spent)."""
 
-    @abstractmethod
     def period(self, state: Any) -> int:
         """The last period ``state`` has stepped (0 before the first)."""
+        return state.period
 
     @abstractmethod
     def check_step(self, state: Any, period: int) -> None:
@@ -133,17 +136,17 @@ class Synthesizer(ABC):
         """One period: ``(new state, release or None)`` from the period's exact
         ``statistics`` and the period's ``sampler`` (:func:`period_sampler`)."""
 
-    @abstractmethod
     def ledger(self, state: Any) -> BudgetLedger:
         """The privacy cost so far: the ledger's charges and its total budget."""
+        return state.ledger
 
-    @abstractmethod
     def state_to_dict(self, state: Any) -> Dict:
         """``state`` as JSON-able data (the state directory's ``synthesizer_state``)."""
+        return state.to_dict()
 
-    @abstractmethod
     def state_from_dict(self, data: Dict) -> Any:
         """The state :meth:`state_to_dict` wrote."""
+        return self.state_class.from_dict(data)
 
     @abstractmethod
     def manifest(self, state: Any) -> Dict:

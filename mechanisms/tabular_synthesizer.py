@@ -22,7 +22,6 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from continual_synth.mechanisms import tabular
-from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms.distributions import FittedModel, model_from_dict
 from continual_synth.mechanisms.marginals import Domain
 from continual_synth.mechanisms.samplers import Sampler
@@ -35,6 +34,7 @@ class TabularSynthesizer(Synthesizer):
     """One tabular stream release: configuration, state machine and release form."""
 
     kind = "tabular"
+    state_class = tabular.TabularState
 
     def __init__(self, config: tabular.TabularConfig, domain_inferred: bool = False):
         self.config = config
@@ -115,21 +115,6 @@ class TabularSynthesizer(Synthesizer):
     def initial_state(self) -> tabular.TabularState:
         return tabular.initial_state(self.config)
 
-    @staticmethod
-    def state_to_dict(state: tabular.TabularState) -> Dict:
-        return state.to_dict()
-
-    @staticmethod
-    def state_from_dict(data: Dict) -> tabular.TabularState:
-        return tabular.TabularState.from_dict(data)
-
-    @staticmethod
-    def period(state: tabular.TabularState) -> int:
-        return state.period
-
-    @staticmethod
-    def ledger(state: tabular.TabularState) -> BudgetLedger:
-        return state.ledger
 
     def check_step(self, state: tabular.TabularState, period: int) -> None:
         """Refuse a period out of order, past the horizon or over budget (before reading)."""
