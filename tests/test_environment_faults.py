@@ -20,7 +20,8 @@ from continual_synth.transforms.files import write_file
 from helpers_panels import (clone_incremental, long_table, markov_codes, release_snapshot,
                             write_period_files)
 
-OPTIONS = ["--window", "2", "--horizon", "3", "--rho", "1", "--seed", "2"]
+OPTIONS = ["--window", "2", "--horizon", "3", "--rho", "1", "--seed", "2",
+           "--missing-value", "0"]  # a panel stream needs it
 
 
 def run(*argv):

@@ -296,9 +296,11 @@ def bare_state(**fields):
 
 
 def read_bare(store):
-    """``store.read()`` without the version's chain."""
+    """``store.read()`` without what every version records of itself (its chain and its
+    files' digests)."""
     version, state = store.read()
-    return version, {key: value for key, value in state.items() if key != lifecycle.CHAIN}
+    return version, {key: value for key, value in state.items()
+                     if key not in (lifecycle.CHAIN, lifecycle.FILE_DIGESTS)}
 
 
 def test_a_commit_on_a_superseded_version_is_refused(tmp_path):
@@ -355,8 +357,8 @@ def test_a_stale_owner_publishes_nothing(history, tmp_path, monkeypatch):
     job_class = {"tabular": tabular.TabularJob}.get(synth.name, jobs.PanelJob)
     real_compute = job_class.compute
 
-    def compute_then_lose_the_state(self, current, *args):
-        new = real_compute(self, current, *args)
+    def compute_then_lose_the_state(self, current, *args, **kwargs):
+        new = real_compute(self, current, *args, **kwargs)
         version, _ = store.read()
         store.commit(version, current)  # another run commits first
         return new

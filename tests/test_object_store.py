@@ -28,7 +28,7 @@ from helpers_panels import (cli, long_table, markov_codes, period_table, snapsho
 from helpers_processes import cli_child
 
 PRIVACY = ["--window", "2", "--horizon", "3", "--rho", "5", "--neighbor", "add-remove",
-           "--seed", "9", "--shards", "2"]
+           "--seed", "9", "--shards", "2", "--missing-value", "0"]  # a panel stream needs it
 PEOPLE, PERIODS = 150, 3
 
 

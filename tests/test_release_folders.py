@@ -25,7 +25,8 @@ from continual_synth.pipelines.cli import main
 from helpers_panels import (long_table, markov_codes, read_manifest, snapshot,
                             write_period_files)
 
-WINDOW = ["--window", "2", "--horizon", "3", "--rho", "5", "--seed", "3", "--shards", "2"]
+WINDOW = ["--window", "2", "--horizon", "3", "--rho", "5", "--seed", "3", "--shards", "2",
+          "--missing-value", "0"]  # a panel stream needs it
 CUMULATIVE = ["--horizon", "3", "--rho", "5", "--seed", "3", "--shards", "2"]
 POINTS = ["--columns", "x,y", "--bounds", "0:1", "--epsilon", "2", "--samples", "50",
           "--depth", "4", "--seed", "3", "--shards", "2"]

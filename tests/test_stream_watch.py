@@ -143,6 +143,13 @@ def assert_equals_run(out, state, run_dir):
 # ------------------------------------------------------------------ the watched stream
 
 
+def write_refused(table, path: str) -> None:
+    """A period file the step refuses whole: no records and no value column (a file
+    without records but with the columns is a period of missing reports, with the
+    streams' --missing-value; a record that is invalid is dropped alone)."""
+    write_file(period_table(table, 2).select(["id"]).slice(0, 0), path, "parquet")
+
+
 def test_out_of_order_duplicate_late_and_empty_files(panel, tmp_path):
     _, table, periods, runs = panel
     watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
@@ -154,10 +161,11 @@ def test_out_of_order_duplicate_late_and_empty_files(panel, tmp_path):
     process = start("window", WINDOW, watch, state, out, "--until-period", str(T))
     wait_until(lambda: seen(state) >= 1, process)
     # a different file for released period 1 is late: dead letter, never a later period;
-    # an empty file for period 2 is refused by the step (state untouched): dead letter
+    # a file for period 2 without the value column is refused by the step (state
+    # untouched): dead letter
     write_file(period_table(table, 1).slice(0, 10), str(tmp_path / "late.parquet"), "parquet")
     land(str(tmp_path / "late.parquet"), watch, "period_01_late.parquet")
-    write_file(period_table(table, 2).slice(0, 0), str(tmp_path / "empty.parquet"), "parquet")
+    write_refused(table, str(tmp_path / "empty.parquet"))
     land(str(tmp_path / "empty.parquet"), watch, "period_02_empty.parquet")
     wait_until(lambda: len(rejected(state)) >= 2, process)
     assert seen(state) == 1  # 3 and 4 still wait for 2
@@ -173,7 +181,7 @@ def test_out_of_order_duplicate_late_and_empty_files(panel, tmp_path):
         f"period 1 was already ingested (taken from {watch / 'period_01.parquet'}); a late "
         f"file is never counted in a later period")
     assert reasons["period_02_empty.parquet"][0] == 2
-    assert "period_02_empty.parquet: holds no records" in reasons["period_02_empty.parquet"][1]
+    assert "missing column" in reasons["period_02_empty.parquet"][1]
     log = events(state, "window")
     duplicates = [e for e in log if e["event"] == "duplicate"]
     # one poll may list the two copies in either order: one of them is the duplicate
@@ -561,7 +569,7 @@ def test_copies_corrections_and_restarts(panel, tmp_path):
     process = start("window", WINDOW, watch, state, out, "--until-period", "2")
     wait_until(lambda: seen(state) >= 1, process)
     land(periods[1], watch, "period_02_copy.parquet")
-    write_file(period_table(table, 2).slice(0, 0), str(tmp_path / "empty.parquet"), "parquet")
+    write_refused(table, str(tmp_path / "empty.parquet"))
     land(str(tmp_path / "empty.parquet"), watch, "period_02.parquet")
     wait_until(lambda: len(rejected(state)) >= 2, process)
     assert seen(state) == 1
@@ -569,7 +577,7 @@ def test_copies_corrections_and_restarts(panel, tmp_path):
     summary = finish(process)
     assert summary["periods_released"] == [1, 2] and len(rejected(state)) == 2
     reasons = sorted((os.path.basename(d["file"]), d["reason"]) for d in rejected(state))
-    assert reasons[0][0] == "period_02.parquet" and "holds no records" in reasons[0][1]
+    assert reasons[0][0] == "period_02.parquet" and "missing column" in reasons[0][1]
     assert reasons[1][0] == "period_02_copy.parquet" and "same bytes" in reasons[1][1]
     assert not [n for n in os.listdir(out) if "reject" in n]  # nothing private in OUT
     restarted = start("window", WINDOW, watch, state, out, "--until-period", str(T))
@@ -709,7 +717,7 @@ def test_a_file_landed_again_after_removal_is_checked_again(panel, tmp_path):
     stat = first.stat()
     kept = tmp_path / "kept.parquet"
     shutil.move(str(first), kept)
-    write_file(period_table(table, 2).slice(0, 0), str(tmp_path / "empty.parquet"), "parquet")
+    write_refused(table, str(tmp_path / "empty.parquet"))
     empty = land(str(tmp_path / "empty.parquet"), watch, "period_02.parquet")
     wait_until(lambda: len(rejected(state)) == 1, process)
     empty_stat = os.stat(empty)
