@@ -15,7 +15,6 @@ import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.testing.test_stream import TestStream as BeamTestStream  # not "Test*": pytest would collect it
-from apache_beam.utils.timestamp import Timestamp
 
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.marginals import Domain, all_workloads
@@ -71,20 +70,25 @@ def run_events(events: BeamTestStream, state: str, out: str, before=lambda: None
     periods the state had released) on ``events``; stops as the command does (``model``:
     the panel synthesizer, window by default; ``--missing-value`` MISSING, which an
     event-time panel stream requires)."""
-    from continual_synth.pipelines.stream import _stopping
     model = model or WindowSynthesizer(CONFIG)
     document = panel_document(model)
     open_state(state, document)
     before()
     job = jobs.PanelJob(model.kind)
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    with _stopping(), beam.Pipeline(options=options) as pipeline:
-        event_pipeline(pipeline, job, state, out,
-                       clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
-                       records=pipeline | events, distinct_rows=True, horizon=T,
-                       released_through=job.periods_seen(load_state(state)),
-                       until_period=until_period)
+    stream_events(job, state, out, events, distinct_rows=True, horizon=T,
+                  released_through=job.periods_seen(load_state(state)),
+                  until_period=until_period)
+
+
+def stream_events(job, state: str, out: str, records, clock=None, **options) -> None:
+    """The event pipeline of ``job`` on the TestStream ``records``, in streaming mode, as
+    the command runs it (``options``: :func:`event_pipeline`'s)."""
+    from continual_synth.pipelines.stream import _stopping
+    pipeline_options = PipelineOptions()
+    pipeline_options.view_as(StandardOptions).streaming = True
+    with _stopping(), beam.Pipeline(options=pipeline_options) as pipeline:
+        event_pipeline(pipeline, job, state, out, clock=clock or PeriodClock(LENGTH, ORIGIN),
+                       timestamp_col="ts", records=pipeline | records, **options)
 
 
 def rejected(state):
@@ -488,7 +492,6 @@ def test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file(tmp_p
     step as a 0-row file — the same synthetic tables, manifest and synthesizer state
     (ledger, counters, model) as ``init`` + ``step`` over the period files with an empty
     one for each quiet period."""
-    from continual_synth.pipelines.stream import _stopping
     rng = np.random.default_rng(3)
     records = {p: [] for p in range(1, T + 1)}
     for period in (p for p in range(1, T + 1) if p not in quiet):
@@ -517,13 +520,8 @@ def test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file(tmp_p
     open_state(state, tabular.initial_document(tabular_synthesizer(), seed=SEED))
     job = tabular.TabularJob()
     assert job.empty_period_valid(load_state(state))
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    with _stopping(), beam.Pipeline(options=options) as pipeline:
-        event_pipeline(pipeline, job, state, out, clock=PeriodClock(LENGTH, ORIGIN),
-                       timestamp_col="ts",
-                       records=pipeline | events.advance_watermark_to_infinity(),
-                       horizon=T, released_through=0)
+    stream_events(job, state, out, events.advance_watermark_to_infinity(), horizon=T,
+                  released_through=0)
     assert rejected(state) == []
     assert read_manifest(out)["periods_released"] == list(range(1, T + 1))
     assert release_snapshot(out) == release_snapshot(steps_out)
@@ -585,7 +583,6 @@ def schedule_run(family: str, records, state: str, out: str, capsys) -> list:
     advanced to the end of every period 1..SCHEDULE_T in turn (the same advances
     whatever the records), then to the end of time; returns its log (the stream's
     events, one JSON line each on stderr)."""
-    from continual_synth.pipelines.stream import _stopping
     job, create_state, _, distinct_rows = schedule_family(family)
     create_state(state)
     capsys.readouterr()
@@ -593,13 +590,8 @@ def schedule_run(family: str, records, state: str, out: str, capsys) -> list:
     for period in range(1, SCHEDULE_T + 1):
         events = events.add_elements(records.get(period, [])).advance_watermark_to(
             ORIGIN + period * LENGTH)
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    with _stopping(), beam.Pipeline(options=options) as pipeline:
-        event_pipeline(pipeline, job, state, out, clock=PeriodClock(LENGTH, ORIGIN),
-                       timestamp_col="ts",
-                       records=pipeline | events.advance_watermark_to_infinity(),
-                       horizon=SCHEDULE_T, distinct_rows=distinct_rows)
+    stream_events(job, state, out, events.advance_watermark_to_infinity(),
+                  horizon=SCHEDULE_T, distinct_rows=distinct_rows)
     return [json.loads(line) for line in capsys.readouterr().err.splitlines()
             if line.startswith('{"event"')]
 
@@ -691,7 +683,6 @@ def test_a_drain_releases_no_period_that_has_not_ended(tmp_path, capsys):
     period that has not ended yet releases nothing — not the rest of the horizon as
     empty periods — and ends the schedule; the state stays at the last period
     released, for a restarted stream to resume from."""
-    from continual_synth.pipelines.stream import _stopping
     hour = 3600.0
     origin = float(int(time.time())) - 2.5 * hour  # periods 1-2 have ended, 3 has not
     clock = PeriodClock(hour, origin)
@@ -709,12 +700,7 @@ def test_a_drain_releases_no_period_that_has_not_ended(tmp_path, capsys):
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     open_state(state, tabular.initial_document(tabular_synthesizer(SCHEDULE_T), seed=SEED))
     capsys.readouterr()
-    options = PipelineOptions()
-    options.view_as(StandardOptions).streaming = True
-    with _stopping(), beam.Pipeline(options=options) as pipeline:
-        event_pipeline(pipeline, tabular.TabularJob(), state, out, clock=clock,
-                       timestamp_col="ts", records=pipeline | events,
-                       horizon=SCHEDULE_T)
+    stream_events(tabular.TabularJob(), state, out, events, clock=clock, horizon=SCHEDULE_T)
     log = [json.loads(line) for line in capsys.readouterr().err.splitlines()
            if line.startswith('{"event"')]
     assert read_manifest(out)["periods_released"] == [1, 2]
