@@ -94,8 +94,7 @@ def gcs_server():
 TIERS = {
     "unit": ["accounting", "adaptive_remainder", "bias_noise", "consistency", "counters",
              "cumulative_mechanism", "emission", "example_tables", "exponential_mechanism",
-             "fitting", "hierarchy", "packed_json", "pooled_margins", "privacy_tester",
-             "privhp", "privhp_memory", "samplers", "selection_schedule", "shard",
+             "fitting", "hierarchy", "packed_json", "pooled_margins", "privhp", "privhp_memory", "samplers", "selection_schedule", "shard",
              "sipp_like", "sketch", "synthesizer_protocol", "tabular_mechanism",
              "window_mechanism",
              "workload_error"],
@@ -107,7 +106,7 @@ TIERS = {
     "stores": ["gcs_store", "object_store"],
     "streams": ["stream_events", "stream_watch"],
     "platform": ["airflow_dag", "dask_runner", "direct_runner", "runners_identical"],
-    "privacy": ["publication_boundary"],
+    "privacy": ["privacy_tester", "publication_boundary"],
     "docs": ["bench_readme", "docs_examples", "docs_python", "docs_site", "no_history"],
 }
 #: the tiers that start servers, clusters or many pipelines (minutes each)
@@ -133,3 +132,20 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(getattr(pytest.mark, tier))
         if tier in SLOW:
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """With ``-m TIER`` or ``-m "not slow"``, modules of other tiers are not even
+    imported (their imports — Airflow, servers — are most of a quick run's time)."""
+    expression = (config.getoption("markexpr") or "").strip()
+    name = collection_path.name
+    if not (name.startswith("test_") and name.endswith(".py")):
+        return None
+    tier = TIER_OF.get(name[len("test_"):-len(".py")])
+    if tier is None:
+        return None  # an untiered module is collected, and refused by the hook below
+    if expression in TIERS:
+        return True if tier != expression else None
+    if expression == "not slow":
+        return True if tier in SLOW else None
+    return None
