@@ -59,7 +59,9 @@ the true data; none is a release):
 * ``records seen``: for each workload, the share of f_T's records whose period measured it
   (its counter's coverage), and ``direct``: the noise-free histogram of those records
   against the truth (what the records the counter saw could tell, without noise);
-* ``margins``: ours with ``margins="none"`` (no pooled one-way margins), a variant run.
+* variants run beside: ``margins none`` (no pooled one-way margins); ``share 0`` (selection
+  share 0.001: the exponential mechanism is then all but a uniform draw, and the counters
+  get the whole budget); ``share 0.3`` (three times the default share).
 
     python bench/aim_compare.py --datasets adult,cces2016,mpls --epsilons 0.5,1,2
     python bench/aim_compare.py --datasets adult --epsilons 1 --anatomy --periods 40
@@ -73,7 +75,14 @@ import os
 import sys
 import time
 
-import numpy as np
+# Every AIM round fits a model of a new structure, which XLA compiles anew: compiling is
+# most of AIM's time here.  Without XLA's expensive optimisation passes a compile takes
+# about half as long (measured on mbi's MirrorDescent, 8-14 cliques of Adult's domain);
+# what is computed is the same.  Set before JAX is imported.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 "
+                                   "--xla_llvm_disable_expensive_passes=true")
+
+import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -189,7 +198,8 @@ def _estimator(domain, loss_fn, *, potentials=None):
     from mbi.estimation import MirrorDescent
     total = None if loss_fn else 1.0
     _FITS.append(time.perf_counter())
-    print(f"  AIM fit {len(_FITS)}: {len(loss_fn)} measurements, "
+    last = f", last std {float(loss_fn[-1].stddev):.3g}" if loss_fn else ""
+    print(f"  AIM fit {len(_FITS)}: {len(loss_fn)} measurements{last}, "
           f"{_FITS[-1] - _FITS[0]:.0f} s", file=sys.stderr, flush=True)
     return MirrorDescent().estimate(domain, loss_fn, known_total=total,
                                     warm_start=potentials, iters=1000)
@@ -346,10 +356,12 @@ def anatomy(ours, codes, period_of, domain, workloads, truth, epsilon, seed) -> 
                      "release": score(truth, run["codes"], domain, workloads),
                      "seconds": round(run["seconds"], 1)}
         print(json.dumps({"anatomy": name, "epsilon": epsilon, **out[name]}), flush=True)
-    run = run_ours(codes, period_of, domain, workloads, epsilon, seed,
-                   options={"margins": "none"})
-    out["margins_none"] = {**score_model(truth, run["model"], workloads),
-                           "seconds": round(run["seconds"], 1)}
+    for name, options in (("margins_none", {"margins": "none"}),
+                          ("share_0", {"selection_share": 0.001}),
+                          ("share_0.3", {"selection_share": 0.3})):
+        run = run_ours(codes, period_of, domain, workloads, epsilon, seed, options=options)
+        out[name] = {**score_model(truth, run["model"], workloads),
+                     "seconds": round(run["seconds"], 1)}
     synthesizer, state = ours["synthesizer"], ours["state"]
     fitter = synthesizer.config.fitter()
     structure = fitter.structure(ours["model"])
@@ -381,7 +393,7 @@ def anatomy(ours, codes, period_of, domain, workloads, truth, epsilon, seed) -> 
 
 def one_cell(dataset, batch, periods, epsilon, seed, args, cache) -> dict:
     if dataset not in cache:
-        cache[dataset] = load_stream(dataset, batch, periods, seed)
+        cache[dataset] = load_stream(dataset, batch, periods, args.stream_seed)
     codes, period_of, domain, full = cache[dataset]
     workloads = all_workloads(domain, 2)
     horizon = int(period_of.max())
@@ -432,8 +444,8 @@ def markdown(rows, args) -> str:
              "period T, library defaults; AIM = OpenDP 0.16's AIM (McKenna et al. 2022) on "
              "the final table f_T, pure ε, all keys public, all 2-way marginals. Metrics "
              "on proportions over all 2-way workloads (§7.3); *floor* = a same-size sample "
-             f"of f_T (mean of {args.floor_draws} draws). One seed per cell unless `n` "
-             "says more.", "",
+             f"of f_T (mean of {args.floor_draws} draws). `n`: runs of ours / of AIM in the "
+             "cell (ours' seeds on the same f_T; the figures are their means).", "",
              "| table | T (run / full) | ε | ours AvgWE | AIM AvgWE | AIM ε/T AvgWE | "
              "ours / AIM | floor AvgWE | ours MaxWE | AIM MaxWE | AIM ε/T MaxWE | "
              "floor MaxWE | n |",
@@ -449,7 +461,8 @@ def markdown(rows, args) -> str:
                 for p in path:
                     v = v.get(p, {}) if isinstance(v, dict) else {}
                 values.append(v if isinstance(v, (int, float)) else float("nan"))
-            return float(np.mean(values))
+            values = [v for v in values if not math.isnan(v)]
+            return float(np.mean(values)) if values else float("nan")
 
         ours, aim = mean(("ours", "AvgWE")), mean(("aim", "AvgWE"))
         lines.append(
@@ -458,7 +471,7 @@ def markdown(rows, args) -> str:
             f"{ours / aim:.2f} | {mean(('floor', 'AvgWE')):.5f} | "
             f"{mean(('ours', 'MaxWE')):.4f} | {mean(('aim', 'MaxWE')):.4f} | "
             f"{mean(('aim_over_T', 'MaxWE')):.4f} | {mean(('floor', 'MaxWE')):.4f} | "
-            f"{len(cell)} |")
+            f"{sum('ours' in r for r in cell)} / {sum('aim' in r for r in cell)} |")
     epoch = [r for r in rows if "aim_over_L" in r]
     if epoch:
         lines += ["", "AIM re-run at doubling epochs (ε/L each, L = ⌈log2 T⌉ + 1), its run "
@@ -473,25 +486,39 @@ def markdown(rows, args) -> str:
                          f"{r['aim_over_L']['MaxWE']:.4f} |")
     anat = [r for r in rows if "anatomy" in r]
     if anat:
-        lines += ["", "Attribution (model AvgWE of each oracle; see the docstring):", "",
+        lines += ["", "Attribution: AvgWE of ours' model g_T under each oracle (mean over ours' "
+                  "seeds, `n`; the module docstring defines them), AIM one-shot beside:", "",
                   "| table | ε | AIM | ours release | ours model | exact counters | "
-                  "+ exact selection | margins none | structure oracle | records seen | "
-                  "direct (measured) | model (measured) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for r in anat:
-            a = r["anatomy"]
+                  "+ exact selection | structure oracle | margins none | share 0 | "
+                  "share 0.3 | records seen | direct (measured) | model (measured) | n |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for key in sorted({(r["dataset"], r["epsilon"]) for r in anat}):
+            cell = [r for r in anat if (r["dataset"], r["epsilon"]) == key]
+            aim = [r["aim"]["AvgWE"] for r in rows
+                   if (r["dataset"], r["epsilon"]) == key and "aim" in r]
+
+            def m(get):
+                return float(np.mean([get(r) for r in cell]))
+
+            a = lambda name: m(lambda r: r["anatomy"][name]["AvgWE"])  # noqa: E731
+
+            def opt(name):  # a variant the earlier rows may not have
+                have = [r["anatomy"][name]["AvgWE"] for r in cell if name in r["anatomy"]]
+                return f"{np.mean(have):.5f}" if have else "–"
             lines.append(
-                f"| {r['dataset']} | {r['epsilon']:g} | {r['aim']['AvgWE']:.5f} | "
-                f"{r['ours']['AvgWE']:.5f} | {a['model']['AvgWE']:.5f} | "
-                f"{a['exact_counters']['AvgWE']:.5f} | "
-                f"{a['exact_counters_selection']['AvgWE']:.5f} | "
-                f"{a['margins_none']['AvgWE']:.5f} | {a['structure']['AvgWE']:.5f} | "
-                f"{a['records_seen_mean']:.3f} | {a['direct_AvgWE_measured']:.5f} | "
-                f"{a['model_AvgWE_measured']:.5f} |")
+                f"| {key[0]} | {key[1]:g} | "
+                f"{np.mean(aim) if aim else float('nan'):.5f} | "
+                f"{m(lambda r: r['ours']['AvgWE']):.5f} | {a('model'):.5f} | "
+                f"{a('exact_counters'):.5f} | {a('exact_counters_selection'):.5f} | "
+                f"{a('structure'):.5f} | {a('margins_none'):.5f} | {opt('share_0')} | "
+                f"{opt('share_0.3')} | "
+                f"{m(lambda r: r['anatomy']['records_seen_mean']):.3f} | "
+                f"{m(lambda r: r['anatomy']['direct_AvgWE_measured']):.5f} | "
+                f"{m(lambda r: r['anatomy']['model_AvgWE_measured']):.5f} | {len(cell)} |")
     lines += ["", "| table | ε | ours s | AIM s | AIM ε/T s | AIM rounds | AIM ε/T rounds | "
               "AIM null share | ours periods by k | ours counters fed per period |",
               "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
+    for r in (r for r in rows if "aim" in r):
         def get(method, field):
             return r.get(method, {}).get(field, "–")
         lines.append(f"| {r['dataset']} | {r['epsilon']:g} | {get('ours', 'seconds')} | "
@@ -506,7 +533,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", default="adult,cces2016,mpls")
     parser.add_argument("--epsilons", default="0.5,1,2")
-    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--seeds", default="0",
+                        help="seeds of ours' noise (AIM draws OpenDP's own noise; its rows "
+                             "seed the release's rounding)")
+    parser.add_argument("--stream-seed", type=int, default=0,
+                        help="the randomized construction's permutation (one f_T for all)")
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--periods", type=int, default=None,
                         help="periods per stream (default: the whole table)")
@@ -532,8 +563,8 @@ def main() -> None:
             rows = json.load(handle)["rows"]
     cache = {}
     for dataset in args.datasets.split(","):
+        cache.clear()
         for seed in (int(s) for s in args.seeds.split(",")):
-            cache.clear()
             for epsilon in epsilons:
                 row = one_cell(dataset, args.batch, args.periods, epsilon, seed, args, cache)
                 same = [r for r in rows if (r["dataset"], r["epsilon"], r["seed"])
