@@ -47,6 +47,9 @@ oracles that remove one cause at a time from the same stream and seed (diagnosti
 the true data; none is a release):
 
 * ``model``: ours' fitted model g_T read exactly (no sampling of rows);
+* ``selection``: in the same run, the spread of each selection's utilities (best minus
+  median) over the Gumbel noise's scale 2Δ/ε′, and how often the draw was the best
+  candidate (beside 1/candidates, a uniform draw's rate);
 * ``exact counters``: ours again with every measurement (the selected workloads' counter
   entries and the wide measurements feeding them) drawn without noise; the exponential
   mechanism keeps its noise.  ``model`` minus this is the counters' noise accumulated over
@@ -269,24 +272,35 @@ def run_aim(codes: np.ndarray, domain: Domain, epsilon: float, seed: int) -> dic
 # ---------------------------------------------------------------------------------------
 # ours
 # ---------------------------------------------------------------------------------------
-class ExactMeasurements:
-    """A period's sampler whose discrete Laplace draws (every counter entry and wide
-    measurement of the tabular synthesizer) are zero; with ``argmax`` the exponential
-    mechanism returns the utilities' argmax.  An oracle for the attribution only."""
+class OracleSampler:
+    """A period's sampler for the attribution.  ``mode="exact"``: its discrete Laplace
+    draws (every counter entry and wide measurement of the tabular synthesizer) are zero;
+    ``"argmax"``: that, and the exponential mechanism returns the utilities' argmax;
+    ``"record"``: nothing changes (the same draws), and each selection's utilities are
+    summarised in ``record``: their spread against the Gumbel noise's scale 2Δ/ε′, and
+    whether the draw was the argmax."""
 
-    def __init__(self, sampler, argmax: bool = False):
+    def __init__(self, sampler, mode: str, record=None):
         self._sampler = sampler
-        self._argmax = argmax
+        self._mode = mode
+        self._record = record
         self.rng = sampler.rng
 
     def discrete_laplace(self, scale, size):
-        self._sampler.discrete_laplace(scale, size)  # keep the generator's sequence
-        return np.zeros(int(size), dtype=np.int64)
+        noise = self._sampler.discrete_laplace(scale, size)  # keeps the draws' sequence
+        return noise if self._mode == "record" else np.zeros(int(size), dtype=np.int64)
 
     def exponential_mechanism(self, utilities, epsilon, sensitivity):
-        if self._argmax:
-            return int(np.argmax(np.asarray(utilities, dtype=np.float64)))
-        return self._sampler.exponential_mechanism(utilities, epsilon, sensitivity)
+        u = np.asarray(utilities, dtype=np.float64).ravel()
+        if self._mode == "argmax":
+            return int(np.argmax(u))
+        chosen = self._sampler.exponential_mechanism(utilities, epsilon, sensitivity)
+        if self._record is not None and u.size > 1:
+            self._record.append({"spread": float((u.max() - np.median(u))
+                                                 / (2 * sensitivity / epsilon)),
+                                 "argmax": chosen == int(np.argmax(u)),
+                                 "candidates": int(u.size)})
+        return chosen
 
     def __getattr__(self, name):
         return getattr(self._sampler, name)
@@ -298,7 +312,7 @@ def _periods_by_selections(state):
 
 
 def run_ours(codes, period_of, domain, workloads, epsilon, seed, *, oracle=None,
-             options=None) -> dict:
+             options=None, record=None) -> dict:
     """The tabular synthesizer (library defaults) over the whole stream; at T its released
     table (sampled at its noisy size with the release's emission seed) and its model."""
     horizon = int(period_of.max())
@@ -312,7 +326,7 @@ def run_ours(codes, period_of, domain, workloads, epsilon, seed, *, oracle=None,
         flat = np.concatenate(workload_histograms(rows, domain, synthesizer.input_workloads))
         sampler = period_sampler(seed, period)
         if oracle is not None:
-            sampler = ExactMeasurements(sampler, argmax=oracle == "argmax")
+            sampler = OracleSampler(sampler, oracle, record)
         before = [c.time for c in state.counters]
         state, release = synthesizer.step(state, flat, sampler)
         # the workloads whose counter this period fed: selected, or inside a selected
@@ -350,6 +364,14 @@ def floor(codes, domain, workloads, truth, draws, rng) -> dict:
 def anatomy(ours, codes, period_of, domain, workloads, truth, epsilon, seed) -> dict:
     """The attribution's oracles (module docstring) for one stream, ε and seed."""
     out = {"model": score_model(truth, ours["model"], workloads)}
+    record = []  # the default run again (the same draws), its selections summarised
+    run_ours(codes, period_of, domain, workloads, epsilon, seed, oracle="record",
+             record=record)
+    out["selection"] = {
+        "spread_over_noise_median": float(np.median([r["spread"] for r in record])),
+        "argmax_share": float(np.mean([r["argmax"] for r in record])),
+        "uniform_argmax_share": float(np.mean([1 / r["candidates"] for r in record])),
+        "selections": len(record)}
     for name, oracle in (("exact_counters", "exact"), ("exact_counters_selection", "argmax")):
         run = run_ours(codes, period_of, domain, workloads, epsilon, seed, oracle=oracle)
         out[name] = {**score_model(truth, run["model"], workloads),
@@ -490,8 +512,9 @@ def markdown(rows, args) -> str:
                   "seeds, `n`; the module docstring defines them), AIM one-shot beside:", "",
                   "| table | ε | AIM | ours release | ours model | exact counters | "
                   "+ exact selection | structure oracle | margins none | share 0 | "
-                  "share 0.3 | records seen | direct (measured) | model (measured) | n |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "share 0.3 | records seen | direct (measured) | model (measured) | "
+                  "selection spread / noise | argmax drawn (uniform) | n |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for key in sorted({(r["dataset"], r["epsilon"]) for r in anat}):
             cell = [r for r in anat if (r["dataset"], r["epsilon"]) == key]
             aim = [r["aim"]["AvgWE"] for r in rows
@@ -501,6 +524,11 @@ def markdown(rows, args) -> str:
                 return float(np.mean([get(r) for r in cell]))
 
             a = lambda name: m(lambda r: r["anatomy"][name]["AvgWE"])  # noqa: E731
+
+            def sel(field, spec):  # a summary the earlier rows may not have
+                have = [r["anatomy"]["selection"][field] for r in cell
+                        if "selection" in r["anatomy"]]
+                return format(float(np.mean(have)), spec) if have else "–"
 
             def opt(name):  # a variant the earlier rows may not have
                 have = [r["anatomy"][name]["AvgWE"] for r in cell if name in r["anatomy"]]
@@ -514,7 +542,10 @@ def markdown(rows, args) -> str:
                 f"{opt('share_0.3')} | "
                 f"{m(lambda r: r['anatomy']['records_seen_mean']):.3f} | "
                 f"{m(lambda r: r['anatomy']['direct_AvgWE_measured']):.5f} | "
-                f"{m(lambda r: r['anatomy']['model_AvgWE_measured']):.5f} | {len(cell)} |")
+                f"{m(lambda r: r['anatomy']['model_AvgWE_measured']):.5f} | "
+                f"{sel('spread_over_noise_median', '.2f')} | "
+                f"{sel('argmax_share', '.2f')} ({sel('uniform_argmax_share', '.3f')}) | "
+                f"{len(cell)} |")
     lines += ["", "| table | ε | ours s | AIM s | AIM ε/T s | AIM rounds | AIM ε/T rounds | "
               "AIM null share | ours periods by k | ours counters fed per period |",
               "|---|---|---|---|---|---|---|---|---|---|"]
