@@ -155,8 +155,8 @@ def _numpy_project(model, attrs):
     """The model's marginal over ``attrs`` (counts, as mbi's ``project``), in numpy: a sum
     over a clique marginal that holds them, else variable elimination over the
     potentials.  mbi 2.0's JAX ``project`` recompiles for every (model, attributes) pair,
-    and AIM asks for every candidate's in every round."""
-    import jax.numpy as jnp
+    and AIM asks for every candidate's in every round; the values stay numpy, so AIM's
+    arithmetic on them does not compile a JAX program per shape either."""
     from mbi import Domain as MbiDomain, Factor
     attrs = (attrs,) if isinstance(attrs, (str, int)) else tuple(attrs)
     domain = model.domain
@@ -167,38 +167,43 @@ def _numpy_project(model, attrs):
             letter = _letters(clique)
             spec = "".join(letter[a] for a in clique) + "->" + "".join(letter[a] for a in attrs)
             return Factor(out_domain, np.einsum(spec, values))
-    factors = []
-    for clique in model.potentials.cliques:
-        theta = np.asarray(model.potentials[clique].values, dtype=np.float64)
-        factors.append((tuple(clique), np.exp(theta - theta.max())))
     names = list(domain.attributes)
-    letter = _letters(names)
+    # variable elimination in log space (products of exponentials underflow)
+    factors = [(tuple(clique), np.asarray(model.potentials[clique].values, dtype=np.float64))
+               for clique in model.potentials.cliques]
     keep = set(attrs)
     remaining = {a for cl, _ in factors for a in cl} - keep
-    while remaining:  # eliminate the variable whose product table is smallest
+    while remaining:  # eliminate the variable whose joint table is smallest
         def cost(v):
             joined = set().union(*(cl for cl, _ in factors if v in cl))
             return math.prod(domain.config[a] for a in joined)
         v = min(remaining, key=cost)
         touching = [(cl, f) for cl, f in factors if v in cl]
         factors = [(cl, f) for cl, f in factors if v not in cl]
-        joined = tuple(a for a in names if any(a in cl for cl, _ in touching) and a != v)
-        spec = ",".join("".join(letter[a] for a in cl) for cl, _ in touching)
-        product = np.einsum(spec + "->" + "".join(letter[a] for a in joined),
-                            *[f for _, f in touching])
-        product /= product.max()
-        factors.append((joined, product))
+        union = tuple(a for a in names if any(a in cl for cl, _ in touching))
+        total = sum(_broadcast(cl, f, union, domain) for cl, f in touching)
+        factors.append((tuple(a for a in union if a != v),
+                        _logsumexp(total, union.index(v))))
         remaining.discard(v)
-    subscripts = ["".join(letter[a] for a in cl) for cl, _ in factors]
-    operands = [f for _, f in factors]
     for a in attrs:  # attributes no potential holds are uniform
         if not any(a in cl for cl, _ in factors):
-            subscripts.append(letter[a])
-            operands.append(np.ones(domain.config[a]))
-    joint = np.einsum(",".join(subscripts) + "->" + "".join(letter[a] for a in attrs),
-                      *operands)
+            factors.append(((a,), np.zeros(domain.config[a])))
+    joint = sum(_broadcast(cl, f, attrs, domain) for cl, f in factors)
+    joint = np.broadcast_to(joint, tuple(domain.config[a] for a in attrs))
+    joint = np.exp(joint - joint.max())
     joint = joint / joint.sum() * float(model.total)
     return Factor(out_domain, joint)
+
+
+def _broadcast(clique, values, order, domain):
+    """``values`` over ``clique`` as an array over ``order`` (size-1 axes elsewhere)."""
+    values = np.transpose(values, [clique.index(a) for a in order if a in clique])
+    return values.reshape([domain.config[a] if a in clique else 1 for a in order])
+
+
+def _logsumexp(values, axis):
+    top = np.max(values, axis=axis, keepdims=True)
+    return np.squeeze(top, axis) + np.log(np.sum(np.exp(values - top), axis=axis))
 
 
 def _estimator(domain, loss_fn, *, potentials=None):
