@@ -63,8 +63,8 @@ the true data; none is a release):
   error in every candidate's score.  As run here (the Δ = 2 utility, half its noise) this
   is not private: it measures what that change would buy;
 * ``structure``: g_T's final structure (the workloads its junction tree was fitted to)
-  fitted by the same IPF to the true marginals of those workloads: what the structure and
-  the fit alone allow;
+  fitted by the same IPF to the true marginals of those workloads and the true one-way
+  margins: what the structure and the fit alone allow;
 * ``records seen``: for each workload, the share of f_T's records whose period measured it
   (its counter's coverage), and ``direct``: the noise-free histogram of those records
   against the truth (what the records the counter saw could tell, without noise);
@@ -407,7 +407,10 @@ def anatomy(ours, codes, period_of, domain, workloads, truth, epsilon, seed) -> 
     structure = fitter.structure(ours["model"])
     exact = [Measurement(w, truth[workloads.index(w)].ravel().astype(float))
              for w in structure if w in workloads]
-    oracle_model = fitter.fit(exact, float(len(codes)), warm_start=fitter.start(len(codes)))
+    margins = [Measurement((a,), np.bincount(codes[:, j], minlength=domain.sizes[j])
+                           .astype(float)) for j, a in enumerate(domain.names)]
+    oracle_model = fitter.fit(margins + exact, float(len(codes)),
+                              warm_start=fitter.start(len(codes)))
     out["structure"] = score_model(truth, oracle_model, workloads)
     out["structure_workloads"] = len(exact)
     # coverage: the records each workload's counter saw (the periods that selected it)
