@@ -106,6 +106,7 @@ from continual_synth.mechanisms.workload_error import (error_metrics,  # noqa: E
 from continual_synth.pipelines.example_tables import make_stream  # noqa: E402
 
 OUT = os.path.join(HERE, "results", "aim_compare")
+READING = "<!-- reading: written by hand, kept by every re-run -->"
 DATASETS = ("adult", "cces2016", "mpls")
 
 
@@ -635,8 +636,14 @@ def save(rows, args) -> None:
     settings = {k: v for k, v in vars(args).items()}
     with open(args.out + ".json", "w") as handle:
         json.dump({"args": settings, "rows": rows}, handle, indent=1, default=str)
+    reading = ""  # the hand-written reading below the marker survives a re-run
+    if os.path.exists(args.out + ".md"):
+        with open(args.out + ".md") as handle:
+            text = handle.read()
+        if READING in text:
+            reading = text[text.index(READING):]
     with open(args.out + ".md", "w") as handle:
-        handle.write(markdown(rows, args))
+        handle.write(markdown(rows, args) + ("\n" + reading if reading else ""))
 
 
 if __name__ == "__main__":
