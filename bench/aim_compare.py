@@ -68,6 +68,10 @@ the true data; none is a release):
 * ``records seen``: for each workload, the share of f_T's records whose period measured it
   (its counter's coverage), and ``direct``: the noise-free histogram of those records
   against the truth (what the records the counter saw could tell, without noise);
+* ``regroup`` (``--regroup``): ours on the same records f_T, in the same order,
+  delivered in T' periods of equal size (fewer and larger, or more and smaller, than the
+  stream's): how the last release's error depends on the number of releases the same
+  records are spread over;
 * variants run beside: ``margins none`` (no pooled one-way margins); ``share 0`` (selection
   share 0.001: the exponential mechanism is then all but a uniform draw, and the counters
   get the whole budget); ``share 0.3`` (three times the default share).
@@ -469,6 +473,18 @@ def one_cell(dataset, batch, periods, epsilon, seed, args, cache) -> dict:
                      "cliques": len(aim["measured"])}
         print(json.dumps({"dataset": dataset, "epsilon": epsilon, name: row[name]}),
               flush=True)
+    if args.regroup:
+        # the same records f_T, in the same order, arriving in T' periods of equal size
+        row["regroup"] = {}
+        for periods in args.regroup:
+            regrouped = np.arange(len(codes)) * periods // len(codes) + 1
+            run = run_ours(codes, regrouped, domain, workloads, epsilon, seed)
+            row["regroup"][str(periods)] = {
+                **score(truth, run["codes"], domain, workloads),
+                "model": score_model(truth, run["model"], workloads),
+                "periods_by_selections": run["periods_by_selections"]}
+        print(json.dumps({"dataset": dataset, "epsilon": epsilon, "seed": seed,
+                          "regroup": row["regroup"]}), flush=True)
     if args.anatomy and epsilon in args.anatomy_epsilons:
         row["anatomy"] = anatomy(ours, codes, period_of, domain, workloads, truth, epsilon,
                                  seed)
@@ -528,6 +544,23 @@ def markdown(rows, args) -> str:
                          f"{r['aim_over_L']['AvgWE'] / r['aim']['AvgWE']:.2f} | "
                          f"{r['ours']['AvgWE'] / r['aim_over_L']['AvgWE']:.2f} | "
                          f"{r['aim_over_L']['MaxWE']:.4f} |")
+    regroup = [r for r in rows if "regroup" in r]
+    if regroup:
+        counts = sorted({int(p) for r in regroup for p in r["regroup"]})
+        lines += ["", "The same final table f_T delivered in T' periods of equal size (ours' "
+                  "model g_T at the last period, AvgWE, mean over ours' seeds):", "",
+                  "| table | ε | AIM | " + " | ".join(f"T' = {p}" for p in counts)
+                  + " | n |", "|---|---|---|" + "---|" * len(counts) + "---|"]
+        for key in sorted({(r["dataset"], r["epsilon"]) for r in regroup}):
+            cell = [r for r in regroup if (r["dataset"], r["epsilon"]) == key]
+            aim = [r["aim"]["AvgWE"] for r in rows
+                   if (r["dataset"], r["epsilon"]) == key and "aim" in r]
+            values = [np.mean([r["regroup"][str(p)]["model"]["AvgWE"] for r in cell
+                               if str(p) in r["regroup"]] or [float("nan")])
+                      for p in counts]
+            lines.append(f"| {key[0]} | {key[1]:g} | "
+                         f"{np.mean(aim) if aim else float('nan'):.5f} | "
+                         + " | ".join(f"{v:.5f}" for v in values) + f" | {len(cell)} |")
     anat = [r for r in rows if "anatomy" in r]
     if anat:
         lines += ["", "Attribution: AvgWE of ours' model g_T under each oracle (mean over ours' "
@@ -602,6 +635,9 @@ def main() -> None:
                              "re-runs at doubling epochs); with --append the others' "
                              "results of a cell are kept")
     parser.add_argument("--anatomy", action="store_true", help="the attribution's oracles")
+    parser.add_argument("--regroup", default=None,
+                        help="comma-separated T' values: ours on the same f_T, in the same "
+                             "order, in T' periods of equal size")
     parser.add_argument("--anatomy-epsilons", default=None,
                         help="ε values to run the anatomy at (default: all)")
     parser.add_argument("--append", action="store_true",
@@ -610,6 +646,7 @@ def main() -> None:
     args = parser.parse_args()
     epsilons = [float(e) for e in args.epsilons.split(",")]
     args.methods = args.methods.split(",")
+    args.regroup = [int(p) for p in args.regroup.split(",")] if args.regroup else []
     args.anatomy_epsilons = (epsilons if args.anatomy_epsilons is None else
                              [float(e) for e in args.anatomy_epsilons.split(",")])
     rows = []
