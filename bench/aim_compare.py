@@ -23,8 +23,8 @@ replacement), T periods:
   in up to T of those runs); one run on f_T stands in for the last of them.
 * **AIM at ε/L** (``--methods …,aim_over_L``), L = ⌈log2 T⌉ + 1: AIM re-run only at the
   periods T, ⌈T/2⌉, ⌈T/4⌉, …, 1, each run at ε/L on every record so far (a record is in at
-  most L of them, so the stream is ε-DP); its run at T is this one.  Between those periods the
-  last run's table would be released.  A design this benchmark measures, not one the
+  most L of them, so the stream is ε-DP); its run at T is this one.  Between those periods
+  the last run's table would be released.  A design this benchmark measures, not one the
   package has.
 
 Fair configuration for AIM: pure ε (``max_divergence``), one record as the privacy unit,
