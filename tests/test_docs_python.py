@@ -43,6 +43,19 @@ def test_the_readme_has_its_python_and_beam_examples_marked():
     assert len(python_blocks("README.md")) >= 3
 
 
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_every_python_example_runs_or_says_why_not(document):
+    """A ```python block is marked to run here, or skipped with its reason (as the bash
+    examples are: ``<!-- docs-test: skip REASON -->``)."""
+    with open(os.path.join(ROOT, document), encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == "```python":
+            before = lines[i - 1].strip() if i else ""
+            assert before == MARKER or re.fullmatch(r"<!--\s*docs-test:\s*skip\s+.+-->",
+                                                    before), f"{document}:{i + 1}"
+
+
 @pytest.mark.parametrize("document", MARKED)
 def test_python_examples_run(document, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
