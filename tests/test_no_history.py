@@ -2,11 +2,14 @@
 
 Docstrings, comments and the guide say what the code does and why, citing the paper where
 one applies; the history of the work (references to issues, numbered rounds of work, dated
-notes) belongs to git history and to the benchmark notes in ``bench/results/``, which are
-not scanned here.  A hit is reported as ``file:line: text``.
+notes) belongs to git history.  The benchmark results in ``bench/results/`` say what was
+measured and how: their ``.md`` notes and the string values of their ``.json`` files are
+scanned too.  A hit is reported as ``file:line: text`` (``file:key: text`` in a JSON file).
 """
 from __future__ import annotations
 
+import glob
+import json
 import os
 import re
 
@@ -42,6 +45,9 @@ ALLOWED = [
 
 THIS_FILE = "tests/test_no_history.py"
 
+#: the benchmark results: their notes, and the string values of their JSON files
+RESULTS = "bench/results"
+
 
 def scanned_files():
     for entry in SCANNED:
@@ -63,6 +69,49 @@ def allowed(path: str, line: str, match: re.Match) -> bool:
                 if allowed_match.start() <= match.start() < allowed_match.end():
                     return True
     return False
+
+
+def results_texts():
+    """(path, where, text) for every line of a results note and every JSON string value."""
+    folder = os.path.join(ROOT, RESULTS)
+    for path in sorted(glob.glob(os.path.join(folder, "*.md"))):
+        relative = os.path.relpath(path, ROOT).replace(os.sep, "/")
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                yield relative, str(number), line
+    for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
+        relative = os.path.relpath(path, ROOT).replace(os.sep, "/")
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        try:
+            documents = [json.loads(text)]
+        except ValueError:  # JSON lines: one document a line
+            documents = [json.loads(line) for line in text.splitlines() if line.strip()]
+        for where, value in json_strings(documents, ""):
+            yield relative, where, value
+
+
+def json_strings(value, where):
+    """The string values (and keys) inside a JSON document, with where each one sits."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield f"{where}.{key}", str(key)
+            yield from json_strings(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from json_strings(item, f"{where}[{index}]")
+
+
+def results_hits():
+    hits = []
+    for path, where, text in results_texts():
+        for what, pattern in HISTORY.items():
+            for match in pattern.finditer(text):
+                if not allowed(path, text, match):
+                    hits.append(f"{path}:{where}: {what}: {text.strip()[:160]}")
+    return hits
 
 
 def history_hits():
@@ -94,3 +143,9 @@ def test_code_docs_and_tests_carry_no_history():
     hits = history_hits()
     assert not hits, ("history belongs to git and bench/results/, not to the code or the "
                       "guide:\n" + "\n".join(hits))
+
+
+def test_benchmark_results_carry_no_history():
+    hits = results_hits()
+    assert not hits, ("a results file says what was measured and how; its history belongs to "
+                      "git:\n" + "\n".join(hits))
