@@ -83,7 +83,9 @@ class TableRelease(Release):
     """A tabular synthesizer's release at ``period``: the synthetic table g_t is
     ``size`` records sampled from ``model`` with ``emission_seed`` (Algorithm 3), or —
     ``increment`` — the records ``codes`` of the baseline's increment ∇g_t, already
-    sampled, that are appended to the table of t − 1 (Algorithm 2)."""
+    sampled, that are appended to the table of t − 1 (Algorithm 2).  ``accuracy``: the
+    release's error bounds (:mod:`~continual_synth.mechanisms.tabular_accuracy`), the
+    document of ``accuracy-tTTTT.json``."""
 
     period: int
     size: int
@@ -91,6 +93,7 @@ class TableRelease(Release):
     emission_seed: int
     model: Any = None
     codes: Optional[np.ndarray] = None
+    accuracy: Optional[Dict] = None
 
 
 @dataclass(frozen=True)

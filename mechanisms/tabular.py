@@ -785,6 +785,9 @@ class TabularState:
     ``margin_sums`` (M_a(t)), ``margin_levels`` (L_a) and ``margin_shares`` (the
     precision-weighted shares, :func:`pooled_margins.shares_update`): the pooled one-way margins
     (:mod:`~continual_synth.mechanisms.pooled_margins`), under ``margins="pooled"``.
+    ``noise_terms``: per workload, the discrete Laplace draws its counter value C_i holds
+    per cell, ``{scale: count}`` (proposed method with the simple counter; None
+    otherwise): the error bounds of :mod:`~continual_synth.mechanisms.tabular_accuracy`.
     **Holds private information** (counter states contain true running sums); keep it on
     the private side.
     """
@@ -805,6 +808,7 @@ class TabularState:
     size: int = 0
     selection_counts: List[int] = field(default_factory=list)
     last_selected: List[int] = field(default_factory=list)
+    noise_terms: Optional[List[Dict[float, float]]] = None
 
     def to_dict(self) -> Dict:
         return {"format": FORMAT_VERSION, "config": self.config,
@@ -822,7 +826,10 @@ class TabularState:
                 "margin_shares": {a: v.tolist() for a, v in self.margin_shares.items()},
                 "size": int(self.size),
                 "selection_counts": list(self.selection_counts),
-                "last_selected": list(self.last_selected)}
+                "last_selected": list(self.last_selected),
+                "noise_terms": (None if self.noise_terms is None else
+                                [sorted([b, k] for b, k in terms.items())
+                                 for terms in self.noise_terms])}
 
     @classmethod
     def from_dict(cls, data: Dict) -> "TabularState":
@@ -852,7 +859,10 @@ class TabularState:
                                   for a, v in data.get("margin_shares", {}).items()},
                    size=int(data["size"]),
                    selection_counts=[int(x) for x in data["selection_counts"]],
-                   last_selected=[int(x) for x in data["last_selected"]])
+                   last_selected=[int(x) for x in data["last_selected"]],
+                   noise_terms=(None if data.get("noise_terms") is None else
+                                [{float(b): float(k) for b, k in terms}
+                                 for terms in data["noise_terms"]]))
 
 
 @dataclass(frozen=True)
@@ -893,6 +903,8 @@ def initial_state(config: TabularConfig) -> TabularState:
         if config.margins == "pooled":
             state.margin_sums = {a: np.zeros(config.domain.size((a,)))
                                  for a in pooled_margins.attributes(config.workloads)}
+        if config.counter == "simple":
+            state.noise_terms = [{} for _ in range(q)]
     return state
 
 
@@ -1001,7 +1013,9 @@ def _copy_state(state: TabularState) -> TabularState:
         margin_shares={a: v.copy() for a, v in state.margin_shares.items()},
         size=state.size,
         selection_counts=list(state.selection_counts),
-        last_selected=list(state.last_selected))
+        last_selected=list(state.last_selected),
+        noise_terms=(None if state.noise_terms is None
+                     else [dict(terms) for terms in state.noise_terms]))
 
 
 def step(config: TabularConfig, state: TabularState, period_histograms,
@@ -1616,6 +1630,8 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
     def measure(j, extras=(), wide=None):
         if not extras:
             values = {j: new.counters[j].feed(hists[j], sampler, share)}   # line 15
+            if new.noise_terms is not None:
+                _add_noise_terms(new.noise_terms[j], new.counters[j].entry_param(share), 1)
         else:  # the wide measurement of S_j at the budget of j's entry, projected
             param = new.counters[j].entry_param(share)
             full = config.wide_sets[j]
@@ -1627,6 +1643,10 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
             values = {i: new.counters[i].feed_measured(
                 _project(config.domain, wide, workloads[i], noisy), v / config.cells[i])
                 for i in [j, *extras]}
+            if new.noise_terms is not None:  # a cell of W_i sums |S|/|W_i| wide cells
+                for i in values:
+                    _add_noise_terms(new.noise_terms[i], param,
+                                     config.domain.size(wide) / config.cells[i])
         for i, value in values.items():
             increments[i] = value - new.counter_values[i]
             new.counter_values[i] = value
@@ -1707,6 +1727,12 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
                           increment_size=new.size,
                           selected=tuple(workloads[j] for j in selected), method="proposed",
                           chosen=tuple(workloads[j] for j in chosen))
+
+
+def _add_noise_terms(terms: Dict[float, float], scale: float, count: float) -> None:
+    """Record ``count`` more discrete Laplace draws of ``scale`` in each cell of a
+    counter value (:attr:`TabularState.noise_terms`)."""
+    terms[float(scale)] = terms.get(float(scale), 0.0) + float(count)
 
 
 def _carry_increment(config, state, g, batch, selected, increments, fed=()) -> None:

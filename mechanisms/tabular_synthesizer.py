@@ -21,7 +21,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from continual_synth.mechanisms import tabular
+from continual_synth.mechanisms import tabular, tabular_accuracy
 from continual_synth.mechanisms.distributions import FittedModel, model_from_dict
 from continual_synth.mechanisms.marginals import Domain
 from continual_synth.mechanisms.samplers import Sampler
@@ -135,10 +135,28 @@ class TabularSynthesizer(Synthesizer):
         seed = emission_seed(sampler)
         if not release.increment:
             return state, TableRelease(release.period, int(release.size), False, seed,
-                                       model=release.model)
+                                       model=release.model,
+                                       accuracy=self.accuracy(state, release))
         rng = np.random.default_rng([seed, release.period])
         codes = release.model.sample(int(release.increment_size), rng)
-        return state, TableRelease(release.period, int(release.size), True, seed, codes=codes)
+        return state, TableRelease(release.period, int(release.size), True, seed, codes=codes,
+                                   accuracy=self.accuracy(state, release))
+
+    def accuracy(self, state: tabular.TabularState, release: tabular.TabularRelease) -> Dict:
+        """The error bounds of ``release`` (``accuracy-tTTTT.json``;
+        :mod:`~continual_synth.mechanisms.tabular_accuracy`): a bound for each workload
+        whose noisy counter covers every period so far (the proposed method's whole
+        table g_t), none for the others and for the baseline's appended increments."""
+        workloads = self.config.workloads
+        whole_table = not release.increment and state.noise_terms is not None
+        released = (release.model.probabilities_of(workloads) if whole_table
+                    else [None] * len(workloads))
+        return tabular_accuracy.period_accuracy(
+            release.period, workloads, released,
+            measured=(state.counter_values if whole_table else [None] * len(workloads)),
+            terms=(state.noise_terms if whole_table else [None] * len(workloads)),
+            fed=state.selection_counts,
+            rows=int(release.size))
 
     def table_so_far(self, previous: Optional[np.ndarray], release: TableRelease
                      ) -> np.ndarray:

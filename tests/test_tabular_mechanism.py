@@ -256,7 +256,7 @@ def test_deterministic_and_state_round_trip(method):
                                     "counter_values", "remainders", "drift", "increment_model",
                                     "anchor_times", "margin_sums", "margin_levels",
                                     "margin_shares", "size", "selection_counts",
-                                    "last_selected"}
+                                    "last_selected", "noise_terms"}
 
 
 def test_step_does_not_modify_its_input_state():
