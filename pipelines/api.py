@@ -39,7 +39,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import pyarrow as pa
@@ -60,11 +60,14 @@ class Release:
     """What one ``step`` (or a whole ``run``) released: ``synthetic``, the synthetic
     records it published (empty before the window synthesizer's first release);
     ``manifest``, the release's manifest after it; ``summary``, what the command line
-    prints (``status``, ``period``, the budget spent …)."""
+    prints (``status``, ``period``, the budget spent …); ``accuracy``, a tabular
+    release's error bounds of each period it published (the ``accuracy-tTTTT.json``
+    documents; empty for the other families)."""
 
     synthetic: pa.Table
     manifest: Dict[str, Any]
     summary: Dict[str, Any]
+    accuracy: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def periods(self) -> List[int]:
@@ -227,13 +230,17 @@ class ContinualSynthesizer:
     def _release(self, summary: dict) -> Release:
         """The records the step that printed ``summary`` published."""
         from continual_synth.transforms import storage
-        from continual_synth.transforms.files import read_files
+        from continual_synth.transforms.files import accuracy_file_name, read_files
         manifest = self.manifest or {}
         periods = _published_periods(summary, manifest)
         prefixes = tuple(f"synthetic-t{p:04d}-" for p in periods)
         files = [storage.join(self._output, name) for name in manifest.get("files", [])
                  if name.startswith(prefixes)]
-        return Release(read_files(files) if files else pa.table({}), manifest, summary)
+        wanted = {accuracy_file_name(p) for p in periods}
+        accuracy = [json.loads(storage.read_bytes(storage.join(self._output, name)))
+                    for name in manifest.get("accuracy_files", []) if name in wanted]
+        return Release(read_files(files) if files else pa.table({}), manifest, summary,
+                       accuracy)
 
 
 def _published_periods(summary: Mapping, manifest: Mapping) -> List[int]:

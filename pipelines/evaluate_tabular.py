@@ -258,6 +258,10 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
         "final_period_worst_workloads": [_workload_entry(workloads, metrics, tv, final, i)
                                          for i in order[:10]],
     }
+    coverage = accuracy_coverage(synthetic_dir, manifest, workloads, increments, synthetic,
+                                 synthetic_form)
+    if coverage is not None:
+        summary["accuracy_coverage"] = coverage
     if tv is not None:
         summary["final_period_worst_workloads_by_total_variation"] = [
             _workload_entry(workloads, metrics, tv, final, i)
@@ -265,6 +269,40 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     if report_dir is not None:
         write_report(summary, report_dir)
     return summary
+
+
+def accuracy_coverage(synthetic_dir: str, manifest: Optional[dict], workloads, increments,
+                      synthetic, synthetic_form: str) -> Optional[Dict]:
+    """How often the release's stated error bounds (its ``accuracy-tTTTT.json`` files,
+    :mod:`continual_synth.mechanisms.tabular_accuracy`) hold against the truth: over
+    every period and every bounded workload among the evaluated ones, the share whose
+    true max_c |released share − true share| is within its ``max_abs_error``; the
+    confidence the files state beside it.  None if the release has no accuracy files."""
+    names = (manifest or {}).get("accuracy_files") or []
+    if not names or synthetic_form != "table":
+        return None
+    index = {tuple(w): i for i, w in enumerate(workloads)}
+    checked, covered, worst, confidence = 0, 0, 0.0, None
+    for name in names:
+        document = json.loads(storage.read_bytes(storage.join(synthetic_dir, name)))
+        t = int(document["period"])
+        confidence = document["confidence"]
+        for entry in document["workloads"]:
+            i = index.get(tuple(entry["attributes"]))
+            if i is None or entry["max_abs_error"] is None or t > increments[i].shape[0]:
+                continue
+            truth = increments[i][:t].sum(axis=0).astype(np.float64)
+            released = synthetic[i][t - 1].astype(np.float64)
+            if truth.sum() <= 0 or released.sum() <= 0:
+                continue
+            error = float(np.abs(released / released.sum() - truth / truth.sum()).max())
+            checked += 1
+            covered += error <= entry["max_abs_error"]
+            worst = max(worst, error / entry["max_abs_error"]
+                        if entry["max_abs_error"] > 0 else math.inf)
+    return {"confidence": confidence, "bounds_checked": checked,
+            "bounds_held": covered, "share_held": covered / checked if checked else None,
+            "largest_error_to_bound": _finite(worst) if checked else None}
 
 
 def _workload_entry(workloads, metrics, tv, final: int, i: int) -> Dict:

@@ -46,13 +46,14 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from continual_synth.mechanisms.errors import InputError, StateBusy, StateError
 from continual_synth.mechanisms.record_checks import check_mode
 from continual_synth.pipelines import conditional_create, publication, release_dir
 from continual_synth.transforms import packed_json, storage
-from continual_synth.transforms.files import digest_data_files, release_file_names
+from continual_synth.transforms.files import (ACCURACY_FILE_PREFIX, accuracy_file_names,
+                                              digest_data_files, release_file_names)
 from continual_synth.transforms.invalid_records import file_dead_letter, state_mode
 
 MANIFEST = "manifest.json"
@@ -556,6 +557,19 @@ class Ownership:
 #: the names a release's data files start with (every synthesizer's: ``synthetic-t0001-
 #: s00000.parquet``, a one-shot ``bounded run``'s ``synthetic-s00000.parquet``)
 RELEASE_FILE_PREFIX = "synthetic-"
+#: the names of everything a release directory holds besides its manifest: the data
+#: files and the accuracy files of a tabular release (``accuracy-t0001.json``)
+RELEASE_PREFIXES = (RELEASE_FILE_PREFIX, ACCURACY_FILE_PREFIX)
+#: the globs of a whole run's files that a killed publication may have left in place
+RELEASE_GLOBS = tuple(f"{prefix}*" for prefix in RELEASE_PREFIXES)
+
+
+def release_listing(output_dir: str) -> Dict:
+    """The manifest's lists of a release directory's files: ``files``, the data files,
+    and ``accuracy_files``, the accuracy files, where there are any."""
+    accuracy = accuracy_file_names(output_dir)
+    return {"files": release_file_names(output_dir),
+            **({"accuracy_files": accuracy} if accuracy else {})}
 
 
 def _hidden(name: str) -> bool:
@@ -574,15 +588,16 @@ def check_fresh_output(output_dir: str, replaces_leftovers: bool = False) -> Non
     """Refuse an ``--output`` that is not new or empty (nothing written, nothing read):
     one that holds a release (``manifest.json``) or anything but hidden entries (a killed
     job's ``.staging-*`` folder, which readers skip and which may be a live run's).  A
-    whole run (``replaces_leftovers``) also takes the ``synthetic-*`` files that a run
-    killed while publishing moved into place before its manifest: it replaces them.  A
+    whole run (``replaces_leftovers``) also takes the ``synthetic-*`` and ``accuracy-*``
+    files that a run killed while publishing moved into place before its manifest: it
+    replaces them.  A
     step's first release does not (they are another release's; its manifest would list
     them), nor does the ``demo``."""
     if storage.is_file(storage.join(output_dir, MANIFEST)):
         raise InputError(f"{output_dir} already holds a release (manifest.json); "
                          f"choose an empty output directory")
     strangers = [name for name in storage.children(output_dir) if not _hidden(name) and not (
-        replaces_leftovers and name.startswith(RELEASE_FILE_PREFIX))]
+        replaces_leftovers and name.startswith(RELEASE_PREFIXES))]
     if strangers:
         raise InputError(f"--output {output_dir} is not empty: it holds {_some(strangers)}; "
                          f"a release goes into a new or empty directory, so that nothing "
@@ -608,11 +623,12 @@ def check_release_alone(output_dir: str) -> None:
     with it."""
     strangers = [name for name in storage.children(output_dir)
                  if not (_hidden(name) or name == MANIFEST
-                         or name.startswith(RELEASE_FILE_PREFIX))]
+                         or name.startswith(RELEASE_PREFIXES))]
     if strangers:
         raise StateError(f"--output {output_dir} holds {_some(strangers)}, not files of the "
                          f"release this state publishes there (a release directory holds "
-                         f"only its {MANIFEST} and {RELEASE_FILE_PREFIX}* files, and the "
+                         f"only its {MANIFEST}, {RELEASE_FILE_PREFIX}* and "
+                         f"{ACCURACY_FILE_PREFIX}* files, and the "
                          f"next manifest would list a data file there as the release's); "
                          f"move them out, then run the step again")
 
@@ -695,10 +711,10 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
         with _output_claim(output_dir):
             check_fresh_output(output_dir, replaces_leftovers=True)
             # files without a manifest are a crashed publication's: never a release
-            release_dir.publish_staged_files(staged, output_dir, replace_glob="synthetic-*")
+            release_dir.publish_staged_files(staged, output_dir, replace_glob=RELEASE_GLOBS)
             crash_point("published")
             manifest = publication.manifest(
-                {**manifest, **extras, "files": release_file_names(output_dir)})
+                {**manifest, **extras, **release_listing(output_dir)})
             release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), manifest)
     LOGGER.info("released %s → %s", _periods_text(manifest), output_dir)
     return manifest
@@ -811,9 +827,9 @@ class IncrementalJob:
         raise NotImplementedError
 
     def emit(self, state: Dict, staging_dir: str, store: StateDir, run_dir: str,
-             beam_args) -> Tuple[Optional[str], Dict]:
-        """Write the pending release's files into ``staging_dir``; return (the glob of
-        output files they replace, or None if nothing is emitted; the state's ``files``
+             beam_args) -> Tuple[Union[str, Tuple[str, ...], None], Dict]:
+        """Write the pending release's files into ``staging_dir``; return (the glob or
+        globs of output files they replace, or None if nothing is emitted; the state's ``files``
         updated with anything written under ``run_dir``)."""
         raise NotImplementedError
 
@@ -875,7 +891,9 @@ def check_release_intact(job: "IncrementalJob", state: Dict, output_dir: str) ->
         raise StateError(f"{output_dir}: the release this state published there has no "
                          f"{MANIFEST} (removed or moved?); restore the release directory "
                          f"before the next step")
-    missing = sorted(set(manifest.get("files", [])) - set(release_file_names(output_dir)))
+    listed = set(manifest.get("files", [])) | set(manifest.get("accuracy_files", []))
+    missing = sorted(listed - set(release_file_names(output_dir))
+                     - set(accuracy_file_names(output_dir)))
     if missing:
         raise StateError(f"{output_dir}: {len(missing)} file(s) of the published release "
                          f"are missing ({missing[0]} …); restore them before the next step")
@@ -1067,7 +1085,7 @@ def _publish(job: IncrementalJob, store: StateDir, version: int, state: Dict,
         crash_point("published")
         store.check_current(version)
         manifest = publication.manifest(
-            {**job.manifest(state), "files": release_file_names(output_dir)})
+            {**job.manifest(state), **release_listing(output_dir)})
         release_dir.write_json_atomic(storage.join(output_dir, MANIFEST), manifest)
         crash_point("manifested")
         horizon = job.horizon(state) or "an open horizon"
@@ -1174,7 +1192,8 @@ def relocate(state_dir: str, new_state_dir: str, output_dir: str, new_output_dir
                                     storage.read_bytes(path))
         moved = dict(state)
         if state["output_dir"] is not None:
-            for name in release_file_names(output_dir) + [MANIFEST]:
+            for name in (release_file_names(output_dir) + accuracy_file_names(output_dir)
+                         + [MANIFEST]):
                 storage.write_bytes(storage.join(new_output_dir, name),
                                     storage.read_bytes(storage.join(output_dir, name)))
             moved["output_dir"] = storage.absolute(new_output_dir)

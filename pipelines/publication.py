@@ -99,6 +99,8 @@ _RELEASE = {
     "provenance": _public("the software's version and the time the manifest was written"),
     "files": _derived("the periods released and the shards of the noisy synthetic "
                       "population or table"),
+    "accuracy_files": _derived("the error bounds of each period's release: post-processing "
+                               "of the noisy measurements and of the release"),
     "note": _public("the window synthesizer's note before its first release"),
     "periods_released": _public("the periods stepped so far (the horizon and window)"),
     "last_period_seen": _public("the periods stepped so far"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -103,18 +103,20 @@ def fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
-def publish_staged_files(staging_dir: str, output_dir: str, replace_glob: Optional[str] = None
-                         ) -> List[str]:
+def publish_staged_files(staging_dir: str, output_dir: str,
+                         replace_glob: Union[str, Sequence[str], None] = None) -> List[str]:
     """Move the data files written into ``staging_dir`` into ``output_dir`` (same names),
-    first removing the files of ``output_dir`` matching ``replace_glob`` (an earlier,
+    first removing the files of ``output_dir`` matching ``replace_glob`` (a glob or
+    several; an earlier,
     interrupted publication of the same period), then remove the staging directory.
     A staging directory that is gone (another run of the same state cleared it as a
     crashed step's) publishes nothing and removes nothing."""
     if not storage.is_dir(staging_dir):
         raise StateError(f"{staging_dir}: this run's staged release is gone (another step "
                          f"of the same state took over); nothing published")
-    if replace_glob:
-        for stale in storage.list_files(output_dir, replace_glob):
+    globs = [replace_glob] if isinstance(replace_glob, str) else list(replace_glob or ())
+    for glob in globs:
+        for stale in storage.list_files(output_dir, glob):
             storage.remove(stale)
     staged = [path for path in storage.list_files(staging_dir, "*")
               if not storage.basename(path).startswith(".")]

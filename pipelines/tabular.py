@@ -38,18 +38,19 @@ from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.options import check_distinct_columns, pipeline_options
 from continual_synth.pipelines.publication import DOMAIN_FROM_DATA, DOMAIN_GIVEN
 from continual_synth.transforms import monitoring, packed_json, storage
-from continual_synth.transforms.files import (check_dataset, check_format, detect_format,
-                                              read_dataset, read_file)
+from continual_synth.transforms.files import (accuracy_file_name, check_dataset, check_format,
+                                              detect_format, read_dataset, read_file)
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords)
 from continual_synth.transforms.invalid_records import DropSink, parts_folder, sink_for
 from continual_synth.transforms.periods import periods_out_of_range, record_periods
 from continual_synth.transforms.points import DEFAULT_BATCH_ROWS, file_batches, require_columns
 from continual_synth.transforms.read import ReadRecordBatches
-from continual_synth.transforms.tabular import (MANIFEST, TASK, EmitSyntheticTables,
-                                                PeriodWorkloadHistograms, model_file_tasks,
-                                                of_kind, release_tasks, synthesize_periods,
-                                                synthetic_schema)
+from continual_synth.transforms.tabular import (ACCURACY, MANIFEST, TASK,
+                                                EmitSyntheticTables, PeriodWorkloadHistograms,
+                                                model_file_tasks, of_kind, release_tasks,
+                                                synthesize_periods, synthetic_schema,
+                                                write_accuracy)
 from continual_synth.transforms.write import WriteRecordBatches
 
 KIND = "tabular"
@@ -156,7 +157,8 @@ def last_period(input_path: str, period_col: str = "period",
 
 class SynthesizeTables(beam.PTransform):
     """A whole stream's records (with the period column) → ``{"manifest": the manifest
-    (one element), "records": (key, pa.Table) synthetic records}``: the periods' workload
+    (one element), "records": (key, pa.Table) synthetic records, "accuracy": each
+    period's error bounds (the document of ``accuracy-tTTTT.json``)}``: the periods' workload
     histograms, the synthesizer folded over periods 1..T, the sharded sampling (``run``'s
     pipeline between reading and writing; ``continual_synth.beam`` too).  Each period's
     shards leave the fold as it releases them (no element holds all periods), then the
@@ -184,7 +186,8 @@ class SynthesizeTables(beam.PTransform):
                    | "Emit" >> EmitSyntheticTables(synthesizer.domain, period_col)
                    | "CountWritten" >> CountRecords(SYNTHETIC_RECORDS_WRITTEN))
         return {"manifest": released | "Manifest" >> beam.FlatMap(of_kind(MANIFEST)),
-                "records": records}
+                "records": records,
+                "accuracy": released | "Accuracy" >> beam.FlatMap(of_kind(ACCURACY))}
 
 
 def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
@@ -215,8 +218,11 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
             written = (released["records"]
                        | "Write" >> WriteRecordBatches(storage.join(staging, "synthetic"),
                                                        out_format, schema))
+            bounds = released["accuracy"] | "WriteAccuracy" >> beam.Map(
+                lambda document: write_accuracy(staging, document))
             plan = released["manifest"] | "AsPlan" >> beam.Map(lambda m: {"manifest": m})
-            save_manifest_after(written, plan, plan_path)
+            save_manifest_after((written, bounds) | "AllWritten" >> beam.Flatten(), plan,
+                                plan_path)
         logs.record_metrics(pipeline)
 
     extras = {"domain_source": domain_source(synthesizer),
@@ -307,7 +313,8 @@ class TabularJob(IncrementalJob):
         own_model = not release.increment and release.model is not tstate.model
         pending = {"period": period, "increment": release.increment, "rows": rows,
                    "size": release.size, "emission_seed": release.emission_seed,
-                   "model": synthesizer.model_to_dict(release.model) if own_model else None}
+                   "model": synthesizer.model_to_dict(release.model) if own_model else None,
+                   "accuracy": release.accuracy}
         return {**state, "synthesizer_state": synthesizer.state_to_dict(tstate),
                 "files": files, "pending": pending}
 
@@ -338,7 +345,9 @@ class TabularJob(IncrementalJob):
              | "Write" >> WriteRecordBatches(storage.join(staging_dir, "synthetic"),
                                              state["format"], schema))
         logs.record_metrics(pipeline)
-        return f"synthetic-t{period:04d}-*", files
+        if pending.get("accuracy") is not None:  # (a step pending before bounds existed: none)
+            write_accuracy(staging_dir, pending["accuracy"])
+        return (f"synthetic-t{period:04d}-*", accuracy_file_name(period)), files
 
     def manifest(self, state: Dict) -> Dict:
         synthesizer, tstate = self.synthesizer(state)

@@ -100,7 +100,7 @@ TIERS = {
              "workload_error"],
     "pipeline": ["api", "beam_api", "bounded_jobs", "cumulative_jobs", "evaluate_tabular",
                  "evaluate_window", "job_options", "monitoring", "privhp_continual",
-                 "publication", "reports", "tabular_jobs", "window_cli", "window_jobs"],
+                 "publication", "reports", "tabular_accuracy", "tabular_jobs", "window_cli", "window_jobs"],
     "faults": ["environment_faults", "fuzz_inputs", "lifecycle_faults", "release_folders",
                "state_chain"],
     "stores": ["gcs_store", "object_store"],

@@ -65,7 +65,7 @@ def ordered(table: pa.Table, columns) -> list:
 def same_manifest(beam_manifest, run_dir):
     with open(f"{run_dir}/manifest.json") as handle:
         on_disk = json.load(handle)
-    ignore = {"provenance", "files", "mode", "format"}
+    ignore = {"provenance", "files", "accuracy_files", "mode", "format"}
     assert {k: v for k, v in beam_manifest.items() if k not in ignore} == \
         {k: v for k, v in on_disk.items() if k not in ignore}
 

@@ -516,6 +516,25 @@ def release_file_names(directory: str) -> List[str]:
                   for path in list_data_files(directory))
 
 
+#: the names of a release's accuracy files (``accuracy-t0001.json``: a tabular release's
+#: error bounds per period), which sit beside its data files and are not data files
+ACCURACY_FILE_PREFIX = "accuracy-"
+
+
+def accuracy_file_name(period: int) -> str:
+    """The accuracy file of period ``period``'s release."""
+    return f"{ACCURACY_FILE_PREFIX}t{int(period):04d}.json"
+
+
+def accuracy_file_names(directory: str) -> List[str]:
+    """The accuracy files of a release directory, as names, sorted (the manifest's
+    ``accuracy_files``)."""
+    if not storage.is_dir(directory):
+        return []
+    return sorted(storage.basename(path) for path in
+                  storage.list_files(directory, f"{ACCURACY_FILE_PREFIX}t*.json"))
+
+
 def release_files(directory: str) -> List[str]:
     """The data files of a release directory that its ``manifest.json`` lists: written
     last, the manifest leaves out files that an interrupted publication put in place

@@ -17,7 +17,8 @@
 """
 from __future__ import annotations
 
-from typing import Iterator, List, Optional, Sequence, Tuple
+import json
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -30,7 +31,7 @@ from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
                                                   workload_histograms)
 from continual_synth.transforms import packed_json, storage
-from continual_synth.transforms.files import table_origin
+from continual_synth.transforms.files import accuracy_file_name, table_origin
 from continual_synth.transforms.invalid_records import DropSink
 from continual_synth.transforms.monitoring import PERIODS_RELEASED, Progress, count
 from continual_synth.transforms.points import require_columns
@@ -158,7 +159,8 @@ class PeriodWorkloadHistograms(beam.PTransform):
 # ---------------------------------------------------------------- synthesizer fold
 
 
-TASK, MANIFEST = "task", "manifest"  # the kinds of :func:`synthesize_periods`' output
+# the kinds of :func:`synthesize_periods`' output
+TASK, ACCURACY, MANIFEST = "task", "accuracy", "manifest"
 
 
 def synthesize_periods(period_counts: Sequence[Tuple[int, np.ndarray]], synthesizer,
@@ -168,8 +170,9 @@ def synthesize_periods(period_counts: Sequence[Tuple[int, np.ndarray]], synthesi
     records; a period without records is an empty period, released like any other — and
     not listed in the manifest: which periods held no record is not private).
 
-    A generator for a Beam ``FlatMap``: ``(TASK, task)`` for every shard of a period as
-    soon as the period is released, then ``(MANIFEST, manifest)``, so that no element
+    A generator for a Beam ``FlatMap``: ``(TASK, task)`` for every shard of a period and
+    ``(ACCURACY, document)``, its error bounds, as soon as the period is released, then
+    ``(MANIFEST, manifest)``, so that no element
     holds all the periods' releases (a fitted model is up to ~1 MB: a thousand periods in
     one element came near the 2 GB limit of Beam's data channel).  One output, split by
     :func:`of_kind` (Beam's Dask runner does not split tagged outputs).  ``command``:
@@ -190,6 +193,7 @@ def synthesize_periods(period_counts: Sequence[Tuple[int, np.ndarray]], synthesi
         count(PERIODS_RELEASED, 1)
         for task in release_tasks(release):
             yield TASK, task
+        yield ACCURACY, release.accuracy
         progress.advance()
     yield MANIFEST, synthesizer.manifest(state)
 
@@ -291,6 +295,14 @@ def synthetic_schema(domain: Domain, period_col: str = "period") -> pa.Schema:
             kind = pa.string()
         fields.append(pa.field(name, kind, nullable=None in values))
     return pa.schema(fields)
+
+
+def write_accuracy(folder: str, document: Dict) -> str:
+    """Write one period's accuracy document into ``folder`` (``accuracy-tTTTT.json``);
+    return its path."""
+    path = storage.join(folder, accuracy_file_name(document["period"]))
+    storage.write_bytes(path, (json.dumps(document, indent=1) + "\n").encode("utf-8"))
+    return path
 
 
 class EmitSyntheticTables(beam.PTransform):
