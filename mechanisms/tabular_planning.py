@@ -103,16 +103,24 @@ def released_records(synthesizer, table: Optional[np.ndarray], release, sample: 
 
 def simulate(synthesizer, batch_size: int, horizon: int, seed: int,
              last: int = LAST) -> Dict[str, float]:
-    """One simulated stream: the §7.3 metrics of ``synthesizer``'s releases at the last
-    ``last`` periods of a ``horizon``-period stream of ``batch_size`` records a period
-    drawn from the public distribution of ``seed``, averaged over those periods, and the
-    sampling floor (a same-size sample drawn with replacement from f_t) at the same
-    periods, as ``floor_<metric>``."""
+    """One simulated stream: :func:`score_stream` on ``horizon`` periods of
+    ``batch_size`` records drawn from the public distribution of ``seed``."""
+    records = public_distribution(synthesizer.domain.sizes, seed).sample(
+        batch_size * horizon, np.random.default_rng([int(seed), 2]))
+    return score_stream(synthesizer, records, batch_size, seed, last)
+
+
+def score_stream(synthesizer, records: np.ndarray, batch_size: int, seed: int,
+                 last: int = LAST) -> Dict[str, float]:
+    """The §7.3 metrics of ``synthesizer``'s releases (noise from ``seed``) at the last
+    ``last`` periods of the stream whose period t holds rows (t−1)·B .. t·B−1 of
+    ``records`` (value codes), averaged over those periods, and the sampling floor (a
+    same-size sample drawn with replacement from f_t) at the same periods, as
+    ``floor_<metric>``."""
     domain: Domain = synthesizer.domain
     workloads = synthesizer.workloads
     positions = [domain.index(w) for w in workloads]
-    records = public_distribution(domain.sizes, seed).sample(
-        batch_size * horizon, np.random.default_rng([int(seed), 2]))
+    horizon = records.shape[0] // batch_size
     floor_rng = np.random.default_rng([int(seed), 3])
     state, table = synthesizer.initial_state(), None
     scores, floors = [], []
@@ -172,4 +180,4 @@ def concentration_note(concentration: float = CONCENTRATION) -> str:
 
 
 __all__ = ["CONCENTRATION", "LAST", "PublicDistribution", "public_distribution",
-           "released_records", "simulate", "expected_error", "concentration_note"]
+           "released_records", "simulate", "score_stream", "expected_error", "concentration_note"]

@@ -99,7 +99,7 @@ TIERS = {
              "window_mechanism",
              "workload_error"],
     "pipeline": ["api", "beam_api", "bounded_jobs", "cumulative_jobs", "evaluate_tabular",
-                 "evaluate_window", "job_options", "monitoring", "privhp_continual",
+                 "evaluate_window", "job_options", "monitoring", "plan", "privhp_continual",
                  "publication", "reports", "tabular_jobs", "window_cli", "window_jobs"],
     "faults": ["environment_faults", "fuzz_inputs", "lifecycle_faults", "release_folders",
                "state_chain"],
