@@ -26,7 +26,7 @@ import numpy as np
 from continual_synth.mechanisms.marginals import (Domain, all_workloads, encode_records,
                                                   workload_histograms)
 from continual_synth.mechanisms.synthesizer import period_sampler
-from continual_synth.mechanisms.tabular_planning import released_records  # noqa: F401
+from continual_synth.mechanisms.tabular_planning import released_records
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.workload_error import error_metrics, sampling_floor
 
