@@ -118,15 +118,14 @@ def _tabular(args) -> dict:
     from continual_synth.pipelines.tabular_cli import synthesizer_from_args
     synthesizer = synthesizer_from_args(args, domain=read_domain(args.domain))
     seeds = list(range(args.seed, args.seed + args.repeats))
-    LOGGER.info("simulating %d stream(s) of %d periods of %d records on a "
-                   "public synthetic table of the domain's shape (no data read)",
-                   len(seeds), args.horizon, args.batch_size)
+    LOGGER.info("simulating %d stream(s) of %d periods of %d records on a public "
+                "synthetic table of the domain's shape (no data read)",
+                len(seeds), args.horizon, args.batch_size)
     start = time.perf_counter()
 
     def progress(seed, result):
-        LOGGER.info("seed %d: AvgWE %.4g (sampling floor %.4g), %.0f s so "
-                       "far", seed, result["AvgWE"], result["floor_AvgWE"],
-                       time.perf_counter() - start)
+        LOGGER.info("seed %d: AvgWE %.4g (sampling floor %.4g), %.0f s so far", seed,
+                    result["AvgWE"], result["floor_AvgWE"], time.perf_counter() - start)
 
     plan = tabular_planning.expected_error(synthesizer, args.batch_size, args.horizon, seeds,
                                            args.last, progress)
