@@ -9,9 +9,10 @@ Both panel synthesizers' error bounds depend only on public parameters, never on
   count of people with at least b ones by period t is within ``error_bound`` of the truth.
 
 The bounds are counts of people, the same whatever the panel's size n; as a share of n they
-shrink like 1/n.  This script tabulates them for a grid of budgets rho, horizons and
-(window) lengths, with the share of n for a few panel sizes, so a user can choose rho for
-the n they have.  It reads no data: ``python bench/expected_error.py``.
+shrink like 1/n.  ``continual-synth plan window`` and ``plan cumulative`` print them for
+one setting (:mod:`continual_synth.mechanisms.planning`, which this script calls); this
+script tabulates them for a grid of budgets rho, horizons and (window) lengths, with the
+share of n for a few panel sizes, so a user can choose rho for the n they have.  It reads no data: ``python bench/expected_error.py``.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from harness import RESULTS, command_line, write_result  # noqa: E402
 
 from continual_synth.mechanisms.cumulative import CumulativeConfig  # noqa: E402
+from continual_synth.mechanisms.planning import cumulative_plan, window_plan  # noqa: E402
 from continual_synth.mechanisms.window import WindowConfig  # noqa: E402
 
 RHOS = (0.005, 0.05, 0.5, 2.0)
@@ -31,29 +33,37 @@ SIZES = (1_000, 10_000, 100_000)
 
 
 def window_rows(horizon: int, windows, relation: str):
+    """``plan window``'s figures (:func:`~continual_synth.mechanisms.planning.window_plan`)
+    for each window length and ρ."""
     rows = []
     for window in windows:
         for rho in RHOS:
             config = WindowConfig(window=window, horizon=horizon, rho=rho, neighbor=relation)
+            plans = {n: window_plan(config, n) for n in SIZES}
+            plan = plans[SIZES[0]]
             rows.append({"window": window, "horizon": horizon, "rho": rho,
-                         "neighbor": relation, "error_bound": config.error_bound,
-                         "n_pad": config.n_pad,
-                         "padding_people": config.n_pad * config.num_bins,
-                         "share_of_n": {n: config.error_bound / n for n in SIZES}})
+                         "neighbor": relation, "error_bound": plan["error_bound"],
+                         "n_pad": plan["n_pad"], "padding_people": plan["padding_people"],
+                         "share_of_n": {n: p["error_bound_share_of_n"]
+                                        for n, p in plans.items()}})
     return rows
 
 
 def cumulative_rows(horizon: int, counters, relation: str):
+    """``plan cumulative``'s figures (:func:`~continual_synth.mechanisms.planning.
+    cumulative_plan`) for each counter and ρ."""
     rows = []
     for counter in counters:
         for rho in RHOS:
             config = CumulativeConfig(horizon=horizon, rho=rho, counter=counter,
                                       neighbor=relation)
-            bound = config.variance_bound
+            plans = {n: cumulative_plan(config, n) for n in SIZES}
+            plan = plans[SIZES[0]]
             rows.append({"counter": counter, "horizon": horizon, "rho": rho,
-                         "neighbor": relation, "error_bound": bound,
-                         "budget_split": config.budget_split,
-                         "share_of_n": {n: bound / n for n in SIZES}})
+                         "neighbor": relation, "error_bound": plan["error_bound"],
+                         "budget_split": plan["budget_split"],
+                         "share_of_n": {n: p["error_bound_share_of_n"]
+                                        for n, p in plans.items()}})
     return rows
 
 

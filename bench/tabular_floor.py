@@ -26,6 +26,7 @@ import numpy as np
 from continual_synth.mechanisms.marginals import (Domain, all_workloads, encode_records,
                                                   workload_histograms)
 from continual_synth.mechanisms.synthesizer import period_sampler
+from continual_synth.mechanisms.tabular_planning import released_records
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.workload_error import error_metrics, sampling_floor
 
@@ -47,19 +48,6 @@ def load(dataset: str, construction: str, batch: int, periods: int, seed: int):
         return make_stream(table, construction, batch, seed=seed, periods=periods,
                            domain=domain), domain
     raise SystemExit(f"unknown dataset {dataset!r}")
-
-
-def released_records(synthesizer, table, release, sample: bool = True):
-    """``(baseline table so far, the period's released records)``: the baseline's
-    appended increments, or g_t sampled at its noisy size with the release's emission
-    seed (None when ``sample`` is False: a period that is not scored)."""
-    if release.increment:
-        table = synthesizer.table_so_far(table, release)
-        return table, table
-    if not sample:
-        return table, None
-    rng = np.random.default_rng([release.emission_seed, release.period, 0])
-    return table, release.model.sample(release.size, rng)
 
 
 def parse_options(pairs):

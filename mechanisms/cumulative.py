@@ -146,8 +146,7 @@ class CumulativeConfig:
                 f"{MAX_VARIANCE_TABLE_SIGMA2:.3g}): use --rho >= "
                 f"{self.rho * widest / MAX_VARIANCE_TABLE_SIGMA2:.3g}"))
         if self.noisy_population:
-            spread = math.sqrt(2 * math.log(2 / self.beta))
-            people = math.sqrt(self.population_variance) * spread
+            people = self.population_error_bound
             records = people * self.horizon
             check_noise_records("rho", self.rho, records,
                                 f"a noisy population off by up to {people:.3g} people over "
@@ -172,6 +171,14 @@ class CumulativeConfig:
     def population_variance(self) -> float:
         """σ² of the noisy n: sensitivity 1 under add-remove."""
         return accounting.gaussian_sigma2(1.0, self.population_rho)
+
+    @property
+    def population_error_bound(self) -> Optional[float]:
+        """With probability ≥ 1 − β the released number of people is within this of n
+        (discrete Gaussian, sub-Gaussian two-sided tail); None where n is public."""
+        if not self.noisy_population:
+            return None
+        return math.sqrt(self.population_variance) * math.sqrt(2 * math.log(2 / self.beta))
 
     @property
     def counter_horizons(self) -> np.ndarray:

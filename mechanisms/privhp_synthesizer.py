@@ -160,30 +160,36 @@ class ContinualPrivHPSynthesizer(Synthesizer):
                 PointsRelease(period, tree, self.samples, seed))
 
     def manifest(self, state: ContinualPrivHPState) -> Dict:
-        config = self.config
-        structure = privhp.release_manifest(config.structure)
-        structure.pop("memory_counters")
-        return {
-            **structure,
-            **config.accounting(),
-            "algorithm": ("continual PrivHP: PrivHP's decomposition (Holland et al. 2025, "
-                          "Algorithms 1-3) with every exact counter and sketch cell a "
-                          "continual counter over periods; growth and consistency redone "
-                          "each period"),
-            "epsilon_spent": state.ledger.spent,
-            "ledger": state.ledger.to_dict(),
-            "periods_released": list(range(1, state.period + 1)),
-            "memory_counters": config.memory_words,
-            "memory": {**structure["memory"], "budget": config.memory,
-                       "counters_used": config.memory_words, "cells": config.cells,
-                       "tree_counters": config.measured_cells[0],
-                       "sketch_counters": config.measured_cells[1],
-                       "words_per_cell": config.words_per_cell,
-                       "unit": ("float words held by the counters (constant over the "
-                                "stream): cells × words_per_cell; tree_counters and "
-                                "sketch_counters are the cells of the measured exact and "
-                                "sketch levels; full_tree_counters the cells of the plain "
-                                "tree of depth r")},
-            "last_release": state.released,
-            "samples_per_period": self.samples,
-        }
+        return {**continual_release_manifest(self.config),
+                "epsilon_spent": state.ledger.spent,
+                "ledger": state.ledger.to_dict(),
+                "periods_released": list(range(1, state.period + 1)),
+                "last_release": state.released,
+                "samples_per_period": self.samples}
+
+
+def continual_release_manifest(config: continual_privhp.ContinualPrivHPConfig) -> Dict:
+    """What a continual PrivHP manifest says from the configuration alone (the
+    algorithm, the accounting, the parameters and the memory); a release adds what it
+    has spent and released (:meth:`ContinualPrivHPSynthesizer.manifest`)."""
+    structure = privhp.release_manifest(config.structure)
+    structure.pop("memory_counters")
+    return {
+        **structure,
+        **config.accounting(),
+        "algorithm": ("continual PrivHP: PrivHP's decomposition (Holland et al. 2025, "
+                      "Algorithms 1-3) with every exact counter and sketch cell a "
+                      "continual counter over periods; growth and consistency redone "
+                      "each period"),
+        "memory_counters": config.memory_words,
+        "memory": {**structure["memory"], "budget": config.memory,
+                   "counters_used": config.memory_words, "cells": config.cells,
+                   "tree_counters": config.measured_cells[0],
+                   "sketch_counters": config.measured_cells[1],
+                   "words_per_cell": config.words_per_cell,
+                   "unit": ("float words held by the counters (constant over the "
+                            "stream): cells × words_per_cell; tree_counters and "
+                            "sketch_counters are the cells of the measured exact and "
+                            "sketch levels; full_tree_counters the cells of the plain "
+                            "tree of depth r")},
+    }

@@ -41,51 +41,53 @@ def _columns(text: str) -> List[str]:
     return [c.strip() for c in str(text).split(",") if c.strip()]
 
 
-class BoundedReleaseOptions(JobOptions):
-    """The options of a PrivHP release (``run`` and ``init``)."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument("--columns", required=True,
-                            help="comma-separated numeric columns, e.g. x,y")
-        parser.add_argument("--bounds", required=True,
-                            help="public bounding box, one low:high per column (e.g. "
-                                 "0:1,-5:5); a single pair applies to every column")
-        parser.add_argument("--epsilon", type=POSITIVE_REAL, required=True,
-                            help="total ε (pure DP)")
+def add_structure_options(parser, release: bool = True) -> None:
+    """PrivHP's parameters: the columns and bounds, ε, the hierarchy, the sketches and the
+    budget split, and with ``release`` what a release draws and writes (the synthetic
+    points, the sampler's seed, the format, clipping, shards; ``plan bounded`` has none
+    of these)."""
+    parser.add_argument("--columns", required=True,
+                        help="comma-separated numeric columns, e.g. x,y")
+    parser.add_argument("--bounds", required=True,
+                        help="public bounding box, one low:high per column (e.g. "
+                             "0:1,-5:5); a single pair applies to every column")
+    parser.add_argument("--epsilon", type=POSITIVE_REAL, required=True,
+                        help="total ε (pure DP)")
+    if release:
         parser.add_argument("--samples", type=POSITIVE_INT, required=True,
                             help="synthetic points to draw")
-        parser.add_argument("--prune-k", type=POSITIVE_INT, default=64,
-                            help="hot nodes kept per level; L* = floor(log2 k) levels are "
-                                 "complete")
-        parser.add_argument("--depth", type=POSITIVE_INT, default=None,
-                            help="hierarchy depth r (required unless --expected-n is given)")
-        parser.add_argument("--expected-n", type=POSITIVE_REAL, default=None,
-                            help="a PUBLIC guess of the number of points; sets r = "
-                                 "round(log2(ε·n)) when --depth is not given (the true n is "
-                                 "private and never used)")
-        parser.add_argument("--sketch-width", type=POSITIVE_INT, default=None,
-                            help="count-min columns w (default 1024; not with --memory)")
-        parser.add_argument("--memory", type=POSITIVE_INT, default=None, metavar="COUNTERS",
-                            help="memory budget in counters: sizes the sketch width and the "
-                                 "exact levels (reported in the manifest); not with "
-                                 "--sketch-width")
-        parser.add_argument("--sketch-depth", type=POSITIVE_INT, default=None,
-                            help="count-min rows j (default 3; 2 for continual PrivHP: "
-                                 "--horizon, init)")
-        parser.add_argument("--neighbor", choices=["add-remove", "replace"],
-                            default="add-remove",
-                            help="neighbouring relation: add/remove one point (the paper's) "
-                                 "or replace one point (sensitivities doubled)")
-        parser.add_argument("--budget-split", choices=["sqrt", "sqrt-sensitivity", "uniform"],
-                            default=None,
-                            help="per-level split of ε: ε_ℓ ∝ √(N_ℓ·diam_ℓ) (sqrt), "
-                                 "∝ √(N_ℓ·Δ_ℓ·diam_ℓ) (sqrt-sensitivity) or equal "
-                                 "(uniform); default sqrt, uniform for continual PrivHP "
-                                 "(--horizon, init)")
-        parser.add_argument("--level-epsilons", default=None,
-                            help="explicit ε_0,…,ε_r (r + 1 values summing to --epsilon); "
-                                 "overrides --budget-split")
+    parser.add_argument("--prune-k", type=POSITIVE_INT, default=64,
+                        help="hot nodes kept per level; L* = floor(log2 k) levels are "
+                             "complete")
+    parser.add_argument("--depth", type=POSITIVE_INT, default=None,
+                        help="hierarchy depth r (required unless --expected-n is given)")
+    parser.add_argument("--expected-n", type=POSITIVE_REAL, default=None,
+                        help="a PUBLIC guess of the number of points; sets r = "
+                             "round(log2(ε·n)) when --depth is not given (the true n is "
+                             "private and never used)")
+    parser.add_argument("--sketch-width", type=POSITIVE_INT, default=None,
+                        help="count-min columns w (default 1024; not with --memory)")
+    parser.add_argument("--memory", type=POSITIVE_INT, default=None, metavar="COUNTERS",
+                        help="memory budget in counters: sizes the sketch width and the "
+                             "exact levels (reported in the manifest); not with "
+                             "--sketch-width")
+    parser.add_argument("--sketch-depth", type=POSITIVE_INT, default=None,
+                        help="count-min rows j (default 3; 2 for continual PrivHP: "
+                             "--horizon, init)")
+    parser.add_argument("--neighbor", choices=["add-remove", "replace"],
+                        default="add-remove",
+                        help="neighbouring relation: add/remove one point (the paper's) "
+                             "or replace one point (sensitivities doubled)")
+    parser.add_argument("--budget-split", choices=["sqrt", "sqrt-sensitivity", "uniform"],
+                        default=None,
+                        help="per-level split of ε: ε_ℓ ∝ √(N_ℓ·diam_ℓ) (sqrt), "
+                             "∝ √(N_ℓ·Δ_ℓ·diam_ℓ) (sqrt-sensitivity) or equal "
+                             "(uniform); default sqrt, uniform for continual PrivHP "
+                             "(--horizon, init)")
+    parser.add_argument("--level-epsilons", default=None,
+                        help="explicit ε_0,…,ε_r (r + 1 values summing to --epsilon); "
+                             "overrides --budget-split")
+    if release:
         parser.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
                             help="reproducible simulation sampler (NOT for publication)")
         parser.add_argument("--format", dest="out_format", default="parquet", choices=FORMATS,
@@ -96,19 +98,27 @@ class BoundedReleaseOptions(JobOptions):
                                  "is not private)")
         parser.add_argument("--shards", type=POSITIVE_INT, default=8,
                             help="shards of synthetic points")
-        parser.add_argument("--hash-seed", type=NON_NEGATIVE_INT, default=0,
-                            help="public seed of the sketches' hash functions")
-        parser.add_argument("--counter", default="auto",
-                            choices=["auto", "simple", "block", "tree", "honaker", "kary",
-                                     "anchored"],
-                            help="continual PrivHP (init, stream, run --horizon): the "
-                                 "continual counter of every cell; auto = the k-ary tree of least "
-                                 "variance for T (Simple II for small T)")
-        parser.add_argument("--level-stride", type=POSITIVE_INT, default=None, metavar="S",
-                            help="continual PrivHP (init, stream, run --horizon): counters on "
-                                 "every S-th level of the hierarchy (r, r-S, ...; the levels "
-                                 "between are sums of their children), each with more of ε; "
-                                 "default 2 (1 = every level, as in states saved before the option)")
+    parser.add_argument("--hash-seed", type=NON_NEGATIVE_INT, default=0,
+                        help="public seed of the sketches' hash functions")
+    parser.add_argument("--counter", default="auto",
+                        choices=["auto", "simple", "block", "tree", "honaker", "kary",
+                                 "anchored"],
+                        help="continual PrivHP (init, stream, run --horizon): the "
+                             "continual counter of every cell; auto = the k-ary tree of least "
+                             "variance for T (Simple II for small T)")
+    parser.add_argument("--level-stride", type=POSITIVE_INT, default=None, metavar="S",
+                        help="continual PrivHP (init, stream, run --horizon): counters on "
+                             "every S-th level of the hierarchy (r, r-S, ...; the levels "
+                             "between are sums of their children), each with more of ε; "
+                             "default 2 (1 = every level, as in states saved before the option)")
+
+
+class BoundedReleaseOptions(JobOptions):
+    """The options of a PrivHP release (``run`` and ``init``)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        add_structure_options(parser)
 
 
 class BoundedRunOptions(InvalidRecordsOptions, OutputOptions, InputOptions,
@@ -213,7 +223,7 @@ def _config(args):
             level_eps = tuple(float(v) for v in args.level_epsilons.split(",") if v.strip())
         except ValueError:
             raise InputError(f"--level-epsilons: cannot read {args.level_epsilons!r}") from None
-    per_shard = -(-args.samples // args.shards)
+    per_shard = -(-getattr(args, "samples", 0) // getattr(args, "shards", 1))  # plan: none
     if per_shard * len(columns) > MAX_SHARD_VALUES:
         raise ParameterError("samples", (
             f"{args.samples} over --shards {args.shards} puts {per_shard:.3g} points "

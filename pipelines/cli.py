@@ -7,6 +7,7 @@
     continual-synth cumulative run | init | step | stream  (same options; --counter, --public-population)
     continual-synth evaluate window --truth PANEL --synthetic DIR [--report REPORT_DIR]
     continual-synth evaluate cumulative --truth PANEL --synthetic DIR [--report REPORT_DIR]
+    continual-synth plan window | cumulative | bounded | tabular  (expected error, no data)
     continual-synth demo --output DIR
 
 Each Beam job's options are a ``PipelineOptions`` class (:data:`JOBS`, and each
@@ -39,22 +40,55 @@ from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT,  # noq
                                                add_job_commands, add_job_options)
 
 
+def add_budget_options(parser) -> None:
+    """The privacy and accuracy parameters both panel synthesizers share (a release's
+    and ``plan``'s)."""
+    parser.add_argument("--horizon", type=POSITIVE_INT, required=True,
+                        help="number of periods T")
+    parser.add_argument("--rho", type=POSITIVE_REAL, required=True,
+                        help="total zCDP budget ρ")
+    parser.add_argument("--neighbor", choices=["replace", "add-remove"], default="replace",
+                        help="neighbouring relation: replace one person's sequence, or "
+                             "add/remove one person")
+    parser.add_argument("--beta", type=PROBABILITY, default=0.05,
+                        help="failure probability β of the error bound")
+    parser.add_argument("--delta", type=PROBABILITY, default=1e-6,
+                        help="δ of the (ε, δ) reading in the manifest")
+
+
+def add_window_parameters(parser) -> None:
+    """Algorithm 1's own parameters (a release's and ``plan window``'s)."""
+    parser.add_argument("--window", type=POSITIVE_INT, required=True,
+                        help="window length k (periods)")
+    parser.add_argument("--n-pad", type=NON_NEGATIVE_INT, default=None,
+                        help="padding records per bin (default: Theorem 3.2's bound at β)")
+    parser.add_argument("--alphabet", default="0,1", help="values a report can take")
+
+
+def add_cumulative_parameters(parser) -> None:
+    """Algorithm 2's own parameters (a release's and ``plan cumulative``'s)."""
+    from continual_synth.mechanisms.counters import UNBOUNDED_KINDS, counter_kinds
+    parser.add_argument("--counter", default="tree",
+                        choices=[k for k in counter_kinds() if k not in UNBOUNDED_KINDS],
+                        help="private stream counter per threshold (tree is the paper's; "
+                             "blt or sqrt-factorisation have the least error)")
+    parser.add_argument("--budget-split", default=None, choices=["paper", "equal-variance"],
+                        help="rho across the counters: App. B's (paper) or equal worst-case "
+                             "variance (default: the one with the lower error bound, named "
+                             "in the manifest)")
+    parser.add_argument("--public-population", action="store_true",
+                        help="under add-remove, treat the number of people n as public "
+                             "(otherwise n is released with noise from a share of ρ)")
+    parser.add_argument("--population-share", type=PROBABILITY, default=0.02,
+                        help="share of ρ for the noisy n under add-remove")
+
+
 class ReleaseOptions(JobOptions):
     """Options both panel synthesizers share."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--horizon", type=POSITIVE_INT, required=True,
-                            help="number of periods T")
-        parser.add_argument("--rho", type=POSITIVE_REAL, required=True,
-                            help="total zCDP budget ρ")
-        parser.add_argument("--neighbor", choices=["replace", "add-remove"], default="replace",
-                            help="neighbouring relation: replace one person's sequence, or "
-                                 "add/remove one person")
-        parser.add_argument("--beta", type=PROBABILITY, default=0.05,
-                            help="failure probability β of the error bound")
-        parser.add_argument("--delta", type=PROBABILITY, default=1e-6,
-                            help="δ of the (ε, δ) reading in the manifest")
+        add_budget_options(parser)
         parser.add_argument("--seed", type=NON_NEGATIVE_INT, default=None,
                             help="use the reproducible simulation sampler (NOT for "
                                  "publication)")
@@ -75,11 +109,7 @@ class WindowOptions(ReleaseOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--window", type=POSITIVE_INT, required=True,
-                            help="window length k (periods)")
-        parser.add_argument("--n-pad", type=NON_NEGATIVE_INT, default=None,
-                            help="padding records per bin (default: Theorem 3.2's bound at β)")
-        parser.add_argument("--alphabet", default="0,1", help="values a report can take")
+        add_window_parameters(parser)
 
 
 class CumulativeOptions(ReleaseOptions):
@@ -87,20 +117,7 @@ class CumulativeOptions(ReleaseOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        from continual_synth.mechanisms.counters import UNBOUNDED_KINDS, counter_kinds
-        parser.add_argument("--counter", default="tree",
-                            choices=[k for k in counter_kinds() if k not in UNBOUNDED_KINDS],
-                            help="private stream counter per threshold (tree is the paper's; "
-                                 "blt or sqrt-factorisation have the least error)")
-        parser.add_argument("--budget-split", default=None, choices=["paper", "equal-variance"],
-                            help="rho across the counters: App. B's (paper) or equal worst-case "
-                                 "variance (default: the one with the lower error bound, named "
-                                 "in the manifest)")
-        parser.add_argument("--public-population", action="store_true",
-                            help="under add-remove, treat the number of people n as public "
-                                 "(otherwise n is released with noise from a share of ρ)")
-        parser.add_argument("--population-share", type=PROBABILITY, default=0.02,
-                            help="share of ρ for the noisy n under add-remove")
+        add_cumulative_parameters(parser)
 
 
 class WindowRunOptions(InvalidRecordsOptions, WindowOptions, OutputOptions, InputOptions):
@@ -188,8 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _config(args):
-    if args.command == "window":
+def _config(args, kind: Optional[str] = None):
+    """The window or cumulative configuration the options describe (``kind``: which,
+    default the command's)."""
+    if (kind or args.command) == "window":
         from continual_synth.mechanisms.window import WindowConfig
         from continual_synth.pipelines.options import parse_alphabet
         return WindowConfig(window=args.window, horizon=args.horizon, rho=args.rho,
@@ -218,6 +237,8 @@ def _common(args, alphabet):
 
 
 def dispatch(args, beam_args: List[str]) -> dict:
+    if args.command == "plan":  # runs no pipeline: no runner to resolve or start
+        return _dispatch(args, beam_args)
     from continual_synth.runners.presets import resolved_beam_args
     with resolved_beam_args(beam_args, getattr(args, "verbose", False)) as resolved:
         return _dispatch(args, resolved)
@@ -226,8 +247,8 @@ def dispatch(args, beam_args: List[str]) -> dict:
 def _extensions():
     """Command families defined in their own modules (each has ``add_commands`` and
     ``dispatch``, which returns None for a command it does not own)."""
-    from continual_synth.pipelines import bounded_cli, tabular_cli
-    return (tabular_cli, bounded_cli)
+    from continual_synth.pipelines import bounded_cli, plan_cli, tabular_cli
+    return (tabular_cli, bounded_cli, plan_cli)
 
 
 def _dispatch(args, beam_args: List[str]) -> dict:

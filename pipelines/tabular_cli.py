@@ -29,18 +29,10 @@ from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITI
                                                add_job_commands)
 
 
-def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) -> None:
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """ε, the method, the workloads and the selection, measurement and fit rules: what
+    decides a release's error (a release's options and ``plan tabular``'s)."""
     from continual_synth.mechanisms.counters import counter_kinds, counter_units
-    # one of --domain and --infer-domain where the data can be read for it (run); else
-    # --domain is simply required (a group of one would say "one of the arguments")
-    domain = parser.add_mutually_exclusive_group(required=True) if with_infer else parser
-    domain.add_argument("--domain", required=not with_infer,
-                        help="public domain: JSON object mapping each attribute "
-                        "column to the list of its values (null allows a missing value)")
-    if with_infer:
-        domain.add_argument("--infer-domain", action="store_true",
-                            help="read the domain off the private data (NOT private: the "
-                                 "release is marked not for publication)")
     parser.add_argument("--epsilon", type=POSITIVE_REAL, required=True,
                         help="total ε of event-level ε-DP for the whole stream")
     parser.add_argument("--method", choices=["proposed", "baseline"], default="proposed",
@@ -132,6 +124,20 @@ def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) 
                              "noise is at most one record per cell, from epsilon about 38); "
                              "fixed: max-cells from the first period (docs/tabular.md, "
                              "Selections)")
+
+
+def _add_synthesizer_options(parser: argparse.ArgumentParser, with_infer: bool) -> None:
+    # one of --domain and --infer-domain where the data can be read for it (run); else
+    # --domain is simply required (a group of one would say "one of the arguments")
+    domain = parser.add_mutually_exclusive_group(required=True) if with_infer else parser
+    domain.add_argument("--domain", required=not with_infer,
+                        help="public domain: JSON object mapping each attribute "
+                        "column to the list of its values (null allows a missing value)")
+    if with_infer:
+        domain.add_argument("--infer-domain", action="store_true",
+                            help="read the domain off the private data (NOT private: the "
+                                 "release is marked not for publication)")
+    add_model_options(parser)
     parser.add_argument("--horizon", type=POSITIVE_INT, default=None,
                         help="number of periods T, a public input (needed by bounded "
                              "counters and event-time streams; default: for run the stream's "
