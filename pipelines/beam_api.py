@@ -174,11 +174,11 @@ class _PanelRelease(_Release):
         check_drop_fills(self.args.invalid_records, self.args.missing_value)
 
     def synthesize(self, tables):
-        from continual_synth.pipelines import cli, jobs
+        from continual_synth.pipelines import jobs, panel_cli
         from continual_synth.pipelines.options import missing_code
         from continual_synth.transforms.invalid_records import sink_for
-        model = cli._model(self.args)
-        common = cli._common(self.args, model.alphabet)
+        model = panel_cli.synthesizer_from_args(self.args)
+        common = panel_cli.common_options(self.args, model.alphabet)
         released = tables | "Synthesize" >> jobs.SynthesizePanelTables(
             model, seed=common["seed"], columns=common["columns"],
             fill=missing_code(common["missing_value"], model.alphabet),
@@ -254,14 +254,14 @@ class PrivHPRelease(_Release):
         from continual_synth.mechanisms.errors import InputError
         from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer
         from continual_synth.pipelines import bounded
-        from continual_synth.pipelines.bounded_cli import _config
+        from continual_synth.pipelines.bounded_cli import config_from_args
         from continual_synth.transforms.invalid_records import sink_for
         from continual_synth.transforms.points import (BuildPrivHP, ReleasePrivHP,
                                                        SampleSyntheticPoints, batch_points)
         if self.args.horizon is not None:
             raise InputError("PrivHPRelease releases all the points once; continual PrivHP "
                              "(horizon) steps through the Python API or the command line")
-        columns, bounds, config, depth_from = _config(self.args)
+        columns, bounds, config, depth_from = config_from_args(self.args)
         clip, shards = self.args.clip, self.args.shards
         synthesizer = PrivHPSynthesizer(config, self.args.samples)
         where = "the pipeline's records"

@@ -157,7 +157,7 @@ class BoundedInitOptions(InvalidRecordsOptions, InitOptions, BoundedReleaseOptio
         _add_state_options(parser)
 
 
-# This family's Beam jobs (see :data:`continual_synth.pipelines.cli.JOBS`).
+# This family's Beam jobs (gathered by :func:`continual_synth.pipelines.cli.job_options`).
 JOBS = {"bounded_run": BoundedRunOptions, "bounded_init": BoundedInitOptions,
         "bounded_step": StepOptions}
 
@@ -196,7 +196,7 @@ def add_commands(commands, evaluate) -> None:
                     help="the truth's period column, for --period (default period)")
 
 
-def _config(args):
+def config_from_args(args):
     from continual_synth.mechanisms import privhp
     from continual_synth.mechanisms.hierarchy import Bounds
     from continual_synth.pipelines.bounded import check_columns
@@ -261,7 +261,7 @@ def _continual(args, beam_args: List[str]) -> dict:
     from continual_synth.pipelines import bounded_continual
     if args.action == "stream":
         from continual_synth.pipelines.stream import run_stream
-        columns, bounds, config, depth_from = _config(args)
+        columns, bounds, config, depth_from = config_from_args(args)
         document = bounded_continual.initial_document(
             config, columns, bounds, args.samples, seed=args.seed, out_format=args.out_format,
             clip=args.clip, num_shards=args.shards, depth_from=depth_from,
@@ -273,12 +273,12 @@ def _continual(args, beam_args: List[str]) -> dict:
                                       in_format=args.input_format, period=args.period,
                                       beam_args=beam_args, wait=args.wait,
                                       invalid_records=args.invalid_records)
-    columns, bounds, config, depth_from = _config(args)
+    columns, bounds, config, depth_from = config_from_args(args)
     common = dict(seed=args.seed, out_format=args.out_format, clip=args.clip,
                   num_shards=args.shards, depth_from=depth_from,
                   invalid_records=args.invalid_records)
     if args.action == "init":
-        from continual_synth.pipelines.cli import initialise, kept_state
+        from continual_synth.pipelines.init_state import initialise, kept_state
         document = bounded_continual.initial_document(config, columns, bounds, args.samples,
                                                       period_col=args.period_col, **common)
         if initialise(args.exists_ok, args.state, document,
@@ -306,7 +306,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         return _continual(args, beam_args)
     if args.command == "bounded" and args.action == "run":
         from continual_synth.pipelines.bounded import run_bounded
-        columns, bounds, config, depth_from = _config(args)
+        columns, bounds, config, depth_from = config_from_args(args)
         manifest = run_bounded(args.input, args.output, columns, bounds, config, args.samples,
                                seed=args.seed, in_format=args.input_format,
                                out_format=args.out_format, clip=args.clip,

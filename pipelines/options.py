@@ -524,7 +524,8 @@ def record_schema(alphabet: Sequence) -> pa.Schema:
 
 
 def check_beam_args(beam_args: Sequence[str], command: str,
-                    command_options: Sequence[str] = ()) -> None:
+                    command_options: Sequence[str] = (),
+                    init_options: Sequence[str] = ()) -> None:
     """Refuse what is left of a job's arguments after its own options are parsed, unless
     it is Apache Beam's (``--runner``, ``--direct_num_workers``, ``--s3_endpoint_url``):
     an option that neither the job nor Beam knows (``--rh0``, or an option of another
@@ -533,7 +534,9 @@ def check_beam_args(beam_args: Sequence[str], command: str,
     the closest valid option (``--neighbour`` → ``--neighbor``).  A Beam option that
     keeps one value given twice (``--runner DirectRunner --runner dask-local``) is
     refused as the job's own are (:func:`repeated_option`: Beam would keep the last);
-    the ones Beam's parser gathers (``--experiments``) may be repeated."""
+    the ones Beam's parser gathers (``--experiments``) may be repeated.
+    ``init_options``: a ``step``'s or ``stream``'s family's ``init`` options, which the
+    state fixes (the message says so of one given to a step)."""
     if not beam_args:
         return
     if not beam_args[0].startswith("-"):
@@ -560,7 +563,7 @@ def check_beam_args(beam_args: Sequence[str], command: str,
             "--verbose"] + ["--" + name for name in options.get_all_options()])
 
     if unknown:
-        at_init = _init_options(command)  # a step's state fixes what init was given
+        at_init = list(init_options)  # a step's state fixes what init was given
         # as typed (Beam reports ``--poll-intervall`` as ``poll_intervall``, and
         # ``-neighbor=x`` as ``neighbor``)
         typed = {arg.split("=", 1)[0].lstrip("-").replace("-", "_"): arg.split("=", 1)[0]
@@ -598,17 +601,6 @@ def check_beam_args(beam_args: Sequence[str], command: str,
     if repeated:
         raise InputError(repeated)
     check_runner(options.view_as(StandardOptions).runner)
-
-
-def _init_options(command: str) -> List[str]:
-    """The options of the ``init`` of a ``step`` or ``stream`` command's family (none
-    for other commands)."""
-    family, _, action = command.replace("_", " ").partition(" ")
-    if action not in ("step", "stream"):
-        return []
-    from continual_synth.pipelines.cli import job_options
-    options_class = job_options().get(f"{family}_init")
-    return option_strings(job_parser(options_class, prog=family)) if options_class else []
 
 
 #: the ``--runner`` names of this package (:mod:`continual_synth.runners.presets`)

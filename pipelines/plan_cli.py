@@ -33,8 +33,9 @@ REPEATS = 2
 def add_commands(commands, evaluate) -> None:
     """Add ``plan window|cumulative|bounded|tabular``."""
     from continual_synth.pipelines.bounded_cli import add_structure_options
-    from continual_synth.pipelines.cli import (add_budget_options, add_cumulative_parameters,
-                                               add_window_parameters)
+    from continual_synth.pipelines.panel_cli import (add_budget_options,
+                                                     add_cumulative_parameters,
+                                                     add_window_parameters)
     from continual_synth.pipelines.tabular_cli import add_model_options
     plans = commands.add_parser(
         "plan", help="expected error of a release before it is run (public parameters "
@@ -98,14 +99,14 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                          f"{args.action}': a plan runs no pipeline (see --help)")
     from continual_synth.mechanisms import planning
     if args.action == "window":
-        from continual_synth.pipelines.cli import _config
-        return planning.window_plan(_config(args, "window"), args.population)
+        from continual_synth.pipelines.panel_cli import config_from_args
+        return planning.window_plan(config_from_args(args, "window"), args.population)
     if args.action == "cumulative":
-        from continual_synth.pipelines.cli import _config
-        return planning.cumulative_plan(_config(args, "cumulative"), args.population)
+        from continual_synth.pipelines.panel_cli import config_from_args
+        return planning.cumulative_plan(config_from_args(args, "cumulative"), args.population)
     if args.action == "bounded":
-        from continual_synth.pipelines.bounded_cli import _config
-        _, _, config, depth_from = _config(args)
+        from continual_synth.pipelines.bounded_cli import config_from_args
+        _, _, config, depth_from = config_from_args(args)
         return planning.bounded_plan(config, depth_from)
     return _tabular(args)
 

@@ -167,7 +167,7 @@ class TabularInitOptions(InvalidRecordsOptions, InitOptions):
         _add_synthesizer_options(parser, with_infer=False)
 
 
-# This family's Beam jobs (see :data:`continual_synth.pipelines.cli.JOBS`).
+# This family's Beam jobs (gathered by :func:`continual_synth.pipelines.cli.job_options`).
 JOBS = {"tabular_run": TabularRunOptions, "tabular_init": TabularInitOptions,
         "tabular_step": StepOptions}
 
@@ -272,7 +272,8 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                                    period_col=args.period_col, last=args.last)
         printed = {key: value for key, value in summary.items()
                    if not isinstance(value, (list, dict))
-                   or key in ("average_last", "sampling_floor", "periods_released")}
+                   or key in ("average_last", "sampling_floor", "periods_released",
+                              "accuracy_coverage")}
         if "final_period_worst_workloads_by_total_variation" in summary:  # all: --report
             printed["worst_workloads_by_total_variation"] = summary[
                 "final_period_worst_workloads_by_total_variation"][:3]
@@ -337,7 +338,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     synthesizer = synthesizer_from_args(args)
     common = dict(seed=args.seed, out_format=args.out_format, period_col=args.period_col,
                   invalid_records=args.invalid_records)
-    from continual_synth.pipelines.cli import initialise, kept_state
+    from continual_synth.pipelines.init_state import initialise, kept_state
     if initialise(args.exists_ok, args.state, tabular.initial_document(synthesizer, **common),
                   lambda: tabular.init(synthesizer, args.state, **common),
                   tabular.TabularJob().canonical):

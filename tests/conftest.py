@@ -94,10 +94,10 @@ def gcs_server():
 TIERS = {
     "unit": ["accounting", "adaptive_remainder", "bias_noise", "consistency", "counters",
              "cumulative_mechanism", "emission", "example_tables", "exponential_mechanism",
-             "fitting", "hierarchy", "packed_json", "pooled_margins", "privhp", "privhp_memory", "samplers", "selection_schedule", "shard",
+             "fitting", "hierarchy", "import_graph", "packed_json", "pooled_margins",
+             "privhp", "privhp_memory", "samplers", "selection_schedule", "shard",
              "sipp_like", "sketch", "synthesizer_protocol", "tabular_mechanism",
-             "window_mechanism",
-             "workload_error"],
+             "window_mechanism", "workload_error"],
     "pipeline": ["api", "beam_api", "bounded_jobs", "cumulative_jobs", "evaluate_tabular",
                  "evaluate_window", "job_options", "monitoring", "plan", "privhp_continual",
                  "publication", "reports", "tabular_accuracy", "tabular_jobs", "window_cli",

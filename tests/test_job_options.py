@@ -74,7 +74,7 @@ def test_every_job_has_a_module_and_the_subcommands_options():
 def test_options_read_the_beam_way_and_stay_out_of_other_pipelines():
     """``view_as`` reads a job's options (validated); Beam's global parse of a pipeline's
     options does not see them, so one job's option is not accepted for another."""
-    from continual_synth.pipelines.cli import WindowRunOptions
+    from continual_synth.pipelines.panel_cli import WindowRunOptions
     argv = ["--input=p.parquet", "--output=out", "--window=2", "--horizon=3", "--rho=0.5",
             "--runner=DirectRunner"]
     options = PipelineOptions(argv).view_as(WindowRunOptions)

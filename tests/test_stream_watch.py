@@ -85,7 +85,7 @@ def land(source: str, watch: str, name: str = None) -> str:
 
 
 def start(kind: str, options, watch, state, out, *extra, env=None) -> subprocess.Popen:
-    command = [sys.executable, "-m", "continual_synth.pipelines.cli", kind, "stream",
+    command = [sys.executable, "-m", "continual_synth", kind, "stream",
                "--watch", str(watch), "--state", str(state), "--output", str(out),
                "--poll-interval", POLL, *options, *extra]
     log = open(os.path.join(os.path.dirname(str(state)), f"{kind}-stream.log"), "ab")
@@ -540,7 +540,7 @@ def test_a_period_a_step_left_pending_is_published_without_its_file(panel, tmp_p
     assert main(["window", "init", "--state", str(state), *WINDOW]) == 0
     assert main(["window", "step", "--state", str(state), "--input", periods[1],
                  "--output", str(out)]) == 0
-    killed = subprocess.run([sys.executable, "-m", "continual_synth.pipelines.cli", "window",
+    killed = subprocess.run([sys.executable, "-m", "continual_synth", "window",
                              "step", "--state", str(state), "--input", periods[2],
                              "--output", str(out)], capture_output=True,
                             env={**os.environ, "CONTINUAL_SYNTH_CRASH_AT": "committed"})

@@ -152,8 +152,9 @@ def test_python_api_release_carries_the_periods_bounds(tmp_path, monkeypatch):
     synth = cs.TabularSynthesizer(domain={"a": ["x", "y"], "b": ["u", "v", "w"]},
                                   epsilon=1.0, horizon=3, seed=1, selections=1,
                                   selection_schedule="fixed", wide_cells=0)
-    records = pd.DataFrame({"a": ["x", "y"] * 50, "b": ["u", "v", "w", "u"] * 25})
     for period in (1, 2):
+        records = pd.DataFrame({"a": ["x", "y"] * 50,
+                                "b": ["u", "v", "w", "u"] * 24 + ["vw"[period - 1]] * 4})
         release = synth.step(records)
         [document] = release.accuracy
         assert document["period"] == period
