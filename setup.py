@@ -31,7 +31,7 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.9",
-    packages=["continual_synth", "continual_synth.jobs"]
+    packages=["continual_synth", "continual_synth.jobs", "continual_synth.mechanisms.tabular"]
     + [f"continual_synth.{name}" for name in SUBPACKAGES],
     package_dir={"continual_synth": "continual_synth",
                  **{f"continual_synth.{name}": name for name in SUBPACKAGES}},

@@ -17,11 +17,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from continual_synth.mechanisms.panel_synthesizers import (CumulativeSynthesizer,
+                                                            WindowSynthesizer)
+from continual_synth.pipelines.jobs import SynthesizerJobs
 from continual_synth.pipelines.lifecycle import StateDir
 from continual_synth.pipelines.sipp_like import panel_table
 from continual_synth.transforms.files import read_dataset, write_file
 
 RECORD_COLUMNS = ["synthetic_id", "period", "value"]
+#: ``run(input, output, config)``, ``init(state, config)``, ``step(state, input, output)``
+#: of each panel synthesizer's jobs
+window_jobs = SynthesizerJobs(WindowSynthesizer)
+cumulative_jobs = SynthesizerJobs(CumulativeSynthesizer)
 
 
 # ------------------------------------------------------------------ building panels

@@ -1,4 +1,4 @@
-"""``remainder="adaptive"`` of the proposed tabular synthesizer (mechanisms/tabular.py):
+"""``remainder="adaptive"`` of the proposed tabular synthesizer (mechanisms/tabular/remainder.py):
 the drift statistic over the pooled one-way margins, the stationary estimate's
 James-Stein weight, and the choice between them on streams in random and sorted order."""
 import dataclasses

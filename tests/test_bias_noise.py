@@ -1,5 +1,5 @@
 """The noise term of the proposed tabular synthesizer's selection bias
-(mechanisms/tabular.py: ``bias_noise``, :func:`tabular.estimate_noise`): the noise a
+(mechanisms/tabular/selection.py: ``bias_noise``, :func:`tabular.estimate_noise`): the noise a
 workload's running estimate would carry after the measurement, on the batch's scale
 (``"estimate"``, the default), against the counter sum's own noise in counts
 (``"counter"``, the rule of ``--rule paper`` and of states saved before the option)."""

@@ -8,7 +8,7 @@ import pytest
 
 from continual_synth.mechanisms.cumulative import CumulativeConfig
 from continual_synth.mechanisms.errors import InputError, StateError
-from continual_synth.pipelines import cumulative as cumulative_jobs
+from helpers_panels import cumulative_jobs
 from continual_synth.pipelines.cli import main
 from continual_synth.pipelines.evaluate_cumulative import at_least_counts, evaluate_cumulative
 from continual_synth.transforms.files import read_dataset, write_file
@@ -72,7 +72,7 @@ def test_run_and_steps_release_identical_records(panel, batch, tmp_path):
     with pytest.raises(ValueError, match="beyond the horizon"):
         cumulative_jobs.step(state, str(tmp_path / "missing.parquet"), incremental)
     # a window step on a cumulative state is refused
-    from continual_synth.pipelines import window as window_jobs
+    from helpers_panels import window_jobs
     with pytest.raises(StateError, match="cumulative synthesizer state"):
         window_jobs.step(state, panel["periods"][0], incremental)
 

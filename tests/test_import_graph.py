@@ -18,10 +18,14 @@ FOLDERS = {"continual_synth": "continual_synth", "mechanisms": "continual_synth.
 def modules():
     found = {}
     for folder, package in FOLDERS.items():
-        for name in sorted(os.listdir(os.path.join(ROOT, folder))):
-            if name.endswith(".py"):
-                module = package if name == "__init__.py" else f"{package}.{name[:-3]}"
-                found[module] = os.path.join(ROOT, folder, name)
+        for where, subfolders, names in os.walk(os.path.join(ROOT, folder)):
+            subfolders[:] = [s for s in subfolders if s != "__pycache__"]
+            parts = os.path.relpath(where, os.path.join(ROOT, folder)).split(os.sep)
+            prefix = ".".join([package] + [p for p in parts if p != "."])
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    module = prefix if name == "__init__.py" else f"{prefix}.{name[:-3]}"
+                    found[module] = os.path.join(where, name)
     return found
 
 

@@ -36,8 +36,7 @@ from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.window import WindowConfig
 from continual_synth.mechanisms.errors import StateError
 from continual_synth.pipelines import cli, jobs, lifecycle, release_dir, tabular
-from continual_synth.pipelines import cumulative as cumulative_jobs
-from continual_synth.pipelines import window as window_jobs
+from helpers_panels import cumulative_jobs, window_jobs
 from continual_synth.pipelines.lifecycle import PHASES, StateDir, load_state
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import (read_dataset, read_release, release_file_names,

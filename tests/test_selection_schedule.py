@@ -1,5 +1,5 @@
 """``selection_schedule="drift"`` of the proposed tabular synthesizer
-(mechanisms/tabular.py: :func:`period_selections`, :func:`balanced_selections`): fewer,
+(mechanisms/tabular/selection.py: :func:`period_selections`, :func:`balanced_selections`): fewer,
 quieter selections in periods the drift estimate reads as exchangeable, k on a drifting
 stream, and ε spent on each period's records either way."""
 import dataclasses

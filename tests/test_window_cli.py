@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from continual_synth.mechanisms.window import WindowConfig
-from continual_synth.pipelines import window as window_jobs
+from helpers_panels import window_jobs
 from continual_synth.pipelines.cli import main
 from continual_synth.pipelines.options import PanelColumns
 from continual_synth.transforms.files import write_file

@@ -1,4 +1,5 @@
-"""End-to-end tests of the fixed-window jobs (pipelines/window.py): run, init and step.
+"""End-to-end tests of the fixed-window jobs (pipelines/jobs.py with the window
+synthesizer): run, init and step.
 
 Every job here is a real Beam pipeline on the DirectRunner; panels are small and the
 seeded simulation sampler makes every outcome deterministic.
@@ -20,7 +21,7 @@ from continual_synth.mechanisms.accounting import BudgetExceededError
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.mechanisms.window import WindowConfig
 from continual_synth.pipelines import release_dir
-from continual_synth.pipelines import jobs, window as window_jobs
+from continual_synth.pipelines import jobs
 from continual_synth.pipelines.lifecycle import StateDir, load_state
 from continual_synth.pipelines.options import PanelColumns
 from continual_synth.pipelines.sipp_like import all_ones_panel
@@ -30,7 +31,8 @@ from continual_synth.transforms.files import write_file
 from helpers_panels import (check_release, clone_incremental, data_files,
                             long_table, markov_codes, period_table, read_manifest,
                             release_snapshot, released_periods, snapshot, sorted_records,
-                            staging_leftovers, without_provenance, write_period_files)
+                            staging_leftovers, window_jobs, without_provenance,
+                            write_period_files)
 
 SEED = 7
 SHARDS = 3
