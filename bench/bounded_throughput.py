@@ -2,7 +2,7 @@
 
 Generates n points in d = 2 (a mixture of clusters) as Parquet files, then times
 
-* the Beam pipeline (:func:`continual_synth.pipelines.bounded.run_bounded`, DirectRunner,
+* the Beam pipeline (:func:`continual_synth.pipelines.families.bounded.run_bounded`, DirectRunner,
   read + validate + CombineFn pass + release + sampling + write), once per Beam
   configuration given by ``--beam`` (e.g. the default in-process runner, and
   ``--direct_num_workers 2 --direct_running_mode multi_processing``), and
@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.hierarchy import Bounds
-from continual_synth.pipelines.bounded import run_bounded, synthesize_numpy
+from continual_synth.pipelines.families.bounded import run_bounded, synthesize_numpy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

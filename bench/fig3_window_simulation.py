@@ -3,7 +3,7 @@ Figure 3 (Figure 1 of §5 in the arXiv v1): Algorithm 1 (fixed-time-window synth
 longitudinal data) on the extreme all-ones panel, repeated over many seeded runs.
 
 Parameters (the paper's): n = 25 000 people, T = 12 periods, every report is 1
-(``pipelines.sipp_like.all_ones_panel``), window k = 3, ρ = 0.005-zCDP under the
+(``pipelines.examples.sipp_like.all_ones_panel``), window k = 3, ρ = 0.005-zCDP under the
 add-remove neighbouring relation (the paper's calibration: σ² = R/(2ρ) = 1000 with
 R = T − k + 1 = 10 noisy histograms), β = 0.05, n_pad = ⌈λ⌉, and 1 000 runs of the
 *seeded* (simulation, not-for-publication) sampler with seeds 0..999.
@@ -59,8 +59,8 @@ import numpy as np
 from continual_synth.mechanisms import panel, window
 from continual_synth.mechanisms.panel_synthesizers import WindowSynthesizer
 from continual_synth.mechanisms.emission import ShardPeople, shard_rng
-from continual_synth.pipelines.plots import plot_error_over_time
-from continual_synth.pipelines.sipp_like import all_ones_panel
+from continual_synth.pipelines.evaluation.plots import plot_error_over_time
+from continual_synth.pipelines.examples.sipp_like import all_ones_panel
 from continual_synth.transforms.synthesize import synthesize_period
 
 PERCENTILES = (2.5, 50.0, 97.5)

@@ -77,8 +77,9 @@ from continual_synth.mechanisms.cumulative import (BUDGET_SPLITS, CumulativeConf
                                                    CumulativeState, step, threshold_counts)
 from continual_synth.mechanisms.emission import assign_group_values
 from continual_synth.mechanisms.samplers import SeededSampler
-from continual_synth.pipelines.plots import _draw_series, _figure, _finish_axes, save_figure
-from continual_synth.pipelines.sipp_like import all_ones_panel, generate_panel
+from continual_synth.pipelines.evaluation.plots import (_draw_series, _figure, _finish_axes,
+                                                        save_figure)
+from continual_synth.pipelines.examples.sipp_like import all_ones_panel, generate_panel
 
 PERCENTILES = (2.5, 50.0, 97.5)
 PANELS = ("all-ones", "realistic")

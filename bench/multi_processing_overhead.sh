@@ -4,7 +4,7 @@
 # --direct_running_mode=multi_processing, two runs each, one TSV row per run
 # (label, synthesizer, mode, run, seconds).  Run it in a directory holding the inputs:
 #   stream.parquet  120 000 points x, y in [0,1]^2, period 1..12 (10 000 each)
-#   panel.parquet   continual_synth.pipelines.sipp_like.generate_panel() (23 000 x 12)
+#   panel.parquet   continual_synth.pipelines.examples.sipp_like.generate_panel() (23 000 x 12)
 #   tab/            continual-synth tabular example --output tab --periods 12
 label=${1:?label}
 declare -A CMDS

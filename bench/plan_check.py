@@ -36,11 +36,12 @@ from harness import RESULTS, Timer, command_line, parse_seeds, write_result  # n
 from continual_synth.mechanisms.marginals import encode_records  # noqa: E402
 from continual_synth.mechanisms.tabular_planning import (expected_error,  # noqa: E402
                                                           score_stream)
-from continual_synth.pipelines.cli import build_parser  # noqa: E402
-from continual_synth.pipelines.example_tables import (load_table, make_stream,  # noqa: E402
-                                                      write_domain)
-from continual_synth.pipelines.tabular import read_domain  # noqa: E402
-from continual_synth.pipelines.tabular_cli import synthesizer_from_args  # noqa: E402
+from continual_synth.pipelines.commands.cli import build_parser  # noqa: E402
+from continual_synth.pipelines.examples.example_tables import (  # noqa: E402
+    load_table, make_stream, write_domain)
+from continual_synth.pipelines.families.tabular import read_domain  # noqa: E402
+from continual_synth.pipelines.commands.tabular_cli import (  # noqa: E402
+    synthesizer_from_args)
 
 FACTOR = 2.0
 

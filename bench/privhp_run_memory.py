@@ -1,7 +1,7 @@
 """Peak memory of ``bounded run --horizon T`` against the stream's size.
 
 ``run --horizon`` reads the stream one period at a time
-(:func:`continual_synth.pipelines.bounded_continual.period_accumulators`), so its peak
+(:func:`continual_synth.pipelines.families.bounded_continual.period_accumulators`), so its peak
 memory should not grow with the number of points (it follows the largest file: the
 reader buffers one file).  For each (n, T), uniform 2-D points in T parquet files (one
 per period) are released by continual PrivHP (M = 65 536 words,
@@ -34,7 +34,7 @@ CHILD = """
 import json, resource, sys, time
 from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
 from continual_synth.mechanisms.hierarchy import Bounds
-from continual_synth.pipelines import bounded_continual
+from continual_synth.pipelines.families import bounded_continual
 stream, out, periods = sys.argv[1], sys.argv[2], int(sys.argv[3])
 config = ContinualPrivHPConfig.create(horizon=periods, memory=65536, epsilon=1.0, dims=2,
                                       prune_k=64, depth=20)

@@ -4,7 +4,7 @@ periods, on the DirectRunner.
 The event-time form runs on Beam's BundleBasedDirectRunner (the ``--watch`` form runs on
 the FnApiRunner, measured by ``stream_memory.py``).  No Pub/Sub or Kafka emulator is
 available here, so Beam's ``TestStream`` feeds the command's own event pipeline
-(:func:`continual_synth.pipelines.stream.event_pipeline`, as ``stream --subscription`` or
+(:func:`continual_synth.pipelines.streaming.stream.event_pipeline`, as ``stream --subscription`` or
 ``--kafka-topic`` builds it): each period's records in event time, then the watermark past
 the period's end.  The whole input is built before the run starts, so what grows during
 the run is the runner's and the pipeline's.
@@ -81,9 +81,10 @@ def main() -> None:
 
     from continual_synth.mechanisms.panel_synthesizers import WindowSynthesizer
     from continual_synth.mechanisms.window import WindowConfig
-    from continual_synth.pipelines import jobs
-    from continual_synth.pipelines.lifecycle import load_state
-    from continual_synth.pipelines.stream import _stopping, event_pipeline, open_state
+    from continual_synth.pipelines.families import jobs
+    from continual_synth.pipelines.release.lifecycle import load_state
+    from continual_synth.pipelines.streaming.stream import (_stopping, event_pipeline,
+                                                            open_state)
     from continual_synth.transforms.stream_sources import PeriodClock
 
     records = period_records(args.people, args.periods)

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from continual_synth.mechanisms.errors import StateError
-from continual_synth.pipelines.lifecycle import load_state
+from continual_synth.pipelines.release.lifecycle import load_state
 
 CLI = [sys.executable, "-m", "continual_synth"]
 

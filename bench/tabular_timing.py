@@ -31,8 +31,9 @@ import pyarrow.compute as pc
 from continual_synth.mechanisms.marginals import Domain, all_workloads
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-from continual_synth.pipelines import tabular
-from continual_synth.pipelines.example_tables import load_table, make_stream, table_domain
+from continual_synth.pipelines.families import tabular
+from continual_synth.pipelines.examples.example_tables import (
+    load_table, make_stream, table_domain)
 from continual_synth.transforms.files import write_file
 
 

@@ -44,7 +44,7 @@ VARIANTS = {"default": [], "wide 64": ["--wide-cells", "64"]}
 def write_stream(folder: str, name: str):
     """(stream path, domain path, horizon) of one of :data:`STREAMS`."""
     if name == "gss":
-        from continual_synth.pipelines.tabular import infer_domain
+        from continual_synth.pipelines.families.tabular import infer_domain
         stream = os.path.join(folder, "gss.parquet")
         shape = tabular_large_batches.gss_stream(stream)
         domain = os.path.join(folder, "gss-domain.json")

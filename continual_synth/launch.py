@@ -56,7 +56,7 @@ def console_main() -> None:
     allocate_for_one_job()
 
     def load():
-        from continual_synth.pipelines.cli import main
+        from continual_synth.pipelines.commands.cli import main
         return main
     run_command(load)
 
@@ -67,7 +67,8 @@ def job_main(job: str) -> None:
 
     def load():
         from continual_synth.jobs import main
-        from continual_synth.pipelines import cli  # noqa: F401  (the imports, uncollected)
+        # (imported for its effect: the imports, uncollected)
+        from continual_synth.pipelines.commands import cli  # noqa: F401
         return lambda: main(job)
     run_command(load)
 

@@ -2,7 +2,7 @@
 
 Every rule for a parameter is written here once and used by the configs
 (``WindowConfig``, ``CumulativeConfig``, ``TabularConfig``, ``PrivHPConfig``) and by the
-command line's argument types (:mod:`continual_synth.pipelines.options`), so the same
+command line's argument types (:mod:`continual_synth.pipelines.commands.options`), so the same
 value is refused with the same words wherever it enters.
 """
 from __future__ import annotations

@@ -54,7 +54,7 @@ class Domain:
     def from_json(cls, text, where: str) -> "Domain":
         """The domain a JSON document (``text``: str or bytes) describes; ``where`` names
         the document in errors (reading it is the caller's:
-        :func:`continual_synth.pipelines.tabular.read_domain` reads a file on any
+        :func:`continual_synth.pipelines.families.tabular.read_domain` reads a file on any
         filesystem)."""
         try:
             data = json.loads(text)

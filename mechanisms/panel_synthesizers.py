@@ -6,7 +6,7 @@ Both of Bun et al.'s synthesizers give every synthetic person a *code* (Algorith
 the window of its last k values; Algorithm 2: its number of ones so far), split the
 people into *groups* by code (the last k−1 values; the weight), and each period
 decide how many members of each group get each value.  The jobs
-(:mod:`continual_synth.pipelines.jobs`), the Beam stages and the emission code
+(:mod:`continual_synth.pipelines.families.jobs`), the Beam stages and the emission code
 (:mod:`continual_synth.mechanisms.emission`) only talk to this interface:
 
 * data side: ``panel_statistics(matrix)`` (batch: all periods at once) and

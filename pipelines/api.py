@@ -14,7 +14,7 @@ arguments are the options of ``continual-synth FAMILY init`` (``rho=0.05`` is ``
 0.05``, ``public_population=True`` the flag, ``alphabet=[0, 1, 2]`` and ``columns=["x",
 "y"]`` lists, ``bounds=[(0, 1), (-5, 5)]`` pairs, a tabular ``domain`` a dict or a JSON
 file), parsed and checked by the same parser, and a step is the lifecycle's write-ahead
-step (:func:`~continual_synth.pipelines.lifecycle.incremental_step`) on a state
+step (:func:`~continual_synth.pipelines.release.lifecycle.incremental_step`) on a state
 directory: ownership, fencing, the ledger and the publication boundary apply, and with
 the same seed the API, ``run`` and ``init`` + ``step`` release identical records.  Errors
 are the typed errors the command line turns into exit 2 (:class:`~continual_synth.
@@ -107,7 +107,7 @@ class ContinualSynthesizer:
         (a period already released is released again from nothing: no data read, no
         budget spent)."""
         self._check_not_run()
-        from continual_synth.pipelines import lifecycle
+        from continual_synth.pipelines.release import lifecycle
         from continual_synth.transforms import storage
         from continual_synth.transforms.files import write_file
         spool = storage.join(self._state, SPOOL, lifecycle.new_token())
@@ -126,7 +126,7 @@ class ContinualSynthesizer:
         column), as ``continual-synth FAMILY run``: a synthesizer that has stepped cannot
         also run (the two would spend the budget twice on the same people), and one that
         ran cannot step."""
-        from continual_synth.pipelines import lifecycle
+        from continual_synth.pipelines.release import lifecycle
         from continual_synth.transforms import storage
         from continual_synth.transforms.files import write_file
         if self._spent_by_run or lifecycle.load_state(self._state)["output_dir"] is not None:
@@ -142,7 +142,7 @@ class ContinualSynthesizer:
         finally:
             shutil.rmtree(work, ignore_errors=True)
         self._spent_by_run = True
-        from continual_synth.pipelines import release_dir
+        from continual_synth.pipelines.release import release_dir
         from continual_synth.transforms.files import read_files
         full = release_dir.read_json(storage.join(output, lifecycle.MANIFEST))
         files = [storage.join(output, name) for name in full["files"]]
@@ -155,7 +155,7 @@ class ContinualSynthesizer:
         --output …``) go on; the object goes on there too.  Only a synthesizer kept in a
         temporary directory moves: one whose state is already at a lasting place is saved
         after every step (a copy would let two states spend one budget twice)."""
-        from continual_synth.pipelines import lifecycle
+        from continual_synth.pipelines.release import lifecycle
         from continual_synth.transforms import storage
         if storage.absolute(path) == storage.absolute(self._state):
             return self
@@ -189,7 +189,7 @@ class ContinualSynthesizer:
     @property
     def manifest(self) -> Optional[Dict[str, Any]]:
         """The release folder's current manifest (None before the first step)."""
-        from continual_synth.pipelines import lifecycle, release_dir
+        from continual_synth.pipelines.release import lifecycle, release_dir
         from continual_synth.transforms import storage
         return release_dir.read_json(storage.join(self._output, lifecycle.MANIFEST))
 
@@ -197,8 +197,8 @@ class ContinualSynthesizer:
     def _command(self, action: str, argv: List[str]) -> dict:
         """``continual-synth FAMILY ACTION argv`` in this process: its result, or its
         error raised."""
-        from continual_synth.pipelines.cli import job_options, perform
-        from continual_synth.pipelines.options import option_strings
+        from continual_synth.pipelines.commands.cli import job_options, perform
+        from continual_synth.pipelines.commands.options import option_strings
         parser = _raising_parser(job_options()[f"{self.family}_{action}"])
         args, beam_args = parser.parse_known_args(argv + self._beam_options)
         args.command, args.action = self.family, action
@@ -260,8 +260,8 @@ def option_argv(family: str, action: str, options: Mapping[str, Any], owner: str
     """Keyword arguments as the command-line options of ``FAMILY ACTION`` (an unknown name
     is an :class:`InputError` naming the closest one; ``owner`` names the object in the
     message; ``work_file(name, text)`` writes a file an option names, e.g. a domain)."""
-    from continual_synth.pipelines.cli import job_options
-    from continual_synth.pipelines.options import closest_option, option_strings
+    from continual_synth.pipelines.commands.cli import job_options
+    from continual_synth.pipelines.commands.options import closest_option, option_strings
     known = [o for o in option_strings(_raising_parser(job_options()[f"{family}_{action}"]))
              if o not in _MANAGED]
     argv = []
@@ -277,7 +277,7 @@ def option_argv(family: str, action: str, options: Mapping[str, Any], owner: str
 
 def parse_options(family: str, action: str, argv: List[str]) -> argparse.Namespace:
     """``argv`` parsed by ``FAMILY ACTION``'s parser, errors raised (:class:`InputError`)."""
-    from continual_synth.pipelines.cli import job_options
+    from continual_synth.pipelines.commands.cli import job_options
     args, rest = _raising_parser(job_options()[f"{family}_{action}"]).parse_known_args(argv)
     if rest:
         raise InputError(f"unrecognised options {' '.join(rest)}")
@@ -317,9 +317,9 @@ class _RaisingParser(argparse.ArgumentParser):
 
 
 def _raising_parser(options_class: type) -> argparse.ArgumentParser:
-    """The job's parser (:func:`~continual_synth.pipelines.options.job_parser`), its
+    """The job's parser (:func:`~continual_synth.pipelines.commands.options.job_parser`), its
     errors raised as :class:`InputError` instead of printed with exit 2."""
-    from continual_synth.pipelines.options import job_parser
+    from continual_synth.pipelines.commands.options import job_parser
     parser = job_parser(options_class, prog="continual-synth")
 
     def exit_with(status=0, message=None):
@@ -370,7 +370,7 @@ def load(state: str, output: Optional[str] = None,
     """The synthesizer of the state directory ``state`` (saved by :meth:`~Continual
     Synthesizer.save` or made by ``continual-synth FAMILY init``), releasing into the
     folder the state publishes into (or ``output`` before its first release)."""
-    from continual_synth.pipelines import lifecycle
+    from continual_synth.pipelines.release import lifecycle
     from continual_synth.transforms import storage
     if not storage.is_dir(storage.join(state, "versions")):
         raise StateError(f"{state}: no state directory here (no versions/)")

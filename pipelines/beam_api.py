@@ -15,10 +15,10 @@ columns a ``run`` input holds (a period column included), or pyarrow Tables / Re
 for speed — from whatever source the pipeline reads, and returns a tagged pair:
 ``synthetic``, the synthetic records (dicts, or pyarrow Tables with ``as_tables=True``, one
 per shard and period), and ``manifest``, the manifest a ``run`` would publish (its fields
-classified by :mod:`~continual_synth.pipelines.publication`; no ``files``).  Between the
+classified by :mod:`~continual_synth.pipelines.release.publication`; no ``files``).  Between the
 records and the synthetic records run the very stages of ``continual-synth FAMILY run``
-(:class:`~continual_synth.pipelines.jobs.SynthesizePanelTables`, :class:`~continual_synth.
-pipelines.tabular.SynthesizeTables`, PrivHP's combine, step and sampling), so with the same
+(:class:`~continual_synth.pipelines.families.jobs.SynthesizePanelTables`, :class:`~continual_synth.
+pipelines.families.tabular.SynthesizeTables`, PrivHP's combine, step and sampling), so with the same
 seed a pipeline releases what the command line's ``run`` releases.  Keyword arguments are
 ``run``'s options (``rho=0.05``, ``alphabet=[0, 1, 2]``, a tabular ``domain`` as a dict …),
 checked by its parser before the pipeline is built.
@@ -38,7 +38,8 @@ from typing import Any, Dict
 import apache_beam as beam
 import pyarrow as pa
 
-from continual_synth.pipelines import api, publication
+from continual_synth.pipelines import api
+from continual_synth.pipelines.release import publication
 
 __all__ = ["WindowRelease", "CumulativeRelease", "TabularRelease", "PrivHPRelease"]
 
@@ -170,12 +171,13 @@ class _PanelRelease(_Release):
         return (self.args.id_col, self.args.period_col, self.args.value_col)
 
     def check(self) -> None:
-        from continual_synth.pipelines.jobs import check_drop_fills
+        from continual_synth.pipelines.families.jobs import check_drop_fills
         check_drop_fills(self.args.invalid_records, self.args.missing_value)
 
     def synthesize(self, tables):
-        from continual_synth.pipelines import jobs, panel_cli
-        from continual_synth.pipelines.options import missing_code
+        from continual_synth.pipelines.families import jobs
+        from continual_synth.pipelines.commands import panel_cli
+        from continual_synth.pipelines.commands.options import missing_code
         from continual_synth.transforms.invalid_records import sink_for
         model = panel_cli.synthesizer_from_args(self.args)
         common = panel_cli.common_options(self.args, model.alphabet)
@@ -216,8 +218,8 @@ class TabularRelease(_Release):
 
     def synthesize(self, tables):
         from continual_synth.mechanisms.errors import InputError
-        from continual_synth.pipelines import tabular
-        from continual_synth.pipelines.tabular_cli import synthesizer_from_args
+        from continual_synth.pipelines.families import tabular
+        from continual_synth.pipelines.commands.tabular_cli import synthesizer_from_args
         if self.args.horizon is None:
             raise InputError("TabularRelease needs horizon: the horizon T is a public input, "
                              "never read off the records")
@@ -247,14 +249,14 @@ class PrivHPRelease(_Release):
     family = "bounded"
 
     def read_columns(self):
-        from continual_synth.pipelines.bounded_cli import _columns
+        from continual_synth.pipelines.commands.bounded_cli import _columns
         return _columns(self.args.columns)
 
     def synthesize(self, tables):
         from continual_synth.mechanisms.errors import InputError
         from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer
-        from continual_synth.pipelines import bounded
-        from continual_synth.pipelines.bounded_cli import config_from_args
+        from continual_synth.pipelines.families import bounded
+        from continual_synth.pipelines.commands.bounded_cli import config_from_args
         from continual_synth.transforms.invalid_records import sink_for
         from continual_synth.transforms.points import (BuildPrivHP, ReleasePrivHP,
                                                        SampleSyntheticPoints, batch_points)

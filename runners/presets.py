@@ -170,7 +170,7 @@ def quiet_own_cluster() -> Iterator[None]:
     ``--dask_client_address`` (Beam's runner then opens ``distributed.Client()``, which
     starts a cluster of its own), without ``--verbose``: their ``distributed.*`` INFO
     lines (about 60 for a short job) would otherwise reach stderr.  ERROR is quiet too,
-    as Beam's is (:func:`continual_synth.pipelines.logs.configure`): a failed task reaches
+    as Beam's is (:func:`continual_synth.pipelines.release.logs.configure`): a failed task reaches
     the client as the job's exception, which the command reports in one line, while a
     worker whose heartbeat meets the scheduler already closed at the end of a loaded run
     logs a connection traceback at ERROR that says nothing about the job."""

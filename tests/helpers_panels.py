@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 
 from continual_synth.mechanisms.panel_synthesizers import (CumulativeSynthesizer,
                                                             WindowSynthesizer)
-from continual_synth.pipelines.jobs import SynthesizerJobs
-from continual_synth.pipelines.lifecycle import StateDir
-from continual_synth.pipelines.sipp_like import panel_table
+from continual_synth.pipelines.families.jobs import SynthesizerJobs
+from continual_synth.pipelines.release.lifecycle import StateDir
+from continual_synth.pipelines.examples.sipp_like import panel_table
 from continual_synth.transforms.files import read_dataset, write_file
 
 RECORD_COLUMNS = ["synthetic_id", "period", "value"]
@@ -230,7 +230,7 @@ def clone_incremental(state_dir: str, output_dir: str, new_root: str):
 
 def cli(*argv):
     """Run the command line in-process: (exit code, printed JSON or the error line)."""
-    from continual_synth.pipelines.cli import main
+    from continual_synth.pipelines.commands.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -246,8 +246,8 @@ def refused_before_reading(monkeypatch, tmp_path, family: str, command: str,
     ``readers`` ((module, name) pairs) and ``stream``'s watcher fail the test if called."""
     import pytest
     from continual_synth.jobs import main as job_main
-    from continual_synth.pipelines import stream
-    from continual_synth.pipelines.cli import main
+    from continual_synth.pipelines.streaming import stream
+    from continual_synth.pipelines.commands.cli import main
 
     def no_reading(*args, **kwargs):
         pytest.fail("the data was read before the options were checked")

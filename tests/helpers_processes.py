@@ -29,9 +29,9 @@ TIMEOUT = 300.0  # seconds a group of children may take; then it is killed
 
 _FORKSERVER = multiprocessing.get_context("forkserver")
 _FORKSERVER.set_forkserver_preload([  # what a command imports before it runs a pipeline
-    __name__, "continual_synth.pipelines.cli", "continual_synth.pipelines.jobs",
-    "continual_synth.pipelines.tabular", "continual_synth.pipelines.bounded_cli",
-    "continual_synth.pipelines.tabular_cli", "continual_synth.pipelines.stream",
+    __name__, "continual_synth.pipelines.commands.cli", "continual_synth.pipelines.families.jobs",
+    "continual_synth.pipelines.families.tabular", "continual_synth.pipelines.commands.bounded_cli",
+    "continual_synth.pipelines.commands.tabular_cli", "continual_synth.pipelines.streaming.stream",
     "continual_synth.runners.presets"])
 
 
@@ -102,8 +102,8 @@ def _child(argv: List[str], env: Dict[str, str], cwd: str, stderr: str,
         os.environ.clear()  # the fork server's are those of when it started
         os.environ.update(env)
         os.chdir(cwd)
-        from continual_synth.pipelines import cli
-        from continual_synth.pipelines.lifecycle import Lease
+        from continual_synth.pipelines.commands import cli
+        from continual_synth.pipelines.release.lifecycle import Lease
         if lease_seconds is not None:
             Lease.SECONDS = lease_seconds
         gate.wait(timeout)

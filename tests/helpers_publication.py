@@ -10,7 +10,7 @@ import os
 import zlib
 from typing import List, Sequence
 
-from continual_synth.pipelines import publication
+from continual_synth.pipelines.release import publication
 
 
 def published(out: str, printed: List[dict]) -> dict:

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("airflow.providers.apache.beam", reason="the [airflow] extra is not "
                     "installed (pip install -e '.[test]' installs it)")
 
-from continual_synth.pipelines.cli import main  # noqa: E402
+from continual_synth.pipelines.commands.cli import main  # noqa: E402
 from continual_synth.transforms.files import read_dataset, write_file  # noqa: E402
 
 from helpers_panels import (long_table, markov_codes, read_manifest, snapshot,  # noqa: E402

@@ -16,7 +16,7 @@ import pytest
 
 import continual_synth.beam as csb
 from continual_synth.mechanisms.errors import InputError
-from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.commands.cli import main
 from continual_synth.transforms.files import read_dataset, write_file
 
 from helpers_panels import long_table, markov_codes

@@ -1,5 +1,5 @@
-"""End-to-end tests of ``bounded run`` / ``evaluate bounded`` (pipelines/bounded.py,
-transforms/points.py, pipelines/bounded_cli.py, pipelines/evaluate_bounded.py).
+"""End-to-end tests of ``bounded run`` / ``evaluate bounded`` (pipelines/families/bounded.py,
+transforms/points.py, pipelines/commands/bounded_cli.py, pipelines/evaluation/evaluate_bounded.py).
 
 The Beam pipeline must release exactly what the pure-numpy path releases with the same
 seed (however the input is split into files and batches: the combine merges exact
@@ -19,8 +19,8 @@ import pytest
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.hierarchy import Bounds
-from continual_synth.pipelines.bounded import run_bounded, synthesize_numpy
-from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.families.bounded import run_bounded, synthesize_numpy
+from continual_synth.pipelines.commands.cli import main
 from continual_synth.transforms.files import list_data_files, read_dataset, read_file, write_file
 
 from helpers_processes import overriding
@@ -218,7 +218,7 @@ def test_evaluate_one_dimension_is_exact(tmp_path):
     os.makedirs(tmp_path / "syn")
     write_file(pa.table({"v": synthetic}), str(tmp_path / "syn" / "synthetic-s00000.parquet"),
                "parquet")
-    from continual_synth.pipelines.evaluate_bounded import evaluate_bounded
+    from continual_synth.pipelines.evaluation.evaluate_bounded import evaluate_bounded
     summary = evaluate_bounded(str(tmp_path / "truth.parquet"), str(tmp_path / "syn"), ["v"])
     assert summary["w1"] == pytest.approx(0.25, rel=1e-9)
     assert summary["w1_method"].startswith("exact")

@@ -9,8 +9,9 @@ import pytest
 from continual_synth.mechanisms.cumulative import CumulativeConfig
 from continual_synth.mechanisms.errors import InputError, StateError
 from helpers_panels import cumulative_jobs
-from continual_synth.pipelines.cli import main
-from continual_synth.pipelines.evaluate_cumulative import at_least_counts, evaluate_cumulative
+from continual_synth.pipelines.commands.cli import main
+from continual_synth.pipelines.evaluation.evaluate_cumulative import (
+    at_least_counts, evaluate_cumulative)
 from continual_synth.transforms.files import read_dataset, write_file
 
 from helpers_panels import long_table, markov_codes, sorted_records, write_period_files

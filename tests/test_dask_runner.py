@@ -16,7 +16,7 @@ pytest.importorskip("apache_beam.runners.dask.dask_runner")
 from continual_synth.mechanisms.errors import InputError  # noqa: E402
 from continual_synth.mechanisms.window import WindowConfig  # noqa: E402
 from helpers_panels import window_jobs  # noqa: E402
-from continual_synth.pipelines.cli import main  # noqa: E402
+from continual_synth.pipelines.commands.cli import main  # noqa: E402
 from continual_synth.runners.presets import DASK_RUNNER, resolved_beam_args  # noqa: E402
 from continual_synth.transforms.files import write_file  # noqa: E402
 

@@ -12,7 +12,7 @@ from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.testing import test_stream
 from apache_beam.testing.util import assert_that, equal_to
 
-from continual_synth.pipelines.options import pipeline_options
+from continual_synth.pipelines.commands.options import pipeline_options
 from continual_synth.runners import direct
 
 

@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.commands.cli import main
 from continual_synth.transforms.files import write_file
 
 from helpers_panels import long_table, markov_codes, period_table
@@ -171,7 +171,8 @@ def _help(words: tuple) -> str:
 
 def _subcommands(words: tuple) -> List[str]:
     usage = _help(words).split("\n\n")[0]
-    choices = re.findall(r"\{([\w,-]+)\} \.\.\.", usage)  # argparse's "{run,init} ..."
+    # argparse's "{run,init} ...", the "..." on the next line when the choices are long
+    choices = re.findall(r"\{([\w,-]+)\}\s+\.\.\.", usage)
     return choices[-1].split(",") if choices else []
 
 

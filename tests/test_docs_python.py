@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.commands.cli import main
 from continual_synth.transforms.files import write_file
 
 from helpers_panels import long_table, markov_codes

@@ -1,7 +1,7 @@
 """Faults of the environment (a full disk, a refused permission) end in one line and exit 3,
 leave no partial output outside staging and no staging folder, and the same command run
 again once the fault is gone goes on as if nothing had happened (mechanisms/errors.py
-``environment_fault``; pipelines/cli.py; the lifecycle's staging)."""
+``environment_fault``; pipelines/commands/cli.py; the lifecycle's staging)."""
 from __future__ import annotations
 
 import contextlib
@@ -11,9 +11,9 @@ import os
 
 import pytest
 
-from continual_synth.pipelines import conditional_create, release_dir
-from continual_synth.pipelines.cli import main
-from continual_synth.pipelines.lifecycle import load_state
+from continual_synth.pipelines.release import conditional_create, release_dir
+from continual_synth.pipelines.commands.cli import main
+from continual_synth.pipelines.release.lifecycle import load_state
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import write_file
 

@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 
 from continual_synth.mechanisms.errors import InputError
-from continual_synth.pipelines.evaluate_tabular import evaluate_tabular, plot_metrics_over_time
+from continual_synth.pipelines.evaluation.evaluate_tabular import (
+    evaluate_tabular, plot_metrics_over_time)
 from continual_synth.transforms.files import write_file
 
 DOMAIN = {"a": ["x", "y"], "b": [0, 1, None], "c": [0, 1]}
@@ -81,7 +82,8 @@ def test_metrics_per_period_summary_and_plot(files):
     assert summary["method"] == "proposed" and summary["epsilon"] == 1.0
     assert summary["label"] == "proposed (ε=1.0)"
     on_disk = json.loads((report / "summary.json").read_text())
-    from continual_synth.pipelines.publication import tidy_floats  # as the file's floats
+    from continual_synth.pipelines.release.publication import (  # as the file's floats
+        tidy_floats)
     assert on_disk["average_last"] == tidy_floats(summary["average_last"])
     assert (report / "tabular_metrics.png").stat().st_size > 1000
 
@@ -174,7 +176,7 @@ def test_no_period_column_is_refused(tmp_path, files):
 
 
 def test_plot_overlays_several_releases(tmp_path, files, monkeypatch):
-    from continual_synth.pipelines import evaluate_tabular as module
+    from continual_synth.pipelines.evaluation import evaluate_tabular as module
     _, domain, truth, release = files
     summary = evaluate_tabular(truth, release, domain_path=domain)
     columns = {"period": [1, 2, 3], "AvgWE": [0.3, 0.2, 0.1], "MaxWE": [0.5, 0.4, 0.3],
@@ -321,7 +323,7 @@ def test_worst_workloads_by_total_variation(files):
 
 def test_command_line_prints_the_averages_and_the_worst_workloads_by_total_variation(
         files, capsys):
-    from continual_synth.pipelines.cli import main
+    from continual_synth.pipelines.commands.cli import main
     _, domain, truth, release = files
     assert main(["evaluate", "tabular", "--truth", truth, "--synthetic", release,
                  "--domain", domain]) == 0
@@ -356,7 +358,7 @@ def test_truth_periods_follow_the_inputs_rule(tmp_path, files, periods, error):
 def test_truth_of_other_periods_is_refused_naming_both(tmp_path, files, capsys):
     """A truth whose periods (31..33) miss every released period (1..3) is refused, not
     scored with every metric null in a report and exit 0."""
-    from continual_synth.pipelines.cli import main
+    from continual_synth.pipelines.commands.cli import main
     _, domain, _, release = files
     path = str(tmp_path / "shifted_truth.parquet")
     write_file(table([r[:3] + (r[3] + 30,) for r in TRUTH]), path, "parquet")
@@ -378,8 +380,8 @@ def test_a_period_col_that_is_a_domain_attribute_is_refused_before_reading(
     scoring them as periods were they 1, 2, ...: it exits 2 naming both
     (--domain, or the domain the release's manifest records), before reading any records
     and writing no report."""
-    from continual_synth.pipelines import evaluate_tabular as module
-    from continual_synth.pipelines.cli import main
+    from continual_synth.pipelines.evaluation import evaluate_tabular as module
+    from continual_synth.pipelines.commands.cli import main
     for name in ("read_dataset", "_count_release"):
         monkeypatch.setattr(module, name, lambda *a, **k: pytest.fail("records read"))
     _, domain, truth, release = files

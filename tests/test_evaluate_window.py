@@ -1,4 +1,4 @@
-"""Tests of the fixed-window evaluation (pipelines/evaluate_window.py).
+"""Tests of the fixed-window evaluation (pipelines/evaluation/evaluate_window.py).
 
 The "perfect" releases are built by hand: the truth's people plus ``copies``
 copies of every sequence in A^T.  Every k-window pattern then appears
@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 from continual_synth.mechanisms.panel import window_histograms
-from continual_synth.pipelines.evaluate_window import evaluate_window
-from continual_synth.pipelines.sipp_like import generate_panel, panel_table
+from continual_synth.pipelines.evaluation.evaluate_window import evaluate_window
+from continual_synth.pipelines.examples.sipp_like import generate_panel, panel_table
 from continual_synth.transforms.files import InputError, write_file
 
 PERIODS = 6
@@ -148,7 +148,8 @@ def test_report_files(tmp_path, truth_values):
     summary = evaluate_window(write_truth(tmp_path, truth_values),
                               write_release(tmp_path / "release", synthetic, 3, n_pad),
                               report_dir=str(report))
-    from continual_synth.pipelines.publication import tidy_floats  # as the file's floats
+    from continual_synth.pipelines.release.publication import (  # as the file's floats
+        tidy_floats)
     assert json.loads((report / "summary.json").read_text()) == \
         json.loads(json.dumps(tidy_floats(summary)))
     for name in ("window_error.png", "quarterly_queries.png"):

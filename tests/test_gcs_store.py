@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from continual_synth.pipelines import conditional_create
+from continual_synth.pipelines.release import conditional_create
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import write_file
 

@@ -55,5 +55,5 @@ def test_the_import_graph_has_no_circle():
 
 def test_a_planted_circle_is_found():
     graph = import_graph()
-    graph.add_edge("continual_synth.pipelines.options", "continual_synth.pipelines.cli")
+    graph.add_edge("continual_synth.pipelines.commands.options", "continual_synth.pipelines.commands.cli")
     assert any(len(c) > 1 for c in nx.strongly_connected_components(graph))

@@ -17,9 +17,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from continual_synth import jobs
 from continual_synth.jobs import flex_template
-from continual_synth.pipelines.cli import build_parser, job_options, main
-from continual_synth.pipelines.options import (JobOptions, beam_spelling, job_parser,
-                                               option_strings)
+from continual_synth.pipelines.commands.cli import build_parser, job_options, main
+from continual_synth.pipelines.commands.options import (JobOptions, beam_spelling,
+                                                        job_parser, option_strings)
 
 from helpers_panels import long_table, markov_codes, snapshot, sorted_records, \
     write_period_files
@@ -74,7 +74,7 @@ def test_every_job_has_a_module_and_the_subcommands_options():
 def test_options_read_the_beam_way_and_stay_out_of_other_pipelines():
     """``view_as`` reads a job's options (validated); Beam's global parse of a pipeline's
     options does not see them, so one job's option is not accepted for another."""
-    from continual_synth.pipelines.panel_cli import WindowRunOptions
+    from continual_synth.pipelines.commands.panel_cli import WindowRunOptions
     argv = ["--input=p.parquet", "--output=out", "--window=2", "--horizon=3", "--rho=0.5",
             "--runner=DirectRunner"]
     options = PipelineOptions(argv).view_as(WindowRunOptions)
@@ -141,7 +141,7 @@ def test_beam_options_beam_gathers_may_be_repeated():
     """A Beam option whose argparse action gathers its values (append, Beam's
     comma-separated lists) is not refused when given twice, in either spelling; a flag
     given twice says nothing new either."""
-    from continual_synth.pipelines.options import check_beam_args
+    from continual_synth.pipelines.commands.options import check_beam_args
     check_beam_args(["--experiments=a", "--experiments", "b", "--experiment=c",
                      "--dataflow_service_options=x", "--dataflow_service_options=y",
                      "--sdk_harness_container_image_overrides=p,q",
@@ -159,7 +159,7 @@ def test_required_options_are_named():
 
 
 def test_beam_spelling_of_names_and_flags():
-    from continual_synth.pipelines.bounded_cli import BoundedRunOptions
+    from continual_synth.pipelines.commands.bounded_cli import BoundedRunOptions
     parser = job_parser(BoundedRunOptions, "bounded_run")
     assert beam_spelling(["--prune_k=8", "--clip=true", "--direct_num_workers=2",
                           "--hash_seed", "3"], parser) == [
@@ -269,7 +269,7 @@ def test_init_exists_ok_that_loses_the_race_keeps_the_winners_state(tmp_path, ca
     not exit 2, as it did in 5 of 6 trials on S3): the one whose exclusive create
     of version 0 loses keeps the winner's state.  Without ``--exists-ok`` it still fails;
     another init's work in progress (its folders, lock and probe) is not "other files"."""
-    from continual_synth.pipelines import lifecycle
+    from continual_synth.pipelines.release import lifecycle
     state = tmp_path / "state"
     (state / "versions").mkdir(parents=True)  # another init's skeleton, before version 0
     (state / "lock").write_text("")
@@ -376,7 +376,7 @@ def test_the_command_line_refuses_what_beam_would_discard_after_a_beam_option(tm
 def test_verbose_may_be_given_true_or_false_on_the_command_line():
     """As the job modules take a flag (``--verbose=true`` is not refused with
     "--verbose: did you mean --verbose?")."""
-    from continual_synth.pipelines.logs import strip_verbose
+    from continual_synth.pipelines.release.logs import strip_verbose
     assert strip_verbose(["a", "--verbose=true", "b"]) == (["a", "b"], True)
     assert strip_verbose(["a", "--verbose=False"]) == (["a"], False)
     assert strip_verbose(["-v", "a"]) == (["a"], True)
@@ -396,7 +396,7 @@ def test_every_command_shows_its_options_defaults_in_help():
     """Guards against evaluate window/cumulative/bounded, tabular example and demo listing
     options with defaults (--id-col id, --ot-points 4000, --format parquet) without
     saying them, and demo's and example's --output without help."""
-    from continual_synth.pipelines.options import HelpFormatter
+    from continual_synth.pipelines.commands.options import HelpFormatter
     missing = []
     for command, parser in _leaf_parsers(build_parser()):
         for action in parser._actions:

@@ -1,4 +1,4 @@
-"""Fault injection for the release lifecycle (:mod:`continual_synth.pipelines.lifecycle`).
+"""Fault injection for the release lifecycle (:mod:`continual_synth.pipelines.release.lifecycle`).
 
 * Crashes: for the window, cumulative and tabular (baseline) synthesizers, a step is
   killed with SIGKILL at every phase boundary (``CONTINUAL_SYNTH_CRASH_AT``) in a child
@@ -35,9 +35,11 @@ from continual_synth.mechanisms.marginals import Domain, all_workloads
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.window import WindowConfig
 from continual_synth.mechanisms.errors import StateError
-from continual_synth.pipelines import cli, jobs, lifecycle, release_dir, tabular
+from continual_synth.pipelines.commands import cli
+from continual_synth.pipelines.families import jobs, tabular
+from continual_synth.pipelines.release import lifecycle, release_dir
 from helpers_panels import cumulative_jobs, window_jobs
-from continual_synth.pipelines.lifecycle import PHASES, StateDir, load_state
+from continual_synth.pipelines.release.lifecycle import PHASES, StateDir, load_state
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import (read_dataset, read_release, release_file_names,
                                               write_file)
@@ -288,7 +290,7 @@ def test_eight_simultaneous_steps_release_each_period_once(history, tmp_path, wa
 
 
 def bare_state(**fields):
-    """The least a state version holds (:data:`~continual_synth.pipelines.lifecycle.
+    """The least a state version holds (:data:`~continual_synth.pipelines.release.lifecycle.
     REQUIRED_FIELDS`), with ``fields``."""
     return {"kind": "test", "state_id": "t", "pending": None, "output_dir": None,
             "files": {}, "fingerprints": {}, "synthesizer_state": {}, **fields}

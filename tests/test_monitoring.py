@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from continual_synth.pipelines import logs
-from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.release import logs
+from continual_synth.pipelines.commands.cli import main
 from continual_synth.transforms import monitoring
 from continual_synth.transforms.files import read_dataset, write_file
 

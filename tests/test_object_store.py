@@ -18,8 +18,8 @@ import time
 import pytest
 
 from continual_synth.mechanisms.errors import StateBusy, StateError
-from continual_synth.pipelines import conditional_create
-from continual_synth.pipelines.lifecycle import Lease, Ownership, StateDir
+from continual_synth.pipelines.release import conditional_create
+from continual_synth.pipelines.release.lifecycle import Lease, Ownership, StateDir
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import write_file
 
@@ -92,7 +92,7 @@ def test_the_server_honours_conditional_create(s3_server):
 @pytest.fixture(scope="module", autouse=True)
 def fixed_creation_time():
     """Byte-identical manifests across the local and the S3 runs: fix the manifests'
-    creation time (``SOURCE_DATE_EPOCH``, see :mod:`continual_synth.pipelines.publication`)."""
+    creation time (``SOURCE_DATE_EPOCH``, see :mod:`continual_synth.pipelines.release.publication`)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SOURCE_DATE_EPOCH", "1790000000")
         yield
@@ -136,7 +136,7 @@ def test_a_run_that_loses_the_race_to_publish_leaves_no_lease_in_the_release(s3_
     Its lease must not stay in the published release (``OUTPUT/.leases/``), which
     ``docs/object_stores.md`` says is removed once the manifest is published."""
     from continual_synth.mechanisms.errors import InputError
-    from continual_synth.pipelines import lifecycle
+    from continual_synth.pipelines.release import lifecycle
     storage.configure(s3_server.beam_args)
     out = storage.join(s3_server.prefix(), "raced")
     storage.write_bytes(storage.join(out, "manifest.json"), b"{}")  # the winner's
@@ -296,7 +296,7 @@ def test_tabular_steps_with_s3_state_release_what_local_steps_release(s3_server,
     is published: the state's array files go through S3 too."""
     from continual_synth.mechanisms.marginals import Domain, all_workloads
     from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-    from continual_synth.pipelines import tabular
+    from continual_synth.pipelines.families import tabular
     import numpy as np
     import pyarrow as pa
 
@@ -415,8 +415,9 @@ def test_an_event_stream_with_its_state_on_s3_releases_what_the_local_run_releas
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
     from apache_beam.testing.test_stream import TestStream
 
-    from continual_synth.pipelines import jobs
-    from continual_synth.pipelines.stream import _stopping, event_pipeline, step_arguments
+    from continual_synth.pipelines.families import jobs
+    from continual_synth.pipelines.streaming.stream import (_stopping, event_pipeline,
+                                                            step_arguments)
     from continual_synth.transforms.stream_sources import PeriodClock
 
     root = s3_server.prefix()

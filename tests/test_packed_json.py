@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from continual_synth.mechanisms.errors import StateError
-from continual_synth.pipelines import release_dir
+from continual_synth.pipelines.release import release_dir
 from continual_synth.transforms import packed_json
 
 

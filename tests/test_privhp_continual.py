@@ -1,5 +1,5 @@
 """Continual PrivHP (mechanisms/continual_privhp.py, the continual synthesizer in
-mechanisms/privhp_synthesizer.py, pipelines/bounded_continual.py).
+mechanisms/privhp_synthesizer.py, pipelines/families/bounded_continual.py).
 
 * Calibration: each level's counter spends ε_ℓ for Δ_ℓ changed cells (Σ_ℓ = ε), and the
   empirical variance of every level's noisy prefix sum at t matches the counter's exact
@@ -40,8 +40,8 @@ from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPSynthe
                                                            PrivHPSynthesizer)
 from continual_synth.mechanisms.samplers import SeededSampler
 from continual_synth.mechanisms.synthesizer import period_sampler
-from continual_synth.pipelines.cli import main
-from continual_synth.pipelines.lifecycle import NOT_RECORDED
+from continual_synth.pipelines.commands.cli import main
+from continual_synth.pipelines.release.lifecycle import NOT_RECORDED
 from continual_synth.transforms.files import read_file, write_file
 from helpers_panels import refused_before_reading, release_snapshot
 from helpers_processes import cli_child
@@ -578,7 +578,7 @@ def test_run_reads_one_period_at_a_time(stream, stepped, tmp_path, monkeypatch):
     the release of period t it has read at most the points of periods 1..t plus one
     batch (the input is ordered by period); interleaved periods release the same files;
     a bad point in the last batch exits 2 and publishes nothing."""
-    from continual_synth.pipelines import bounded_continual
+    from continual_synth.pipelines.families import bounded_continual
     read, seen = {"points": 0}, []
     file_batches, save_tree = bounded_continual.file_batches, bounded_continual._save_tree
 
@@ -700,7 +700,7 @@ def test_a_period_col_among_the_columns_is_refused_before_anything(stream, tmp_p
     file whose x holds 1 everywhere, taking every point at x = 1), and run failing after
     reading the data with a message about the period's type.  Init, run --horizon, stream and
     the job modules exit 2 naming both options, before reading or writing anything."""
-    from continual_synth.pipelines import bounded_continual
+    from continual_synth.pipelines.families import bounded_continual
     code, err = refused_before_reading(
         monkeypatch, tmp_path, "bounded", command, str(stream / "all.csv"),
         ["--horizon", "3", "--period-col", "x"] + OPTIONS,
@@ -849,8 +849,9 @@ def test_a_period_without_points_steps_as_run_releases_it(stream, tmp_path):
 def test_stream_resumes_a_state_saved_before_the_stride(tmp_path):
     """A state written before ``stride`` existed (no such key) compares equal to the same
     options given now (stride 1, three rows); other options are named field by field."""
-    from continual_synth.pipelines import bounded_continual, stream as stream_jobs
-    from continual_synth.pipelines.lifecycle import StateError
+    from continual_synth.pipelines.families import bounded_continual
+    from continual_synth.pipelines.streaming import stream as stream_jobs
+    from continual_synth.pipelines.release.lifecycle import StateError
     state = str(tmp_path / "state")
     old = OPTIONS + ["--level-stride", "1", "--sketch-depth", "3"]
     assert run_cli(["bounded", "init", "--state", state, "--horizon", "3"] + old)[0] == 0
@@ -907,7 +908,7 @@ def test_evaluate_refuses_columns_that_name_one_column_before_reading(
     read for ``--columns x,period`` or ``--period-col x``; it exits 2 with run's words,
     before reading any points and writing no report (a one-shot release has no period
     column to check)."""
-    from continual_synth.pipelines import evaluate_bounded
+    from continual_synth.pipelines.evaluation import evaluate_bounded
     synthetic = stepped[1]
     if release == "one-shot":
         synthetic = str(tmp_path / "one-shot")
@@ -982,9 +983,9 @@ def test_a_quiet_bounded_period_is_released_by_the_event_stream_as_step_releases
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
     from apache_beam.testing.test_stream import TestStream as BeamTestStream
-    from continual_synth.pipelines.bounded_continual import ContinualPrivHPJob
-    from continual_synth.pipelines.lifecycle import load_state
-    from continual_synth.pipelines.stream import _stopping, event_pipeline
+    from continual_synth.pipelines.families.bounded_continual import ContinualPrivHPJob
+    from continual_synth.pipelines.release.lifecycle import load_state
+    from continual_synth.pipelines.streaming.stream import _stopping, event_pipeline
     from continual_synth.transforms.stream_sources import PeriodClock
     length = 10.0
     empty = str(tmp_path / "empty.parquet")

@@ -1,4 +1,4 @@
-"""The publication boundary (pipelines/publication.py): manifests say how a release was
+"""The publication boundary (pipelines/release/publication.py): manifests say how a release was
 made (software version, UTC creation time) and nothing exact about the input, print
 budgets without binary float noise, classify every field, and say by one rule whether a
 release is for publication."""
@@ -13,8 +13,8 @@ from importlib import metadata
 import numpy as np
 import pytest
 
-from continual_synth.pipelines import publication
-from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.release import publication
+from continual_synth.pipelines.commands.cli import main
 from continual_synth.transforms.files import write_file
 
 from helpers_panels import long_table, markov_codes, write_period_files
@@ -139,7 +139,7 @@ def test_a_bad_source_date_epoch_is_refused_before_anything_is_charged(panel, tm
     assert not os.path.exists(tmp_path / "run")
     # the lifecycle checks it too, for callers that are not the command line
     from continual_synth.mechanisms.errors import InputError
-    from continual_synth.pipelines import jobs
+    from continual_synth.pipelines.families import jobs
     with pytest.raises(InputError, match="SOURCE_DATE_EPOCH"):
         jobs.step(state, paths[0], out, kind="window")
     assert snapshot(state) == before
@@ -148,7 +148,7 @@ def test_a_bad_source_date_epoch_is_refused_before_anything_is_charged(panel, tm
 def test_a_report_summary_file_is_tidied_as_the_printed_summary(tmp_path):
     """``summary.json`` rounds floats as the printed summary does, not keeping every
     float's full repr (0.013424934968143655)."""
-    from continual_synth.pipelines import release_dir
+    from continual_synth.pipelines.release import release_dir
     path = release_dir.write_summary(str(tmp_path), {"w1": 0.1 + 0.2, "nested": [[2 / 3]]})
     with open(path, encoding="utf-8") as handle:
         assert json.load(handle) == {"w1": 0.3, "nested": [[0.666666666667]]}

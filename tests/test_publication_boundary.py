@@ -1,4 +1,4 @@
-"""The publication boundary, end to end (pipelines/publication.py): neighbouring inputs
+"""The publication boundary, end to end (pipelines/release/publication.py): neighbouring inputs
 with the same seed, through every synthesizer and mode, publish the same everything except
 what the schema names as noisy or derived from noise.
 
@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from continual_synth.pipelines import publication
-from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.release import publication
+from continual_synth.pipelines.commands.cli import main
 from continual_synth.transforms.files import write_file
 
 from helpers_panels import long_table, markov_codes

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 from continual_synth.jobs import main as job_main
-from continual_synth.pipelines.cli import main
+from continual_synth.pipelines.commands.cli import main
 
 from helpers_panels import (long_table, markov_codes, read_manifest, snapshot,
                             write_period_files)
@@ -95,7 +95,7 @@ def test_a_release_goes_into_a_new_or_empty_folder(inputs, tmp_path, monkeypatch
     ["mine.csv", "synthetic-t0001-s00000.parquet", ...]``), by the demo too.  Every
     such command exits 2 naming the folder and its files, before reading the data
     (tabular run read it first for the horizon or the domain), and writes nothing."""
-    from continual_synth.pipelines import tabular
+    from continual_synth.pipelines.families import tabular
     for name in ("last_period", "infer_domain"):
         monkeypatch.setattr(tabular, name, lambda *a, **k: pytest.fail("data read"))
     out = tmp_path / "out"

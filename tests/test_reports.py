@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from continual_synth.pipelines import plots
-from continual_synth.pipelines.evaluate_bounded import wasserstein_summary
+from continual_synth.pipelines.evaluation import plots
+from continual_synth.pipelines.evaluation.evaluate_bounded import wasserstein_summary
 
 WINDOW_MANIFEST = {"rho": 0.05, "epsilon": 1.4715947562, "delta": 1e-6, "neighbor": "replace"}
 
@@ -118,7 +118,7 @@ def test_the_joint_panels_share_one_colour_scale_and_span_the_bounds(figures, tm
                                                                       monkeypatch):
     """The 2-D histograms share one colour scale (else a sparser panel looks as bright),
     with a colour bar, over the release's box rather than the points' range."""
-    from continual_synth.pipelines import evaluate_bounded
+    from continual_synth.pipelines.evaluation import evaluate_bounded
     monkeypatch.setattr(evaluate_bounded, "save_figure", plots.save_figure)  # the fixture's
     plot_points = evaluate_bounded.plot_points
     rng = np.random.default_rng(3)

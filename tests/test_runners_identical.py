@@ -27,8 +27,8 @@ from continual_synth.mechanisms.panel_synthesizers import (CumulativeSynthesizer
                                                           WindowSynthesizer)
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer  # noqa: E402
 from continual_synth.mechanisms.window import WindowConfig  # noqa: E402
-from continual_synth.pipelines import jobs, tabular  # noqa: E402
-from continual_synth.pipelines.bounded import run_bounded  # noqa: E402
+from continual_synth.pipelines.families import jobs, tabular  # noqa: E402
+from continual_synth.pipelines.families.bounded import run_bounded  # noqa: E402
 from continual_synth.runners.presets import (DASK_RUNNER, QUIET_WORKERS_ENV,  # noqa: E402
                                              local_dask_cluster, quiet_own_cluster)
 from continual_synth.transforms.files import list_data_files, read_file, write_file  # noqa: E402

@@ -1,11 +1,12 @@
-"""Tests of the embedded demo panels (pipelines/sipp_like.py)."""
+"""Tests of the embedded demo panels (pipelines/examples/sipp_like.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from continual_synth.pipelines.sipp_like import all_ones_panel, generate_panel, panel_table
+from continual_synth.pipelines.examples.sipp_like import (all_ones_panel, generate_panel,
+                                                          panel_table)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""A tamper-evident state (pipelines/lifecycle.py, ``sealed`` and ``StateDir.read``): each
+"""A tamper-evident state (pipelines/release/lifecycle.py, ``sealed`` and ``StateDir.read``): each
 version records the digest of the version before it and its ledger's running total, so a
 damaged or hand-edited state is refused, naming the file, instead of resetting the budget."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from continual_synth.pipelines.cli import main
-from continual_synth.pipelines.lifecycle import CHAIN, StateDir
+from continual_synth.pipelines.commands.cli import main
+from continual_synth.pipelines.release.lifecycle import CHAIN, StateDir
 from continual_synth.transforms import packed_json
 
 from helpers_panels import (clone_incremental, long_table, markov_codes, snapshot,

@@ -22,10 +22,11 @@ from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.cumulative import CumulativeConfig
 from continual_synth.mechanisms.panel_synthesizers import CumulativeSynthesizer, WindowSynthesizer
 from continual_synth.mechanisms.window import WindowConfig
-from continual_synth.pipelines import jobs, logs, tabular
-from continual_synth.pipelines.cli import main
-from continual_synth.pipelines.lifecycle import load_state
-from continual_synth.pipelines.stream import event_pipeline, open_state
+from continual_synth.pipelines.families import jobs, tabular
+from continual_synth.pipelines.release import logs
+from continual_synth.pipelines.commands.cli import main
+from continual_synth.pipelines.release.lifecycle import load_state
+from continual_synth.pipelines.streaming.stream import event_pipeline, open_state
 from continual_synth.transforms.files import read_dataset, write_file
 from continual_synth.transforms.monitoring import RECORDS_REJECTED
 from continual_synth.transforms.stream_sources import (PeriodClock, event_time,
@@ -83,7 +84,7 @@ def run_events(events: BeamTestStream, state: str, out: str, before=lambda: None
 def stream_events(job, state: str, out: str, records, clock=None, **options) -> None:
     """The event pipeline of ``job`` on the TestStream ``records``, in streaming mode, as
     the command runs it (``options``: :func:`event_pipeline`'s)."""
-    from continual_synth.pipelines.stream import _stopping
+    from continual_synth.pipelines.streaming.stream import _stopping
     pipeline_options = PipelineOptions()
     pipeline_options.view_as(StandardOptions).streaming = True
     with _stopping(), beam.Pipeline(options=pipeline_options) as pipeline:
@@ -257,7 +258,7 @@ def step_periods(records, tmp_path, state, out, pending=None):
 
 def follow_kafka(state, out, **options):
     """``follow_events`` of a Kafka stream whose broker is never contacted."""
-    from continual_synth.pipelines.stream import follow_events
+    from continual_synth.pipelines.streaming.stream import follow_events
     document = panel_document()
     return follow_events(jobs.PanelJob("window"), document, state, out,
                          clock=PeriodClock(LENGTH, ORIGIN), timestamp_col="ts",
@@ -415,8 +416,8 @@ def test_a_second_event_stream_on_a_state_is_refused_and_dataflow_names_its_job(
     before the source is opened, touching nothing.  On Dataflow the job is named after
     the state, so Dataflow itself refuses a second one once the launcher has gone."""
     from apache_beam.options.pipeline_options import GoogleCloudOptions
-    from continual_synth.pipelines.lifecycle import Ownership, StateDir
-    from continual_synth.pipelines.stream import consumer_group, name_dataflow_job
+    from continual_synth.pipelines.release.lifecycle import Ownership, StateDir
+    from continual_synth.pipelines.streaming.stream import consumer_group, name_dataflow_job
     from helpers_panels import snapshot
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     privacy = ["--window", "2", "--horizon", "4", "--rho", "1", "--missing-value", "0"]
@@ -444,7 +445,7 @@ def test_event_periods_are_spooled_next_to_the_state_and_removed(panel, tmp_path
     ``STATE/spool/`` on the state's own store (never a worker's temp folder), exists
     while the step runs, and is gone afterwards; a killed stream's spool is removed when
     the next stream starts."""
-    from continual_synth.pipelines import stream
+    from continual_synth.pipelines.streaming import stream
 
     _, records, run_dir = panel
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
@@ -548,7 +549,7 @@ def schedule_family(family: str):
     """``(job, create_state(state_dir), record(period, i, rng), distinct_rows)`` of a
     family over the horizon SCHEDULE_T, seed SCHEDULE_SEED (a panel with
     ``--missing-value``)."""
-    from continual_synth.pipelines.bounded_continual import ContinualPrivHPJob
+    from continual_synth.pipelines.families.bounded_continual import ContinualPrivHPJob
 
     def at(period, i):
         return ORIGIN + (period - 1) * LENGTH + (i + 1) * LENGTH / 64

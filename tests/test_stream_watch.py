@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from continual_synth.mechanisms.errors import StateError
-from continual_synth.pipelines.cli import main
-from continual_synth.pipelines.lifecycle import load_state
-from continual_synth.pipelines.stream import PERIOD_IN_NAME, file_period
+from continual_synth.pipelines.commands.cli import main
+from continual_synth.pipelines.release.lifecycle import load_state
+from continual_synth.pipelines.streaming.stream import PERIOD_IN_NAME, file_period
 from continual_synth.transforms.files import read_dataset, write_file
 
 from helpers_panels import (long_table, markov_codes, period_table, read_manifest,
@@ -229,7 +229,7 @@ def test_a_stream_that_meets_a_step_waits_for_it_and_goes_on(panel, tmp_path):
     """A step owns the state when a landed file's turn comes: the stream logs that it
     waits (once) and releases the period once the step has finished, instead of stopping
     with "another step owns this state" (every later period then waited for a restart)."""
-    from continual_synth.pipelines.lifecycle import Ownership, StateDir
+    from continual_synth.pipelines.release.lifecycle import Ownership, StateDir
     _, _, periods, _ = panel
     watch, state, out = tmp_path / "watch", tmp_path / "state", tmp_path / "out"
     watch.mkdir()
@@ -506,7 +506,8 @@ def test_a_stop_wrapped_by_beam_is_still_a_clean_stop():
     "Error decoding input stream …" raised from the stop (seen once under load): still a
     clean stop; a library error wrapped the same way is not."""
     from continual_synth.mechanisms.errors import InputError
-    from continual_synth.pipelines.stream import StreamStopped, _is_stop, _stopping
+    from continual_synth.pipelines.streaming.stream import (StreamStopped, _is_stop,
+                                                            _stopping)
 
     def wrapped(inner):
         try:
@@ -604,7 +605,7 @@ def _releaser(tmp_path, accepts):
     """A ``ReleaseCompletePeriods`` whose steps are recorded, not run: ``accepts(path)``
     says whether the step takes a file (else InputError)."""
     from continual_synth.mechanisms.errors import InputError
-    from continual_synth.pipelines import stream
+    from continual_synth.pipelines.streaming import stream
 
     class Recorded(stream.ReleaseCompletePeriods):
         seen, steps = 0, []
@@ -627,7 +628,7 @@ def _releaser(tmp_path, accepts):
 
 def test_a_stop_request_ends_the_backlog_after_the_period_in_progress(tmp_path):
     """SIGTERM stops the stream without releasing the waiting periods."""
-    from continual_synth.pipelines import stream
+    from continual_synth.pipelines.streaming import stream
     releaser = _releaser(tmp_path, accepts=lambda path: True)
     original = releaser._step
 

@@ -68,7 +68,8 @@ def test_workload_bound_is_trivial_without_rows_or_a_positive_total():
 
 @pytest.fixture(scope="module")
 def real_stream():
-    from continual_synth.pipelines.example_tables import load_table, make_stream, table_domain
+    from continual_synth.pipelines.examples.example_tables import (
+        load_table, make_stream, table_domain)
     full = table_domain()
     domain = Domain({a: full[a] for a in ATTRIBUTES})
     stream = make_stream(load_table(), "randomized", BATCH, seed=0, periods=PERIODS,
@@ -122,8 +123,9 @@ def test_bounds_cover_the_true_error_on_a_real_table(real_stream):
 def test_run_writes_accuracy_files_and_evaluate_reports_coverage(tmp_path, real_stream):
     """``tabular run`` publishes one accuracy file per period, listed in the manifest;
     ``evaluate tabular`` checks them against the truth."""
-    from continual_synth.pipelines.cli import main
-    from continual_synth.pipelines.example_tables import load_table, make_stream, table_domain
+    from continual_synth.pipelines.commands.cli import main
+    from continual_synth.pipelines.examples.example_tables import (
+        load_table, make_stream, table_domain)
     domain, _, _ = real_stream
     stream = make_stream(load_table(), "randomized", BATCH, seed=0, periods=PERIODS,
                          domain=table_domain()).select([*ATTRIBUTES, "period"])

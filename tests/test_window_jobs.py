@@ -1,4 +1,4 @@
-"""End-to-end tests of the fixed-window jobs (pipelines/jobs.py with the window
+"""End-to-end tests of the fixed-window jobs (pipelines/families/jobs.py with the window
 synthesizer): run, init and step.
 
 Every job here is a real Beam pipeline on the DirectRunner; panels are small and the
@@ -20,11 +20,11 @@ import pytest
 from continual_synth.mechanisms.accounting import BudgetExceededError
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.mechanisms.window import WindowConfig
-from continual_synth.pipelines import release_dir
-from continual_synth.pipelines import jobs
-from continual_synth.pipelines.lifecycle import StateDir, load_state
-from continual_synth.pipelines.options import PanelColumns
-from continual_synth.pipelines.sipp_like import all_ones_panel
+from continual_synth.pipelines.release import release_dir
+from continual_synth.pipelines.families import jobs
+from continual_synth.pipelines.release.lifecycle import StateDir, load_state
+from continual_synth.pipelines.commands.options import PanelColumns
+from continual_synth.pipelines.examples.sipp_like import all_ones_panel
 from continual_synth.transforms import files
 from continual_synth.transforms.files import write_file
 

@@ -75,7 +75,7 @@ class DropSink:
         if self.also_read:
             counts[monitoring.RECORDS_READ] = len(entries)
         if self.on_driver:
-            from continual_synth.pipelines import logs
+            from continual_synth.pipelines.release import logs
             logs.add_totals(counts)
         else:
             for name, amount in counts.items():
@@ -135,7 +135,7 @@ def file_dead_letter(state_dir: str, run_dir: str, period: int,
     entries.sort(key=lambda entry: (str(entry["file"]), entry["row"]))
     document = storage.join(state_dir, DEAD_LETTER,
                             f"dropped-{period:04d}-{uuid.uuid4().hex[:12]}.json")
-    from continual_synth.pipelines import release_dir
+    from continual_synth.pipelines.release import release_dir
     release_dir.write_json_atomic(document, {
         "period": period, "input": input_path,
         "reason": "invalid records dropped (--invalid-records drop); the period was released "

@@ -10,7 +10,7 @@ Dataflow/Flink UIs and queried from the ``PipelineResult`` by :func:`counter_tot
   prints); with ``drop`` (and in every stream) each invalid record dropped
   (:mod:`continual_synth.transforms.invalid_records`).  A ``stream`` also adds the
   records of every file or message it dead-letters whole to ``records read`` and
-  ``rejected`` in its summary (:func:`continual_synth.pipelines.stream.count_rejected`);
+  ``rejected`` in its summary (:func:`continual_synth.pipelines.streaming.stream.count_rejected`);
 * ``periods_released`` — periods whose synthetic data the job releases;
 * ``synthetic_records_written`` — synthetic records written to the release.
 

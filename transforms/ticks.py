@@ -12,7 +12,7 @@ at the clock, :class:`PacedImpulseSeqGenDoFn` sleeps until its next tick is due,
 bundle of the generator emits one tick and the runner wakes once per interval.  The
 ticks, their timestamps and the watermark are Beam's (the generator is Beam's own,
 ``ImpulseSeqGenDoFn``).  The sleep blocks the bundle; the watcher runs alone on its
-in-process runner (``pipelines/stream.py``), and a stop signal interrupts the sleep like
+in-process runner (``pipelines/streaming/stream.py``), and a stop signal interrupts the sleep like
 any other point of the stream.
 """
 from __future__ import annotations

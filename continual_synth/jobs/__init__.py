@@ -9,7 +9,7 @@ and Dataflow's launchers)::
 ``window_run``, ``window_init``, ``window_step``, ``cumulative_run``, ``cumulative_init``,
 ``cumulative_step``, ``tabular_run``, ``tabular_init``, ``tabular_step``, ``bounded_run``, ``bounded_init`` and ``bounded_step``
 are ``continual-synth window run`` … ``bounded run``: the same options class
-(:func:`continual_synth.pipelines.cli.job_options`), the same validation, the same
+(:func:`continual_synth.pipelines.commands.cli.job_options`), the same validation, the same
 result printed as JSON, exit status 2 and a one-line message on bad input.  Option names
 may be written with underscores (``--id_col``), as Beam writes its own; a flag may be
 given ``=true`` or ``=false``.  Options that are not the job's go to Apache Beam if Beam
@@ -25,8 +25,9 @@ def main(job: str, argv: Optional[List[str]] = None) -> int:
     """Run the job ``job`` (e.g. ``"window_step"``) with ``argv`` (default: the process's
     arguments); return the exit status."""
     from continual_synth.mechanisms.errors import InputError
-    from continual_synth.pipelines.cli import execute, job_options
-    from continual_synth.pipelines.options import beam_spelling, job_parser, option_strings
+    from continual_synth.pipelines.commands.cli import execute, job_options
+    from continual_synth.pipelines.commands.options import (beam_spelling, job_parser,
+                                                            option_strings)
     options_class = job_options()[job]
     parser = job_parser(options_class, prog=f"python -m continual_synth.jobs.{job}")
     argv = ["--verbose" if arg == "-v" else arg  # -v anywhere, as on the command line

@@ -3,7 +3,7 @@
     python -m continual_synth.jobs.flex_template [--output deploy/dataflow]
 
 writes ``OUTPUT/JOB/metadata.json`` for each job of
-:func:`continual_synth.pipelines.cli.job_options` (``window_step`` …): the template's
+:func:`continual_synth.pipelines.commands.cli.job_options` (``window_step`` …): the template's
 name and description, and one entry per option (``name`` as Beam spells it, with
 underscores; ``label``; ``helpText`` with the default; ``isOptional``; ``regexes``
 for numbers, choices and flags).  The files are committed; a test checks that they
@@ -29,8 +29,8 @@ FLAG = r"^(true|false)$"
 
 
 def _regexes(action: argparse.Action) -> Optional[List[str]]:
-    from continual_synth.pipelines.options import (NON_NEGATIVE_INT, POSITIVE_INT,
-                                                   POSITIVE_REAL, PROBABILITY)
+    from continual_synth.pipelines.commands.options import (NON_NEGATIVE_INT, POSITIVE_INT,
+                                                            POSITIVE_REAL, PROBABILITY)
     if isinstance(action, argparse._StoreTrueAction):
         return [FLAG]
     if action.choices:
@@ -56,7 +56,7 @@ def _help(action: argparse.Action, parser: argparse.ArgumentParser) -> str:
 
 def metadata(job: str, options_class: type) -> Dict:
     """The Flex Template metadata of one job."""
-    from continual_synth.pipelines.options import job_parser
+    from continual_synth.pipelines.commands.options import job_parser
     parser = job_parser(options_class, prog=f"continual_synth.jobs.{job}")
     parameters = []
     for action in parser._actions:
@@ -83,7 +83,7 @@ def render(job: str, options_class: type) -> str:
 
 def write_all(output: str = DEFAULT_OUTPUT) -> List[str]:
     """Write every job's ``metadata.json`` under ``output``; return the paths."""
-    from continual_synth.pipelines.cli import job_options
+    from continual_synth.pipelines.commands.cli import job_options
     paths = []
     for job, options_class in sorted(job_options().items()):
         path = os.path.join(output, job, "metadata.json")
@@ -95,8 +95,9 @@ def write_all(output: str = DEFAULT_OUTPUT) -> List[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from continual_synth.pipelines import cli  # noqa: F401  (quiets Beam's import warnings)
-    from continual_synth.pipelines.options import ArgumentParser
+    # (imported for its effect: it quiets Beam's import warnings)
+    from continual_synth.pipelines.commands import cli  # noqa: F401
+    from continual_synth.pipelines.commands.options import ArgumentParser
     parser = ArgumentParser(prog="python -m continual_synth.jobs.flex_template",
                             description="write the Dataflow Flex Template metadata.json of "
                                         "every job")

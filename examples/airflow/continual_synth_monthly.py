@@ -11,7 +11,7 @@ Each run (monthly; or by hand: ``airflow dags test continual_synth_monthly -c '{
    continual_synth.jobs.window_step --state=… --input=… --output=…``.
 
 Retries are safe by construction: the step is the release lifecycle's
-(:mod:`continual_synth.pipelines.lifecycle`): a re-run of a period already released is
+(:mod:`continual_synth.pipelines.release.lifecycle`): a re-run of a period already released is
 recognised (``already-released``) and a run interrupted half-way resumes; one step owns
 the state at a time (``max_active_runs=1`` keeps the periods in order).
 

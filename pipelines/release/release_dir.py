@@ -1,6 +1,6 @@
 """Atomic files and release directories.
 
-The file primitives of :mod:`continual_synth.pipelines.lifecycle`, on any filesystem
+The file primitives of :mod:`continual_synth.pipelines.release.lifecycle`, on any filesystem
 (:mod:`continual_synth.transforms.storage`): JSON documents (manifest, state) are
 replaced atomically — locally a temporary file, fsync and rename; on an object store
 one ``PUT``, which makes the object appear whole or not at all — so a crash leaves
@@ -57,7 +57,7 @@ def write_json_atomic(path: str, document: Dict) -> None:
 def write_summary(report_dir: str, summary: Dict) -> str:
     """An evaluation's ``summary.json`` in ``report_dir`` (any filesystem), its floats
     tidied as the printed summary's; its path."""
-    from continual_synth.pipelines.publication import tidy_floats
+    from continual_synth.pipelines.release.publication import tidy_floats
     path = storage.join(report_dir, "summary.json")
     text = json.dumps(tidy_floats(summary), indent=2, allow_nan=False, ensure_ascii=False)
     storage.write_bytes(path, (text + "\n").encode("utf-8"))

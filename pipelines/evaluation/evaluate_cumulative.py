@@ -12,11 +12,12 @@ from typing import Optional
 
 import numpy as np
 
-from continual_synth.pipelines.evaluate_window import SYNTHETIC_COLUMNS, panel_indices
-from continual_synth.pipelines.options import PanelColumns
-from continual_synth.pipelines.plots import (plot_error_over_time, plot_query_panels,
-                                             privacy_subtitle)
-from continual_synth.pipelines.release_dir import read_json, write_summary
+from continual_synth.pipelines.evaluation.evaluate_window import (
+    SYNTHETIC_COLUMNS, panel_indices)
+from continual_synth.pipelines.commands.options import PanelColumns
+from continual_synth.pipelines.evaluation.plots import (plot_error_over_time,
+                                                        plot_query_panels, privacy_subtitle)
+from continual_synth.pipelines.release.release_dir import read_json, write_summary
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset, read_release
 

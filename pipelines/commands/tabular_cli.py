@@ -13,7 +13,7 @@
     continual-synth evaluate tabular --truth STREAM --synthetic DIR --domain DOMAIN.json
                                  [--marginals 2] [--report DIR] [--last 10]
 
-Wired into :mod:`continual_synth.pipelines.cli` through :func:`add_commands` and
+Wired into :mod:`continual_synth.pipelines.commands.cli` through :func:`add_commands` and
 :func:`dispatch` (None when the parsed command belongs to another family).
 """
 from __future__ import annotations
@@ -21,12 +21,13 @@ from __future__ import annotations
 import argparse
 from typing import List, Optional
 
-from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
-                                               POSITIVE_REAL, PROBABILITY, HelpFormatter,
-                                               InitOptions, InputOptions,
-                                               InvalidRecordsOptions, OutputOptions,
-                                               REPORT_HELP, StepOptions,
-                                               add_job_commands)
+from continual_synth.pipelines.commands.options import (FORMATS, NON_NEGATIVE_INT,
+                                                        POSITIVE_INT, POSITIVE_REAL,
+                                                        PROBABILITY, HelpFormatter,
+                                                        InitOptions, InputOptions,
+                                                        InvalidRecordsOptions,
+                                                        OutputOptions, REPORT_HELP,
+                                                        StepOptions, add_job_commands)
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -167,7 +168,7 @@ class TabularInitOptions(InvalidRecordsOptions, InitOptions):
         _add_synthesizer_options(parser, with_infer=False)
 
 
-# This family's Beam jobs (gathered by :func:`continual_synth.pipelines.cli.job_options`).
+# This family's Beam jobs (gathered by :func:`continual_synth.pipelines.commands.cli.job_options`).
 JOBS = {"tabular_run": TabularRunOptions, "tabular_init": TabularInitOptions,
         "tabular_step": StepOptions}
 
@@ -176,8 +177,8 @@ def add_commands(commands, evaluate) -> None:
     """Add ``tabular run|init|step|example`` and ``evaluate tabular``."""
     jobs = add_job_commands(commands, "tabular", "synthetic tabular streams (Kumar et al. "
                             "2024, Algorithms 2-3)", JOBS)
-    from continual_synth.pipelines.example_tables import CONSTRUCTIONS
-    from continual_synth.pipelines.stream import add_stream_command
+    from continual_synth.pipelines.examples.example_tables import CONSTRUCTIONS
+    from continual_synth.pipelines.streaming.stream import add_stream_command
     add_stream_command(jobs, lambda parser: _add_synthesizer_options(parser, with_infer=False))
     example = jobs.add_parser("example", help="write a stream built from a real public "
                               "table (CCES 2016) and its domain.json",
@@ -228,12 +229,12 @@ def synthesizer_from_args(args, input_path: Optional[str] = None, domain=None):
                          "period's records once, with no counter")
     inferred = bool(getattr(args, "infer_domain", False))
     if domain is None and inferred:
-        from continual_synth.pipelines.tabular import infer_domain
+        from continual_synth.pipelines.families.tabular import infer_domain
         from continual_synth.transforms.files import check_dataset
         check_dataset(input_path, getattr(args, "input_format", None))  # names an empty file
         domain = infer_domain(input_path, args.period_col, getattr(args, "input_format", None))
     elif domain is None:
-        from continual_synth.pipelines.tabular import read_domain
+        from continual_synth.pipelines.families.tabular import read_domain
         domain = read_domain(args.domain)
     from continual_synth.mechanisms.tabular import PAPER_SELECTIONS, RULES
     workloads = parse_workloads(args.marginals, domain)
@@ -266,7 +267,7 @@ def synthesizer_from_args(args, input_path: Optional[str] = None, domain=None):
 def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     """Run the parsed command if it is ours; otherwise return None."""
     if args.command == "evaluate" and args.action == "tabular":
-        from continual_synth.pipelines.evaluate_tabular import evaluate_tabular
+        from continual_synth.pipelines.evaluation.evaluate_tabular import evaluate_tabular
         summary = evaluate_tabular(args.truth, args.synthetic, args.report,
                                    domain_path=args.domain, marginals=args.marginals,
                                    period_col=args.period_col, last=args.last)
@@ -280,9 +281,9 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         return printed
     if args.command != "tabular":
         return None
-    from continual_synth.pipelines import tabular
+    from continual_synth.pipelines.families import tabular
     if args.action == "example":
-        from continual_synth.pipelines.example_tables import write_example
+        from continual_synth.pipelines.examples.example_tables import write_example
         return write_example(args.output, construction=args.construction,
                              batch_size=args.batch_size, seed=args.seed,
                              periods=args.periods, fmt=args.out_format)
@@ -291,14 +292,14 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                             period=args.period, beam_args=beam_args, wait=args.wait,
                             invalid_records=args.invalid_records)
     if args.action == "stream":
-        from continual_synth.pipelines.stream import run_stream
+        from continual_synth.pipelines.streaming.stream import run_stream
         document = tabular.initial_document(synthesizer_from_args(args), seed=args.seed,
                                             out_format=args.out_format,
                                             period_col=args.period_col)
         return run_stream(tabular.TabularJob(), document, args, beam_args,
                           period_col=args.period_col)
     if args.action == "run":
-        from continual_synth.pipelines.lifecycle import check_fresh_output
+        from continual_synth.pipelines.release.lifecycle import check_fresh_output
         check_fresh_output(args.output, replaces_leftovers=True)  # before reading the data
         domain = None
         if not args.infer_domain:  # checked before the data is read for the horizon
@@ -308,7 +309,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         if args.horizon is None:  # the documented default: the stream's last period
             args.horizon = tabular.last_period(args.input, args.period_col, args.input_format,
                                                args.invalid_records)
-            from continual_synth.pipelines.publication import HORIZON_FROM_DATA
+            from continual_synth.pipelines.release.publication import HORIZON_FROM_DATA
             source = HORIZON_FROM_DATA
         synthesizer = synthesizer_from_args(args, args.input, domain)
         manifest = tabular.run(synthesizer, args.input, args.output, seed=args.seed,
@@ -316,7 +317,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                                period_col=args.period_col, beam_args=beam_args,
                                horizon_source=source, invalid_records=args.invalid_records)
         if manifest.get("attributes_never_measured"):
-            from continual_synth.pipelines.logs import LOGGER
+            from continual_synth.pipelines.release.logs import LOGGER
             LOGGER.warning("no selected workload held %s in %d periods: the release's shares "
                            "of their values are the model's completion (uniform), not the "
                            "data's; a larger ε, larger batches or fewer values would let the "
@@ -325,7 +326,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                            len(manifest["periods_released"]))
         unmeasured = manifest.get("workloads_never_measured") or []
         if unmeasured:
-            from continual_synth.pipelines.logs import LOGGER
+            from continual_synth.pipelines.release.logs import LOGGER
             LOGGER.info("%d of %d workloads were never selected in %d periods (%s%s): the "
                         "release's joint of each is the model's completion from the measured "
                         "ones, not a measurement (manifest: workloads_never_measured)",
@@ -338,7 +339,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     synthesizer = synthesizer_from_args(args)
     common = dict(seed=args.seed, out_format=args.out_format, period_col=args.period_col,
                   invalid_records=args.invalid_records)
-    from continual_synth.pipelines.init_state import initialise, kept_state
+    from continual_synth.pipelines.commands.init_state import initialise, kept_state
     if initialise(args.exists_ok, args.state, tabular.initial_document(synthesizer, **common),
                   lambda: tabular.init(synthesizer, args.state, **common),
                   tabular.TabularJob().canonical):
@@ -352,7 +353,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         if (config.wide and config.model_growth == "fixed" and config.fit == "ipf"
                 and config.horizon is None and args.max_cells is None
                 and args.model_growth is None):
-            from continual_synth.pipelines.logs import LOGGER
+            from continual_synth.pipelines.release.logs import LOGGER
             LOGGER.warning("k = %d selections a period at ε = %g, with a model size limit that "
                            "stays fixed: give --horizon to let it grow over the horizon, as "
                            "it does by default where T is known (docs/tabular.md, "

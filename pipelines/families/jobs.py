@@ -7,7 +7,7 @@ Bun et al. 2024 Algorithm 1, fixed time window; Algorithm 2, cumulative).
 
 Both fold the same state machine and emit with the same sharded emission, so they
 are the same algorithm.  The release lifecycle (staging, ownership, write-ahead
-commits, fencing, publication) is :mod:`continual_synth.pipelines.lifecycle`'s; this
+commits, fencing, publication) is :mod:`continual_synth.pipelines.release.lifecycle`'s; this
 module supplies the panel's pipelines: the period's statistic joined with the people's
 history (:class:`PanelJob.compute`) and the sharded emission (:class:`PanelJob.emit`).
 """
@@ -23,10 +23,11 @@ from continual_synth.mechanisms import emission
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.record_checks import DROP, REFUSE, check_mode
 from continual_synth.mechanisms.panel_synthesizers import synthesizer_from_dict
-from continual_synth.pipelines import lifecycle, logs, release_dir
-from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
-from continual_synth.pipelines.options import (PanelColumns, missing_code, pipeline_options,
-                                               record_schema, value_type)
+from continual_synth.pipelines.release import lifecycle, logs, release_dir
+from continual_synth.pipelines.release.lifecycle import IncrementalJob, StateDir
+from continual_synth.pipelines.commands.options import (PanelColumns, missing_code,
+                                                        pipeline_options, record_schema,
+                                                        value_type)
 from continual_synth.transforms import storage
 from continual_synth.transforms.emit import EmitSyntheticPanel, emit_shard_period
 from continual_synth.transforms.files import (check_dataset, check_format, detect_format,

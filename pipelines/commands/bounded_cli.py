@@ -17,7 +17,7 @@
     continual-synth evaluate bounded --truth POINTS --synthetic DIR --columns x,y [--report DIR]
                                      [--period P]
 
-Wired into :mod:`continual_synth.pipelines.cli` through :func:`add_commands`
+Wired into :mod:`continual_synth.pipelines.commands.cli` through :func:`add_commands`
 (register sub-commands) and :func:`dispatch` (run one; None when the parsed
 command belongs to another family).
 """
@@ -27,12 +27,13 @@ from typing import List, Optional
 
 from continual_synth.mechanisms.errors import (InputError, ParameterError, format_bytes,
                                                privacy_budget)
-from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
-                                               POSITIVE_REAL, HelpFormatter, InitOptions,
-                                               InputOptions, InvalidRecordsOptions,
-                                               JobOptions, OutputOptions, REPORT_HELP,
-                                               StepOptions, add_job_commands,
-                                               add_job_options)
+from continual_synth.pipelines.commands.options import (FORMATS, NON_NEGATIVE_INT,
+                                                        POSITIVE_INT, POSITIVE_REAL,
+                                                        HelpFormatter, InitOptions,
+                                                        InputOptions, InvalidRecordsOptions,
+                                                        JobOptions, OutputOptions,
+                                                        REPORT_HELP, StepOptions,
+                                                        add_job_commands, add_job_options)
 
 MAX_SHARD_VALUES = 2 ** 25  # float64 coordinates sampled in one shard (256 MiB)
 
@@ -157,7 +158,7 @@ class BoundedInitOptions(InvalidRecordsOptions, InitOptions, BoundedReleaseOptio
         _add_state_options(parser)
 
 
-# This family's Beam jobs (gathered by :func:`continual_synth.pipelines.cli.job_options`).
+# This family's Beam jobs (gathered by :func:`continual_synth.pipelines.commands.cli.job_options`).
 JOBS = {"bounded_run": BoundedRunOptions, "bounded_init": BoundedInitOptions,
         "bounded_step": StepOptions}
 
@@ -170,7 +171,7 @@ def _add_stream_options(parser) -> None:
 
 def add_commands(commands, evaluate) -> None:
     """Add this family's sub-commands to ``commands`` and ``evaluate``'s sub-parsers."""
-    from continual_synth.pipelines.stream import add_stream_command
+    from continual_synth.pipelines.streaming.stream import add_stream_command
     actions = add_job_commands(commands, "bounded", "bounded-memory one-pass synthetic points "
                                "(PrivHP, Holland et al. 2025)", JOBS)
     add_stream_command(actions, _add_stream_options)
@@ -199,7 +200,7 @@ def add_commands(commands, evaluate) -> None:
 def config_from_args(args):
     from continual_synth.mechanisms import privhp
     from continual_synth.mechanisms.hierarchy import Bounds
-    from continual_synth.pipelines.bounded import check_columns
+    from continual_synth.pipelines.families.bounded import check_columns
     columns = _columns(args.columns)
     bounds = Bounds.parse(args.bounds, max(len(columns), 1))
     check_columns(columns, bounds)
@@ -258,9 +259,9 @@ def config_from_args(args):
 
 def _continual(args, beam_args: List[str]) -> dict:
     """``bounded init|step`` and ``bounded run --horizon T`` (continual PrivHP)."""
-    from continual_synth.pipelines import bounded_continual
+    from continual_synth.pipelines.families import bounded_continual
     if args.action == "stream":
-        from continual_synth.pipelines.stream import run_stream
+        from continual_synth.pipelines.streaming.stream import run_stream
         columns, bounds, config, depth_from = config_from_args(args)
         document = bounded_continual.initial_document(
             config, columns, bounds, args.samples, seed=args.seed, out_format=args.out_format,
@@ -278,7 +279,7 @@ def _continual(args, beam_args: List[str]) -> dict:
                   num_shards=args.shards, depth_from=depth_from,
                   invalid_records=args.invalid_records)
     if args.action == "init":
-        from continual_synth.pipelines.init_state import initialise, kept_state
+        from continual_synth.pipelines.commands.init_state import initialise, kept_state
         document = bounded_continual.initial_document(config, columns, bounds, args.samples,
                                                       period_col=args.period_col, **common)
         if initialise(args.exists_ok, args.state, document,
@@ -305,7 +306,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
             args.command == "bounded" and args.action == "run" and args.horizon is not None):
         return _continual(args, beam_args)
     if args.command == "bounded" and args.action == "run":
-        from continual_synth.pipelines.bounded import run_bounded
+        from continual_synth.pipelines.families.bounded import run_bounded
         columns, bounds, config, depth_from = config_from_args(args)
         manifest = run_bounded(args.input, args.output, columns, bounds, config, args.samples,
                                seed=args.seed, in_format=args.input_format,
@@ -319,7 +320,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                 **{k: manifest[k] for k in keys if k in manifest},
                 "depth": config.depth, "prune_k": config.prune_k}
     if args.command == "evaluate" and args.action == "bounded":
-        from continual_synth.pipelines.evaluate_bounded import evaluate_bounded
+        from continual_synth.pipelines.evaluation.evaluate_bounded import evaluate_bounded
         summary = evaluate_bounded(args.truth, args.synthetic, _columns(args.columns),
                                    args.report, in_format=args.input_format,
                                    ot_points=args.ot_points, projections=args.projections,

@@ -68,7 +68,7 @@ class LocalCreate(ConditionalCreate):
     kind = "local"
 
     def create(self, path: str, data: bytes) -> bool:
-        from continual_synth.pipelines.release_dir import fsync_directory
+        from continual_synth.pipelines.release.release_dir import fsync_directory
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
         temporary = os.path.join(directory, f".{uuid.uuid4().hex}.tmp")

@@ -27,10 +27,10 @@ import pyarrow as pa
 from numpy.lib.stride_tricks import sliding_window_view
 
 from continual_synth.mechanisms.panel import decode_windows, encode_values, pivot, window_histograms
-from continual_synth.pipelines.options import PanelColumns
-from continual_synth.pipelines.plots import (plot_error_over_time, plot_query_panels,
-                                             privacy_subtitle)
-from continual_synth.pipelines.release_dir import write_summary
+from continual_synth.pipelines.commands.options import PanelColumns
+from continual_synth.pipelines.evaluation.plots import (plot_error_over_time,
+                                                        plot_query_panels, privacy_subtitle)
+from continual_synth.pipelines.release.release_dir import write_summary
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset, read_release
 

@@ -1,7 +1,7 @@
 """``continual-synth demo``: both synthesizers end to end on an embedded panel.
 
 Generates the SIPP-like panel (23 000 simulated households, 12 months, persistent
-poverty spells; :mod:`continual_synth.pipelines.sipp_like`), synthesizes it with
+poverty spells; :mod:`continual_synth.pipelines.examples.sipp_like`), synthesizes it with
 Algorithm 1 at the paper's quarterly window (k = 3) and with Algorithm 2 (tree
 counters), each at ρ = 0.05 under the ``replace`` relation, and evaluates both
 releases (window errors against Theorem 3.2 and the four quarterly poverty queries;
@@ -15,10 +15,11 @@ from typing import Dict, Optional, Sequence
 from continual_synth.mechanisms.cumulative import CumulativeConfig
 from continual_synth.mechanisms.panel_synthesizers import CumulativeSynthesizer, WindowSynthesizer
 from continual_synth.mechanisms.window import WindowConfig
-from continual_synth.pipelines import jobs, lifecycle
-from continual_synth.pipelines.evaluate_cumulative import evaluate_cumulative
-from continual_synth.pipelines.evaluate_window import evaluate_window
-from continual_synth.pipelines.sipp_like import generate_panel
+from continual_synth.pipelines.families import jobs
+from continual_synth.pipelines.release import lifecycle
+from continual_synth.pipelines.evaluation.evaluate_cumulative import evaluate_cumulative
+from continual_synth.pipelines.evaluation.evaluate_window import evaluate_window
+from continual_synth.pipelines.examples.sipp_like import generate_panel
 from continual_synth.transforms.files import write_file
 
 WINDOW_CONFIG = WindowConfig(window=3, horizon=12, rho=0.05, neighbor="replace")

@@ -44,9 +44,10 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from continual_synth.mechanisms.errors import InputError, row_label
-from continual_synth.pipelines import release_dir
-from continual_synth.pipelines.options import check_distinct_columns
-from continual_synth.pipelines.plots import privacy_subtitle, save_figure, suptitle
+from continual_synth.pipelines.release import release_dir
+from continual_synth.pipelines.commands.options import check_distinct_columns
+from continual_synth.pipelines.evaluation.plots import (privacy_subtitle, save_figure,
+                                                        suptitle)
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_dataset, read_files, release_files
 from continual_synth.transforms.periods import period_values

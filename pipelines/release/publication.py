@@ -260,7 +260,7 @@ def check_classified(document: Mapping, schema: Mapping[str, Field], what: str) 
     if missing:
         raise UnclassifiedField(
             f"{what}: field(s) {', '.join(missing)} are not classified in "
-            f"continual_synth.pipelines.publication (public, noisy or derived); nothing "
+            f"continual_synth.pipelines.release.publication (public, noisy or derived); nothing "
             f"was published")
 
 

@@ -29,7 +29,7 @@ from typing import Dict, List, Optional
 # reports errors itself, so keep Beam quiet unless --verbose is given.
 logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
 
-from continual_synth.pipelines.options import (NON_NEGATIVE_INT,  # noqa: E402
+from continual_synth.pipelines.commands.options import (NON_NEGATIVE_INT,  # noqa: E402
                                                ArgumentParser, HelpFormatter)
 
 
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show Beam's logs (accepted anywhere on the line)")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    from continual_synth.pipelines import panel_cli
+    from continual_synth.pipelines.commands import panel_cli
     panel_cli.add_commands(commands)
     evaluate = commands.add_parser("evaluate", help="evaluate a release against the truth"
                                    ).add_subparsers(dest="action", required=True)
@@ -79,13 +79,13 @@ def dispatch(args, beam_args: List[str]) -> dict:
 def _extensions():
     """The command families after the panels' (each has ``add_commands(commands,
     evaluate)`` and ``dispatch``, which returns None for a command it does not own)."""
-    from continual_synth.pipelines import bounded_cli, plan_cli, tabular_cli
+    from continual_synth.pipelines.commands import bounded_cli, plan_cli, tabular_cli
     return (tabular_cli, bounded_cli, plan_cli)
 
 
 def _families():
     """Every command family's module: the panels' first."""
-    from continual_synth.pipelines import panel_cli
+    from continual_synth.pipelines.commands import panel_cli
     return (panel_cli, *_extensions())
 
 
@@ -94,14 +94,14 @@ def _dispatch(args, beam_args: List[str]) -> dict:
         result = family.dispatch(args, beam_args)
         if result is not None:
             return result
-    from continual_synth.pipelines.demo import demo
+    from continual_synth.pipelines.examples.demo import demo
     return demo(args.output, seed=args.seed, beam_args=beam_args)
 
 
 def _init_options(command: str) -> List[str]:
     """The options of the ``init`` of a ``step`` or ``stream`` command's family (none
     for other commands)."""
-    from continual_synth.pipelines.options import job_parser, option_strings
+    from continual_synth.pipelines.commands.options import job_parser, option_strings
     family, _, action = command.replace("_", " ").partition(" ")
     if action not in ("step", "stream"):
         return []
@@ -120,7 +120,7 @@ def _command_options(parser: argparse.ArgumentParser, args) -> List[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from continual_synth.pipelines import logs
+    from continual_synth.pipelines.release import logs
     argv, verbose = logs.strip_verbose(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
@@ -137,11 +137,12 @@ def perform(args, beam_args: List[str], command: str, command_options: List[str]
     the job's result (what the command prints).  Errors are raised, typed: the command
     line's :func:`execute` and the Python API (:mod:`continual_synth.pipelines.api`)
     share this.  ``command_options`` are the job's own options (for "did you mean")."""
-    from continual_synth.pipelines import logs
-    from continual_synth.pipelines.options import (check_beam_args, check_directory_options,
-                                                   check_outside_releases,
-                                                   check_separate_locations)
-    from continual_synth.pipelines.publication import source_date
+    from continual_synth.pipelines.release import logs
+    from continual_synth.pipelines.commands.options import (check_beam_args,
+                                                            check_directory_options,
+                                                            check_outside_releases,
+                                                            check_separate_locations)
+    from continual_synth.pipelines.release.publication import source_date
     from continual_synth.transforms.storage import configure
     check_beam_args(beam_args, command, command_options, _init_options(command))
     source_date()  # SOURCE_DATE_EPOCH, before anything is read
@@ -161,7 +162,7 @@ def perform(args, beam_args: List[str], command: str, command_options: List[str]
 def execute(args, beam_args: List[str], command: str, command_options: List[str]) -> int:
     """:func:`perform`, then print the result as JSON and return 0, or print a one-line
     error and return 2."""
-    from continual_synth.pipelines import logs
+    from continual_synth.pipelines.release import logs
     logs.configure(command, getattr(args, "verbose", False))
     from continual_synth.mechanisms.accounting import BudgetExceededError
     from continual_synth.mechanisms.errors import (InputError, ParameterError, StateError,
@@ -189,7 +190,7 @@ def execute(args, beam_args: List[str], command: str, command_options: List[str]
               "and a step commits all or nothing, so run the same command again to finish",
               file=sys.stderr)
         return 130
-    from continual_synth.pipelines.publication import printed
+    from continual_synth.pipelines.release.publication import printed
     logs.LOGGER.info(logs.summary_line())
     try:
         print(json.dumps(printed(result, command), indent=2, default=str, ensure_ascii=False))

@@ -50,7 +50,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from continual_synth.mechanisms.errors import InputError, StateBusy, StateError
 from continual_synth.mechanisms.record_checks import check_mode
-from continual_synth.pipelines import conditional_create, publication, release_dir
+from continual_synth.pipelines.release import conditional_create, publication, release_dir
 from continual_synth.transforms import packed_json, storage
 from continual_synth.transforms.files import (ACCURACY_FILE_PREFIX, accuracy_file_names,
                                               digest_data_files, release_file_names)
@@ -130,7 +130,7 @@ class StateDir:
                                    synthetic people's codes, the baseline's increments);
                                    a version names the runs' folders it uses
         STATE/spool/<token>/       an event-time stream's period records while its step
-                                   runs (:mod:`~continual_synth.pipelines.stream`)
+                                   runs (:mod:`~continual_synth.pipelines.streaming.stream`)
 
     A version is created exclusively (:mod:`~continual_synth.pipelines.
     conditional_create`: a hard link locally, ``If-None-Match: *`` on S3,
@@ -695,7 +695,7 @@ def release_whole_run(output_dir: str, write: Callable[[str, str], None],
     inside the staging directory), or no manifest if the input held no records
     (``empty_message``).  The files are published only if it succeeded, then
     ``manifest.json`` (its document updated by ``extras`` and finished by
-    :func:`continual_synth.pipelines.publication.manifest`), last.  Of two runs into
+    :func:`continual_synth.pipelines.release.publication.manifest`), last.  Of two runs into
     one output directory, the second to publish is refused and publishes nothing.
     """
     publication.source_date()  # the manifest's time, checked before the data is read

@@ -454,7 +454,7 @@ def check_outside_releases(args: argparse.Namespace) -> None:
     and a new ``--output`` below another release (the release evaluated, or stepped into,
     is refused by :func:`check_separate_locations` and the lifecycle).  An ``--output``
     that *is* a release is the one a step publishes into.  Nothing is read before."""
-    from continual_synth.pipelines.lifecycle import MANIFEST, release_around
+    from continual_synth.pipelines.release.lifecycle import MANIFEST, release_around
     from continual_synth.transforms.storage import folder_and_parents
     example = getattr(args, "action", None) == "example"  # tabular example writes records
     private = [("report", "a report holds the true counts"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from continual_synth.mechanisms.errors import StateError
-from continual_synth.pipelines.lifecycle import StateDir, check_same_settings
+from continual_synth.pipelines.release.lifecycle import StateDir, check_same_settings
 
 __all__ = ["initialise", "kept_state"]
 

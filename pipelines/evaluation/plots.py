@@ -1,7 +1,7 @@
 """Figures for the evaluation of fixed-window releases (plain arrays in, PNG out).
 
 The functions take plain sequences and dicts so that the single-release
-evaluation (:mod:`continual_synth.pipelines.evaluate_window`) and the benchmarks
+evaluation (:mod:`continual_synth.pipelines.evaluation.evaluate_window`) and the benchmarks
 over many runs (the paper's App. C.1 Figures 3-4: median and 2.5/97.5
 percentiles of 1000 runs) draw the same figures.
 

@@ -5,7 +5,7 @@ period at a time).
 After every period t the release is ``samples`` synthetic points of all the points seen
 so far (:class:`~continual_synth.mechanisms.privhp_synthesizer.ContinualPrivHPSynthesizer`),
 written as ``synthetic-tNNNN-sSSSSS.<format>`` (one file per shard; the files of earlier
-periods stay).  The step follows :func:`continual_synth.pipelines.lifecycle.
+periods stay).  The step follows :func:`continual_synth.pipelines.release.lifecycle.
 incremental_step`: the period's exact PrivHP state is built by a Beam pipeline
 (:class:`~continual_synth.transforms.points.BuildPrivHP`), the counters are fed with the
 noise of ``period_sampler(seed, t)``, and the new counter state and the grown tree are
@@ -32,10 +32,10 @@ from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPState,
                                                            ContinualPrivHPSynthesizer)
 from continual_synth.mechanisms.synthesizer import PointsRelease, period_sampler
-from continual_synth.pipelines import lifecycle, logs, release_dir
-from continual_synth.pipelines.bounded import check_columns
-from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
-from continual_synth.pipelines.options import pipeline_options
+from continual_synth.pipelines.release import lifecycle, logs, release_dir
+from continual_synth.pipelines.families.bounded import check_columns
+from continual_synth.pipelines.release.lifecycle import IncrementalJob, StateDir
+from continual_synth.pipelines.commands.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import (check_format, detect_format,
                                               list_data_files)

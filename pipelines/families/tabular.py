@@ -13,7 +13,7 @@ is the rows with period t, appended, so its table at t is the rows of periods â‰
 manifest's ``release_form`` says which) â€” and ``manifest.json``.
 
 The lifecycle (staging, ownership, write-ahead commits, fencing) is
-:mod:`continual_synth.pipelines.lifecycle`'s; :class:`TabularJob` supplies the period's
+:mod:`continual_synth.pipelines.release.lifecycle`'s; :class:`TabularJob` supplies the period's
 workload histograms, the step and the emission.  The baseline's increment, sampled in
 the step, is the one private file a version names, until it is published (appended).
 """
@@ -32,11 +32,12 @@ from continual_synth.mechanisms.record_checks import REFUSE, Problems, check_mod
 from continual_synth.mechanisms.marginals import Domain
 from continual_synth.mechanisms.synthesizer import TableRelease, period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-from continual_synth.pipelines import lifecycle, logs
-from continual_synth.pipelines.jobs import save_manifest_after
-from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir
-from continual_synth.pipelines.options import check_distinct_columns, pipeline_options
-from continual_synth.pipelines.publication import DOMAIN_FROM_DATA, DOMAIN_GIVEN
+from continual_synth.pipelines.release import lifecycle, logs
+from continual_synth.pipelines.families.jobs import save_manifest_after
+from continual_synth.pipelines.release.lifecycle import IncrementalJob, StateDir
+from continual_synth.pipelines.commands.options import (check_distinct_columns,
+                                                        pipeline_options)
+from continual_synth.pipelines.release.publication import DOMAIN_FROM_DATA, DOMAIN_GIVEN
 from continual_synth.transforms import monitoring, packed_json, storage
 from continual_synth.transforms.files import (accuracy_file_name, check_dataset, check_format,
                                               detect_format, read_dataset, read_file)
@@ -90,7 +91,7 @@ NEAR_UNIQUE_MIN_VALUES = 20
 
 def domain_source(synthesizer: TabularSynthesizer) -> str:
     """Where a release's domain came from (``domain_source``; read off the data, it makes
-    the release one not for publication: :mod:`continual_synth.pipelines.publication`)."""
+    the release one not for publication: :mod:`continual_synth.pipelines.release.publication`)."""
     return DOMAIN_FROM_DATA if synthesizer.domain_inferred else DOMAIN_GIVEN
 
 

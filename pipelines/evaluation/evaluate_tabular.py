@@ -40,9 +40,10 @@ from continual_synth.mechanisms.marginals import Domain, encode_records, parse_w
 from continual_synth.mechanisms.workload_error import (METRICS, average_last,
                                                        period_histograms, sampling_floor,
                                                        stream_metrics)
-from continual_synth.pipelines.plots import (_figure, _finish_axes, privacy_subtitle,
-                                             save_figure, suptitle)
-from continual_synth.pipelines.release_dir import periods_released, write_summary
+from continual_synth.pipelines.evaluation.plots import (_figure, _finish_axes,
+                                                        privacy_subtitle, save_figure,
+                                                        suptitle)
+from continual_synth.pipelines.release.release_dir import periods_released, write_summary
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset, read_file, release_files
 from continual_synth.transforms.periods import period_values
@@ -91,7 +92,7 @@ def _domain(domain_path: Optional[str], manifest: Optional[dict], where: str) ->
     """``--domain``'s file, or else the domain the release's manifest (``where``)
     records."""
     if domain_path is not None:
-        from continual_synth.pipelines.tabular import read_domain
+        from continual_synth.pipelines.families.tabular import read_domain
         return read_domain(domain_path)
     if manifest is None or "domain" not in manifest:
         raise InputError(f"{where} " + ("does not exist" if manifest is None else
@@ -158,7 +159,7 @@ def evaluate_tabular(truth_path: str, synthetic_dir: str, report_dir: Optional[s
     manifest = _read_manifest(synthetic_dir)
     domain_source = domain_path or f"{synthetic_dir}/{MANIFEST_NAME}"
     domain = _domain(domain_path, manifest, domain_source)
-    from continual_synth.pipelines.tabular import check_period_col
+    from continual_synth.pipelines.families.tabular import check_period_col
     check_period_col(domain, period_col,  # before any records are read, as run's
                      "--domain" if domain_path else f"the domain of {domain_source}")
     workloads = parse_workloads(marginals, domain)

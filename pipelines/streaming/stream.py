@@ -1,10 +1,10 @@
 """Streaming jobs: ``<synthesizer> stream --watch DIR --state STATE --output OUT``.
 
-A streaming job is the incremental release of :mod:`continual_synth.pipelines.lifecycle`
+A streaming job is the incremental release of :mod:`continual_synth.pipelines.release.lifecycle`
 driven by arrivals instead of a scheduler: files land in a watched directory or prefix,
 each holding one period's records; a period is *complete* when its file has landed, and
 complete periods are released in order, each by exactly the write-ahead step
-(:func:`~continual_synth.pipelines.lifecycle.incremental_step`) that ``step`` runs::
+(:func:`~continual_synth.pipelines.release.lifecycle.incremental_step`) that ``step`` runs::
 
     Ticks(--poll-interval)                              the watcher's clock (Beam's
                                                         PeriodicImpulse, paced:
@@ -80,11 +80,11 @@ sets (so it needs a horizon, and a panel needs ``--missing-value``).
 The watcher runs in-process on Beam's DirectRunner in streaming mode (it only lists
 files); each period's computation runs on the runner ``run``'s options name.
 One stream per state: a stream holds the state's *stream* ownership (:class:`~continual_
-synth.pipelines.lifecycle.Ownership`, ``role="stream"``) for as long as it runs, so a
+synth.pipelines.release.lifecycle.Ownership`, ``role="stream"``) for as long as it runs, so a
 second one is refused at start; its steps take the state's step ownership as any ``step``
 does.  ``--until-period P`` stops cleanly after releasing P; SIGTERM stops after the step in
 progress (the lifecycle's write-ahead commit makes any other stop, kill -9 included,
-recoverable too).  Any :class:`~continual_synth.pipelines.lifecycle.IncrementalJob`
+recoverable too).  Any :class:`~continual_synth.pipelines.release.lifecycle.IncrementalJob`
 can be streamed: :func:`watch` takes the job and the document its ``init`` would create.
 Wiring ``bounded stream`` (continual PrivHP) is one call once its ``IncrementalJob`` and
 initial document exist: add :func:`add_stream_arguments` to its parser and dispatch
@@ -113,9 +113,10 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, on_timer
 
 from continual_synth.mechanisms.errors import InputError, StateBusy, StateError, one_line
-from continual_synth.pipelines import lifecycle, logs, release_dir
-from continual_synth.pipelines.lifecycle import IncrementalJob, StateDir, check_same_settings
-from continual_synth.pipelines.options import pipeline_options
+from continual_synth.pipelines.release import lifecycle, logs, release_dir
+from continual_synth.pipelines.release.lifecycle import (IncrementalJob, StateDir,
+                                                         check_same_settings)
+from continual_synth.pipelines.commands.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import count_records, read_dataset, read_file, write_file
 from continual_synth.transforms.invalid_records import DEAD_LETTER, DROP, state_mode
@@ -149,7 +150,7 @@ def add_stream_command(actions, add_options) -> None:
     """``continual-synth FAMILY stream``: the family's sub-parsers ``actions`` get a
     ``stream`` command with :func:`add_stream_arguments` and the synthesizer's options
     (``add_options(parser)``, those of ``run`` without its input and output)."""
-    from continual_synth.pipelines.options import HelpFormatter, group_advanced
+    from continual_synth.pipelines.commands.options import HelpFormatter, group_advanced
     description = ("release each period when its file lands in a watched directory (the "
                    "state as init/step keep it)")
     stream = actions.add_parser("stream", help=description, description=description,
@@ -161,7 +162,7 @@ def add_stream_command(actions, add_options) -> None:
 
 def add_stream_arguments(parser) -> None:
     """The options every ``stream`` command adds to its synthesizer's (``run``'s) options."""
-    from continual_synth.pipelines.options import POSITIVE_INT, POSITIVE_REAL
+    from continual_synth.pipelines.commands.options import POSITIVE_INT, POSITIVE_REAL
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--watch",
                         help="directory or object-store prefix where period files land "
@@ -243,7 +244,7 @@ def reject(state_dir: str, path: str, period: Optional[int], reason: str,
     """Dead-letter one file: ``STATE/rejected/<time>-<name>.json`` with the reason (in the
     private state directory: a reason may quote a value of the file); return that
     document's path, which the ``rejected`` event names (``dead_letter``).
-    ``fingerprint`` (:func:`~continual_synth.pipelines.lifecycle.fingerprint`) lets a
+    ``fingerprint`` (:func:`~continual_synth.pipelines.release.lifecycle.fingerprint`) lets a
     restarted stream recognise the file instead of rejecting it again; ``name`` is the
     document's name after its time (default: the file's), for what is not a file (an
     event-time period: ``period-7``)."""
@@ -604,7 +605,7 @@ class ReleaseClosedPeriods(beam.DoFn):
     drain's firing, for a period that ends after the wall clock's now, releases nothing
     and ends the chain).  A period in which no record arrived (a quiet period) is
     released through the same step as any other, as the job's 0-row table
-    (:meth:`~continual_synth.pipelines.lifecycle.IncrementalJob.empty_period`): the
+    (:meth:`~continual_synth.pipelines.release.lifecycle.IncrementalJob.empty_period`): the
     same ledger charge, state and release as ``step`` on an empty period file (a panel's
     quiet period is every person's report missing, filled with ``--missing-value``).  A
     quiet period the job cannot release (a panel's period 1: no people at all) stops

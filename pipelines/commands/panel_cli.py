@@ -8,7 +8,7 @@
     continual-synth evaluate window --truth PANEL --synthetic DIR [--report REPORT_DIR]
     continual-synth evaluate cumulative --truth PANEL --synthetic DIR [--report REPORT_DIR]
 
-Wired into :mod:`continual_synth.pipelines.cli` through :func:`add_commands`,
+Wired into :mod:`continual_synth.pipelines.commands.cli` through :func:`add_commands`,
 :func:`add_evaluate_commands` and :func:`dispatch` (None when the parsed command belongs
 to another family), as the other families' modules are.
 """
@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from continual_synth.pipelines.options import (FORMATS, NON_NEGATIVE_INT, POSITIVE_INT,
-                                               POSITIVE_REAL, PROBABILITY, HelpFormatter,
-                                               InitOptions, InputOptions,
-                                               InvalidRecordsOptions, JobOptions,
-                                               OutputOptions, REPORT_HELP, StepOptions,
-                                               add_job_commands, add_job_options)
+from continual_synth.pipelines.commands.options import (FORMATS, NON_NEGATIVE_INT,
+                                                        POSITIVE_INT, POSITIVE_REAL,
+                                                        PROBABILITY, HelpFormatter,
+                                                        InitOptions, InputOptions,
+                                                        InvalidRecordsOptions, JobOptions,
+                                                        OutputOptions, REPORT_HELP,
+                                                        StepOptions, add_job_commands,
+                                                        add_job_options)
 
 __all__ = ["JOBS", "add_budget_options", "add_window_parameters", "add_cumulative_parameters",
            "config_from_args", "synthesizer_from_args", "common_options", "add_commands",
@@ -135,7 +137,7 @@ JOBS = {"window_run": WindowRunOptions, "window_init": WindowInitOptions,
 
 def add_commands(commands) -> None:
     """Add ``window run|init|step|stream`` and ``cumulative run|init|step|stream``."""
-    from continual_synth.pipelines.stream import add_stream_command
+    from continual_synth.pipelines.streaming.stream import add_stream_command
     window = add_job_commands(commands, "window", "fixed-time-window synthesizer (Bun et al. "
                               "2024, Algorithm 1)", JOBS)
     add_stream_command(window, lambda parser: add_job_options(parser, WindowOptions))
@@ -167,7 +169,7 @@ def config_from_args(args, kind: Optional[str] = None):
     default the command's)."""
     if (kind or args.command) == "window":
         from continual_synth.mechanisms.window import WindowConfig
-        from continual_synth.pipelines.options import parse_alphabet
+        from continual_synth.pipelines.commands.options import parse_alphabet
         return WindowConfig(window=args.window, horizon=args.horizon, rho=args.rho,
                             alphabet=parse_alphabet(args.alphabet), neighbor=args.neighbor,
                             beta=args.beta, n_pad=args.n_pad, delta=args.delta)
@@ -189,7 +191,7 @@ def synthesizer_from_args(args):
 
 def common_options(args, alphabet) -> dict:
     """The job options both panel families' run, init and stream take."""
-    from continual_synth.pipelines.options import PanelColumns, parse_value
+    from continual_synth.pipelines.commands.options import PanelColumns, parse_value
     return dict(seed=args.seed, out_format=args.out_format,
                 columns=PanelColumns(args.id_col, args.period_col, args.value_col),
                 missing_value=parse_value(args.missing_value, alphabet),
@@ -200,16 +202,18 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     """Run the parsed command if it is ours; otherwise return None."""
     if args.command == "evaluate" and args.action in ("window", "cumulative"):
         if args.action == "window":
-            from continual_synth.pipelines.evaluate_window import evaluate_window as evaluate
+            from continual_synth.pipelines.evaluation.evaluate_window import (
+                evaluate_window as evaluate)
         else:
-            from continual_synth.pipelines.evaluate_cumulative import (
+            from continual_synth.pipelines.evaluation.evaluate_cumulative import (
                 evaluate_cumulative as evaluate)
         summary = evaluate(args.truth, args.synthetic, args.report, id_col=args.id_col,
                            period_col=args.period_col, value_col=args.value_col)
         return _headline(summary)
     if args.command not in ("window", "cumulative"):
         return None
-    from continual_synth.pipelines import jobs, lifecycle, release_dir
+    from continual_synth.pipelines.families import jobs
+    from continual_synth.pipelines.release import lifecycle, release_dir
     from continual_synth.transforms import storage
     if args.action == "step":
         summary = jobs.step(args.state, args.input, args.output,
@@ -222,7 +226,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
         return summary
     model = synthesizer_from_args(args)
     if args.action == "stream":
-        from continual_synth.pipelines.stream import run_stream
+        from continual_synth.pipelines.streaming.stream import run_stream
         return run_stream(jobs.PanelJob(args.command),
                           jobs.initial_document(model, **common_options(args, model.alphabet)),
                           args, beam_args, period_col=args.period_col, distinct_rows=True)
@@ -232,7 +236,7 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                             **common_options(args, model.alphabet))
         jobs.warn_if_mostly_noise(manifest)
         return manifest
-    from continual_synth.pipelines.init_state import initialise, kept_state
+    from continual_synth.pipelines.commands.init_state import initialise, kept_state
     common = {**common_options(args, model.alphabet), "invalid_records": args.invalid_records}
     if initialise(args.exists_ok, args.state, jobs.initial_document(model, **common),
                   lambda: jobs.init(model, args.state, **common)):

@@ -4,7 +4,7 @@ One Beam pipeline: read and validate point batches → exact PrivHP state by a C
 → the synthesizer's one step (:class:`~continual_synth.mechanisms.privhp_synthesizer.
 PrivHPSynthesizer`: noise, growth and consistency once, ε charged) → sharded sampling of the synthetic points with the
 grown tree sent to each shard task (the manifest is one more task) → write.  Files are
-published by :func:`continual_synth.pipelines.lifecycle.release_whole_run`: staged, and
+published by :func:`continual_synth.pipelines.release.lifecycle.release_whole_run`: staged, and
 moved into place with ``manifest.json`` last only when the whole pipeline has succeeded;
 an error leaves the output directory without a release.
 
@@ -25,8 +25,9 @@ from continual_synth.mechanisms.hierarchy import Bounds
 from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer
 from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.synthesizer import PointsRelease
-from continual_synth.pipelines import lifecycle, logs, release_dir
-from continual_synth.pipelines.options import check_distinct_columns, pipeline_options
+from continual_synth.pipelines.release import lifecycle, logs, release_dir
+from continual_synth.pipelines.commands.options import (check_distinct_columns,
+                                                        pipeline_options)
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import check_format, detect_format, list_data_files
 from continual_synth.transforms.invalid_records import sink_for

@@ -14,15 +14,15 @@ release's synthesizer on a public synthetic table of the stream's shape
 (:mod:`continual_synth.mechanisms.tabular_planning`).  The options shared with a
 family's release are that family's own declarations (``add_budget_options``,
 ``add_structure_options``, ``add_model_options`` …).  Wired into
-:mod:`continual_synth.pipelines.cli` through :func:`add_commands` and :func:`dispatch`.
+:mod:`continual_synth.pipelines.commands.cli` through :func:`add_commands` and :func:`dispatch`.
 """
 from __future__ import annotations
 
 import time
 from typing import List, Optional
 
-from continual_synth.pipelines.options import (NON_NEGATIVE_INT, POSITIVE_INT, HelpFormatter,
-                                               group_advanced)
+from continual_synth.pipelines.commands.options import (NON_NEGATIVE_INT, POSITIVE_INT,
+                                                        HelpFormatter, group_advanced)
 
 POPULATION_HELP = ("the number of people n you expect (public): also state each bound as a "
                    "share of n")
@@ -32,11 +32,10 @@ REPEATS = 2
 
 def add_commands(commands, evaluate) -> None:
     """Add ``plan window|cumulative|bounded|tabular``."""
-    from continual_synth.pipelines.bounded_cli import add_structure_options
-    from continual_synth.pipelines.panel_cli import (add_budget_options,
-                                                     add_cumulative_parameters,
-                                                     add_window_parameters)
-    from continual_synth.pipelines.tabular_cli import add_model_options
+    from continual_synth.pipelines.commands.bounded_cli import add_structure_options
+    from continual_synth.pipelines.commands.panel_cli import (
+        add_budget_options, add_cumulative_parameters, add_window_parameters)
+    from continual_synth.pipelines.commands.tabular_cli import add_model_options
     plans = commands.add_parser(
         "plan", help="expected error of a release before it is run (public parameters "
         "only)").add_subparsers(dest="action", required=True)
@@ -92,20 +91,20 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
     if args.command != "plan":
         return None
     from continual_synth.mechanisms.errors import InputError
-    from continual_synth.pipelines.logs import HARNESS_LEVEL_OPTION
+    from continual_synth.pipelines.release.logs import HARNESS_LEVEL_OPTION
     extra = [arg for arg in beam_args if not arg.startswith(HARNESS_LEVEL_OPTION)]
     if extra:  # Beam's own options: plan runs no pipeline
         raise InputError(f"{extra[0].split('=')[0]} is not an option of 'plan "
                          f"{args.action}': a plan runs no pipeline (see --help)")
     from continual_synth.mechanisms import planning
     if args.action == "window":
-        from continual_synth.pipelines.panel_cli import config_from_args
+        from continual_synth.pipelines.commands.panel_cli import config_from_args
         return planning.window_plan(config_from_args(args, "window"), args.population)
     if args.action == "cumulative":
-        from continual_synth.pipelines.panel_cli import config_from_args
+        from continual_synth.pipelines.commands.panel_cli import config_from_args
         return planning.cumulative_plan(config_from_args(args, "cumulative"), args.population)
     if args.action == "bounded":
-        from continual_synth.pipelines.bounded_cli import config_from_args
+        from continual_synth.pipelines.commands.bounded_cli import config_from_args
         _, _, config, depth_from = config_from_args(args)
         return planning.bounded_plan(config, depth_from)
     return _tabular(args)
@@ -114,9 +113,9 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
 def _tabular(args) -> dict:
     """``plan tabular``: the release's synthesizer on ``--repeats`` public streams."""
     from continual_synth.mechanisms import tabular_planning
-    from continual_synth.pipelines.logs import LOGGER
-    from continual_synth.pipelines.tabular import read_domain
-    from continual_synth.pipelines.tabular_cli import synthesizer_from_args
+    from continual_synth.pipelines.release.logs import LOGGER
+    from continual_synth.pipelines.families.tabular import read_domain
+    from continual_synth.pipelines.commands.tabular_cli import synthesizer_from_args
     synthesizer = synthesizer_from_args(args, domain=read_domain(args.domain))
     seeds = list(range(args.seed, args.seed + args.repeats))
     LOGGER.info("simulating %d stream(s) of %d periods of %d records on a public "
