@@ -16,7 +16,7 @@ everything else unchanged: batch pipelines run on the ``FnApiRunner`` (with
 ones (``TestStream``, Pub/Sub, real-time timers) on the ``BundleBasedDirectRunner`` —
 what the DirectRunner did before 2.68 and what it falls back to.  ``--runner
 DirectRunner`` and no ``--runner`` mean this runner (:func:`continual_synth.pipelines.
-options.pipeline_options`); ``--runner PrismRunner`` still selects Prism.
+commands.options.pipeline_options`); ``--runner PrismRunner`` still selects Prism.
 
 **A streaming pipeline's metrics kept bounded** (:func:`keep_stage_metrics_bounded`).  The
 ``FnApiRunner`` folds each bundle's metrics into its stage's with

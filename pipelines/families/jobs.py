@@ -184,7 +184,7 @@ def check_drop_fills(invalid_records: str, missing_value, why: str = "") -> None
 
 class PanelJob(IncrementalJob):
     """The write-ahead step of a panel synthesizer (see :mod:`continual_synth.pipelines.
-    lifecycle`): the people's history (their last k − 1 values or their weight) and the
+    release.lifecycle`): the people's history (their last k − 1 values or their weight) and the
     synthetic people's codes are the private files a version names."""
 
     def __init__(self, kind: Optional[str] = None):

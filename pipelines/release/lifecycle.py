@@ -133,7 +133,7 @@ class StateDir:
                                    runs (:mod:`~continual_synth.pipelines.streaming.stream`)
 
     A version is created exclusively (:mod:`~continual_synth.pipelines.
-    conditional_create`: a hard link locally, ``If-None-Match: *`` on S3,
+    release.conditional_create`: a hard link locally, ``If-None-Match: *`` on S3,
     ``ifGenerationMatch=0`` on GCS), so of two runs that read version N at most one
     commits N + 1.  A store without conditional create (``hdfs://`` …) is refused.
     """
