@@ -957,7 +957,7 @@ def test_watch_stream_releases_a_period_from_its_valid_records(world, tmp_path, 
                "parquet")
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     # a process with a time limit: a period held back would keep the stream waiting
-    ran = subprocess.run([sys.executable, "-m", "continual_synth.pipelines.commands.cli", kind,
+    ran = subprocess.run([sys.executable, "-m", "continual_synth", kind,
                           "stream", "--watch", str(watch), "--state", state, "--output", out,
                           "--until-period", str(HORIZON), "--poll-interval", "0.1",
                           *options], capture_output=True, text=True, timeout=120)
