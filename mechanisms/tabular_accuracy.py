@@ -63,9 +63,12 @@ NoiseTerms = Mapping[float, float]
 
 
 def _log_mgf(lam: np.ndarray, scale: float) -> np.ndarray:
-    """ln E e^{λZ} of one discrete Laplace Z of scale b (P(x) ∝ e^{−|x|/b}), |λ| < 1/b."""
-    q = math.exp(-1.0 / scale)
-    return (2 * math.log1p(-q) - np.log1p(-q * np.exp(lam)) - np.log1p(-q * np.exp(-lam)))
+    """ln E e^{λZ} of one discrete Laplace Z of scale b (P(x) ∝ e^{−|x|/b}), |λ| < 1/b,
+    with q·e^{±λ} = e^{±λ − 1/b} computed as one exponent (a scale far below one count,
+    as at ε = 1000, makes 1/b and λ both huge: 0 · ∞ otherwise)."""
+    inverse = 1.0 / scale
+    return (2 * math.log1p(-math.exp(-inverse)) - np.log1p(-np.exp(lam - inverse))
+            - np.log1p(-np.exp(-lam - inverse)))
 
 
 def laplace_sum_tail(terms: NoiseTerms, delta: float) -> float:

@@ -48,6 +48,12 @@ def test_laplace_sum_tail_bounds_the_tail_and_is_not_loose(terms):
     assert quantile <= bound <= 3 * quantile
 
 
+def test_laplace_sum_tail_of_noise_far_below_one_count_is_finite_and_tiny():
+    """At ε = 1000 a counter's scale is about 10⁻³: the tail is a tiny number, not NaN."""
+    assert 0 <= acc.laplace_sum_tail({1e-4: 10}, 0.01) < 1e-2
+    assert math.isfinite(acc.laplace_sum_tail({1e-4: 10, 2.0: 3}, 0.01))
+
+
 def test_sampling_deviation_bounds_binomial_shares():
     rng = np.random.default_rng(3)
     rows, delta = 400, 0.02
