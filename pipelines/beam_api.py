@@ -15,7 +15,10 @@ columns a ``run`` input holds (a period column included), or pyarrow Tables / Re
 for speed — from whatever source the pipeline reads, and returns a tagged pair:
 ``synthetic``, the synthetic records (dicts, or pyarrow Tables with ``as_tables=True``, one
 per shard and period), and ``manifest``, the manifest a ``run`` would publish (its fields
-classified by :mod:`~continual_synth.pipelines.release.publication`; no ``files``).  Between the
+classified by :mod:`~continual_synth.pipelines.release.publication`; no ``files``); the
+tabular transform adds ``accuracy``, each period's error bounds (the documents a ``run``
+writes as ``accuracy-tTTTT.json``, :mod:`~continual_synth.mechanisms.tabular_accuracy`).
+Between the
 records and the synthetic records run the very stages of ``continual-synth FAMILY run``
 (:class:`~continual_synth.pipelines.families.jobs.SynthesizePanelTables`, :class:`~continual_synth.
 pipelines.families.tabular.SynthesizeTables`, PrivHP's combine, step and sampling), so with the same
@@ -43,7 +46,7 @@ from continual_synth.pipelines.release import publication
 
 __all__ = ["WindowRelease", "CumulativeRelease", "TabularRelease", "PrivHPRelease"]
 
-SYNTHETIC, MANIFEST = "synthetic", "manifest"
+SYNTHETIC, MANIFEST, ACCURACY = "synthetic", "manifest", "accuracy"
 BATCH_ROWS = 10_000  # records per Arrow table built from dicts or Rows
 
 
@@ -130,11 +133,11 @@ class _Release(beam.PTransform):
 
     def expand(self, records):
         tables = records | "ToArrow" >> ToArrowTables(self.read_columns())
-        synthetic, manifest = self.synthesize(tables)
+        synthetic, manifest, *accuracy = self.synthesize(tables)
         if not self.as_tables:
             synthetic = synthetic | "ToDicts" >> beam.FlatMap(lambda table: table.to_pylist())
         manifest = manifest | "Publish" >> beam.Map(_published)
-        return _Released(synthetic, manifest)
+        return _Released(synthetic, manifest, *accuracy)
 
     def synthesize(self, tables):
         raise NotImplementedError
@@ -146,10 +149,16 @@ class _Release(beam.PTransform):
 
 class _Released(dict):
     """The outputs of a release transform: ``.synthetic`` and ``.manifest`` (also as
-    ``released["synthetic"]``, ``released["manifest"]``)."""
+    ``released["synthetic"]``, ``released["manifest"]``), and a tabular release's
+    ``.accuracy`` (None for the other families)."""
 
-    def __init__(self, synthetic, manifest):
-        super().__init__({SYNTHETIC: synthetic, MANIFEST: manifest})
+    def __init__(self, synthetic, manifest, accuracy=None):
+        super().__init__({SYNTHETIC: synthetic, MANIFEST: manifest,
+                          **({} if accuracy is None else {ACCURACY: accuracy})})
+
+    @property
+    def accuracy(self):
+        return self.get(ACCURACY)
 
     @property
     def synthetic(self):
@@ -237,7 +246,8 @@ class TabularRelease(_Release):
                   "horizon_source": "--horizon"}
         manifest = released["manifest"] | "Manifest" >> beam.Map(
             lambda document: {**document, **extras})
-        return released["records"] | "Records" >> beam.Values(), manifest
+        return (released["records"] | "Records" >> beam.Values(), manifest,
+                released["accuracy"])
 
 
 class PrivHPRelease(_Release):

@@ -121,6 +121,36 @@ def test_cumulative_tabular_and_privhp_releases_equal_their_runs(tmp_path):
         same_manifest(manifest, run_dir)
 
 
+def test_tabular_release_outputs_the_runs_accuracy_documents(tmp_path):
+    """``TabularRelease``'s ``accuracy`` output holds, per period, the document ``run``
+    writes as ``accuracy-tTTTT.json`` (same seed, same bounds); other families have none."""
+    rng = np.random.default_rng(5)
+    stream = pa.table({"period": np.repeat(np.arange(1, 4), 60),
+                       "a": rng.integers(0, 3, 180), "b": rng.integers(0, 2, 180)})
+    domain = {"a": [0, 1, 2], "b": [0, 1]}
+    (tmp_path / "domain.json").write_text(json.dumps(domain))
+    write_file(stream, str(tmp_path / "stream.parquet"), "parquet")
+    options = dict(epsilon=2, horizon=3, selections=1, selection_schedule="fixed",
+                   wide_cells=0)
+    run_cli("tabular", "run", "--input", str(tmp_path / "stream.parquet"), "--output",
+            str(tmp_path / "run"), "--domain", str(tmp_path / "domain.json"), "--epsilon", "2",
+            "--horizon", "3", "--selections", "1", "--selection-schedule", "fixed",
+            "--wide-cells", "0", "--seed", "2")
+    with beam.Pipeline() as pipeline:
+        released = (pipeline | beam.Create(stream.to_pylist(), reshuffle=False)
+                    | csb.TabularRelease(domain=domain, seed=2, **options))
+        released.accuracy | keep(f"{tmp_path}/accuracy")
+    documents = sorted(kept(f"{tmp_path}/accuracy"), key=lambda d: d["period"])
+    on_disk = [json.loads((tmp_path / "run" / f"accuracy-t{t:04d}.json").read_text())
+               for t in (1, 2, 3)]
+    assert documents == on_disk
+    assert [entry["measured"] for d in documents for entry in d["workloads"]] == [True] * 3
+    with beam.Pipeline() as pipeline:
+        window = (pipeline | beam.Create(long_table(markov_codes(20, 3, seed=1)).to_pylist())
+                  | csb.WindowRelease(window=2, horizon=3, rho=1, seed=1))
+        assert window.accuracy is None
+
+
 def test_options_are_checked_when_the_transform_is_built():
     with pytest.raises(InputError, match="did you mean rho"):
         csb.WindowRelease(window=2, horizon=4, rhoo=1)
