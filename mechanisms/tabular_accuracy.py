@@ -103,7 +103,7 @@ def total_errors(measured: Sequence[np.ndarray], terms: Sequence[NoiseTerms],
     probability ≥ 1 − α/3 (their totals' noise, union-bounded over the workloads and
     both signs), so that any of them may serve as the estimate n̂ of n."""
     alpha = 1.0 - confidence
-    share = alpha / (3 * 2 * max(len(measured), 1))
+    share = alpha / (3 * 2 * len(measured))
     return [laplace_sum_tail({b: k * np.asarray(c).size for b, k in noise.items()}, share)
             for c, noise in zip(measured, terms)]
 
@@ -132,28 +132,31 @@ def workload_bound(released: np.ndarray, measured: np.ndarray, terms: NoiseTerms
     return float(min(1.0, bound))
 
 
-def period_accuracy(period: int, workloads: Sequence, released: Sequence[np.ndarray],
-                    measured: Sequence[Optional[np.ndarray]],
-                    terms: Sequence[Optional[NoiseTerms]], fed: Sequence[int], rows: int,
+def period_accuracy(period: int, workloads: Sequence, fed: Sequence[int], rows: int,
+                    model=None, measured: Optional[Sequence[np.ndarray]] = None,
+                    terms: Optional[Sequence[NoiseTerms]] = None,
                     confidence: float = CONFIDENCE) -> Dict:
     """The accuracy document of period t's release (``accuracy-tTTTT.json``): per
-    workload, whether it is measured over the whole stream (its counter fed in all t
-    periods, its noise known) and then its bound, else null."""
-    whole = [counts is not None and noise is not None and feeds == period
-             for counts, noise, feeds in zip(measured, terms, fed)]
-    bounded = [i for i, w in enumerate(whole) if w]
-    errors = total_errors([measured[i] for i in bounded], [terms[i] for i in bounded],
-                          confidence)
-    if bounded:   # n̂: the total known most precisely
-        best = min(range(len(bounded)), key=lambda n: errors[n])
+    workload, whether it is measured over the whole stream (its counter ``fed`` in all t
+    periods) and then its bound, else null.  ``model`` (the fitted g_t the ``rows`` are
+    drawn from), ``measured`` (the counters' values C_j) and ``terms`` (their noise):
+    None where the release is not a whole table drawn from a model with known noise (no
+    bound then); the model's marginals are computed for the bounded workloads only."""
+    bounded = ([] if model is None or measured is None or terms is None else
+               [i for i, feeds in enumerate(fed) if feeds == period])
+    bounds = {}
+    if bounded:
+        errors = total_errors([measured[i] for i in bounded], [terms[i] for i in bounded],
+                              confidence)
+        best = int(np.argmin(errors))   # n̂: the total known most precisely
         total, total_error = float(np.sum(measured[bounded[best]])), errors[best]
-    out: List[Dict] = []
-    for i, (w, feeds) in enumerate(zip(workloads, fed)):
-        bound = (workload_bound(released[i], measured[i], terms[i], rows, total,
-                                total_error, confidence) if whole[i] else None)
-        out.append({"attributes": list(w), "measured": whole[i],
-                    "periods_measured": int(feeds),
-                    "max_abs_error": None if bound is None else round(bound, 6)})
+        released = model.probabilities_of([workloads[i] for i in bounded])
+        bounds = {i: round(workload_bound(pi, measured[i], terms[i], rows, total,
+                                          total_error, confidence), 6)
+                  for i, pi in zip(bounded, released)}
+    out: List[Dict] = [{"attributes": list(w), "measured": i in bounds,
+                        "periods_measured": int(feeds), "max_abs_error": bounds.get(i)}
+                       for i, (w, feeds) in enumerate(zip(workloads, fed))]
     return {"period": int(period), "confidence": confidence, "rows": int(rows),
             "bound": ("max over the workload's cells of |released share - true share| "
                       "at this period, with the stated confidence per workload; "

@@ -147,16 +147,11 @@ class TabularSynthesizer(Synthesizer):
         :mod:`~continual_synth.mechanisms.tabular_accuracy`): a bound for each workload
         whose noisy counter covers every period so far (the proposed method's whole
         table g_t), none for the others and for the baseline's appended increments."""
-        workloads = self.config.workloads
         whole_table = not release.increment and state.noise_terms is not None
-        released = (release.model.probabilities_of(workloads) if whole_table
-                    else [None] * len(workloads))
         return tabular_accuracy.period_accuracy(
-            release.period, workloads, released,
-            measured=(state.counter_values if whole_table else [None] * len(workloads)),
-            terms=(state.noise_terms if whole_table else [None] * len(workloads)),
-            fed=state.selection_counts,
-            rows=int(release.size))
+            release.period, self.config.workloads, state.selection_counts,
+            int(release.size), model=release.model if whole_table else None,
+            measured=state.counter_values, terms=state.noise_terms)
 
     def table_so_far(self, previous: Optional[np.ndarray], release: TableRelease
                      ) -> np.ndarray:
