@@ -30,7 +30,6 @@ from harness import RESULTS, Timer, command_line, parse_seeds, write_result  # n
 
 from continual_synth.mechanisms.marginals import (Domain, all_workloads,  # noqa: E402
                                                   encode_records, workload_histograms)
-from continual_synth.mechanisms.synthesizer import period_sampler  # noqa: E402
 from continual_synth.mechanisms.tabular_accuracy import CONFIDENCE  # noqa: E402
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer  # noqa: E402
 from continual_synth.pipelines.examples.example_tables import (  # noqa: E402
@@ -61,7 +60,7 @@ def run(domain, codes, periods, epsilon, seed, horizon, bounded):
     for t in range(1, horizon + 1):
         flat = np.concatenate(workload_histograms(codes[periods == t], domain,
                                                   synthesizer.input_workloads))
-        state, release = synthesizer.step(state, flat, period_sampler(seed, t))
+        state, release, _ = synthesizer.step_period(state, t, flat, seed)
         entries = release.accuracy["workloads"]
         share = np.mean([e["measured"] for e in entries])
         if not bounded:

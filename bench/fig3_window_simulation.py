@@ -8,8 +8,8 @@ add-remove neighbouring relation (the paper's calibration: σ² = R/(2ρ) = 1000
 R = T − k + 1 = 10 noisy histograms), β = 0.05, n_pad = ⌈λ⌉, and 1 000 runs of the
 *seeded* (simulation, not-for-publication) sampler with seeds 0..999.
 
-Each run folds ``transforms.synthesize.synthesize_period`` (one shard), i.e. Algorithm 1's
-state machine ``mechanisms.window.step`` with the sampler seeded by [seed, period], over
+Each run folds the synthesizer's ``step_period`` and ``transforms.synthesize.emission_plan``
+(one shard), i.e. Algorithm 1's state machine ``mechanisms.window.step`` with the sampler seeded by [seed, period], over
 the true window histograms C^t (``mechanisms.panel.window_histograms``).  After every
 period t ≥ k the synthetic window histogram p^t is ``state.counts`` (the emitted records
 reproduce it exactly; checked here on the runs that are materialised).
@@ -61,7 +61,8 @@ from continual_synth.mechanisms.panel_synthesizers import WindowSynthesizer
 from continual_synth.mechanisms.emission import ShardPeople, shard_rng
 from continual_synth.pipelines.evaluation.plots import plot_error_over_time
 from continual_synth.pipelines.examples.sipp_like import all_ones_panel
-from continual_synth.transforms.synthesize import synthesize_period
+from continual_synth.mechanisms.synthesizer import PanelStatistics
+from continual_synth.transforms.synthesize import emission_plan
 
 PERCENTILES = (2.5, 50.0, 97.5)
 QUERY_WINDOWS = (2, 4)
@@ -93,8 +94,10 @@ def run_once(seed: int, config: window.WindowConfig, histograms: np.ndarray,
     code_counts, people, columns = None, None, []
     for period in range(1, config.horizon + 1):
         stats = histograms[period - k] if period >= k else no_stats
-        state, plan, code_counts, emission_seed = synthesize_period(
-            model, state, stats, seed, 1, code_counts, int(histograms[0].sum()))
+        stepped = model.step_period(state, period, PanelStatistics(stats, int(histograms[0].sum())),
+                                seed)
+        state = stepped.state
+        plan, code_counts, emission_seed = emission_plan(model, stepped, 1, code_counts)
         if plan is None:
             continue
         counts[period - k] = state.counts

@@ -21,7 +21,8 @@ from continual_synth.mechanisms import emission, panel, window
 from continual_synth.mechanisms.cumulative import CumulativeConfig
 from continual_synth.mechanisms.panel_synthesizers import (CumulativeSynthesizer,
                                                           WindowSynthesizer)
-from continual_synth.mechanisms.synthesizer import PanelStatistics, period_sampler
+from continual_synth.mechanisms.synthesizer import PanelStatistics
+from continual_synth.transforms.synthesize import emission_plan
 
 # The project's Parquet encoding rule, transforms.files.PARQUET_DICTIONARY_PAGE_BYTES
 # (not imported: that module loads Beam, 0.9 CPU s and 100 MB this script does not use).
@@ -50,22 +51,20 @@ def synthesize(input_path, output_dir, model, seed):
                 "value": alphabet[values]}, schema=schema))
 
         for period in range(1, model.horizon + 1):
-            sampler = period_sampler(seed, period)
-            state, release = model.step(state, PanelStatistics(statistics[period - 1], population),
-                                        sampler)
+            stepped = model.step_period(state, period,
+                                    PanelStatistics(statistics[period - 1], population), seed)
+            state, release = stepped.state, stepped.release
             if release is None:
                 continue
-            plan, code_counts = emission.period_shard_plan(model.codes, release.initial,
-                                                           release.extension, code_counts, 1,
-                                                           sampler.rng)
+            plan, code_counts, _ = emission_plan(model, stepped, 1, code_counts)
             if "initial" in plan:
                 people, created = emission.ShardPeople.create(0, plan["initial"][0],
-                                                              model.codes, sampler.rng)
+                                                              model.codes, stepped.sampler.rng)
                 first = period - created.shape[1] + 1
                 for j in range(created.shape[1]):
                     write(first + j, created[:, j])
             if "extension" in plan:
-                write(period, people.extend(plan["extension"][0], sampler.rng))
+                write(period, people.extend(plan["extension"][0], stepped.sampler.rng))
     return state
 
 

@@ -54,7 +54,6 @@ from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig  #
 from continual_synth.mechanisms.privhp_synthesizer import (  # noqa: E402
     ContinualPrivHPSynthesizer)
 from continual_synth.mechanisms.samplers import SeededSampler  # noqa: E402
-from continual_synth.mechanisms.synthesizer import period_sampler  # noqa: E402
 from continual_synth.pipelines.evaluation.evaluate_bounded import w1_sliced  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -115,8 +114,8 @@ def main():
         prefix = privhp.PrivHPAccumulator(one_shot)
         for t in range(1, args.periods + 1):
             part = truth[edges[t - 1]:edges[t]]
-            state, release = synthesizer.step(state, privhp.accumulate(part, continual.structure),
-                                              period_sampler(rep, t))
+            state, release, _ = synthesizer.step_period(
+                state, t, privhp.accumulate(part, continual.structure), rep)
             prefix.merge(privhp.accumulate(part, one_shot))
             baseline = privhp.release(prefix.copy(), SeededSampler([1000 + rep, t]))
             real = marginal_cdfs_of_points(truth[:edges[t]], cuts)

@@ -44,7 +44,6 @@ from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig  #
 from continual_synth.mechanisms.privhp_synthesizer import (  # noqa: E402
     ContinualPrivHPSynthesizer)
 from continual_synth.mechanisms.samplers import SeededSampler  # noqa: E402
-from continual_synth.mechanisms.synthesizer import period_sampler  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -106,7 +105,7 @@ def continual_w1(truth, real, cuts, reps, epsilon, periods, counter, stride, **s
         synthesizer = ContinualPrivHPSynthesizer(config, 0)
         state = synthesizer.initial_state()
         for t in range(1, periods + 1):
-            state, release = synthesizer.step(state, parts[t - 1], period_sampler(rep, t))
+            state, release, _ = synthesizer.step_period(state, t, parts[t - 1], rep)
         out.append(marginal_w1(real, marginal_cdfs_of_tree(release.tree, cuts)))
     return out, config.words_per_cell, config.cells
 

@@ -45,7 +45,6 @@ sys.path.insert(0, HERE)
 from continual_synth.mechanisms.fitting import Measurement, rake_pair  # noqa: E402
 from continual_synth.mechanisms.marginals import (all_workloads, encode_records,  # noqa: E402
                                                   workload_histograms)
-from continual_synth.mechanisms.synthesizer import period_sampler  # noqa: E402
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer  # noqa: E402
 from continual_synth.mechanisms.workload_error import (sampling_floor,  # noqa: E402
                                                       workload_errors)
@@ -80,7 +79,7 @@ def anatomy(dataset, construction, batch, epsilon, seed, periods=None):
     for period in range(1, horizon + 1):
         rows = codes[period_of == period]
         flat = np.concatenate(workload_histograms(rows, domain, synthesizer.input_workloads))
-        state, _ = synthesizer.step(state, flat, period_sampler(seed, period))
+        state, _, _ = synthesizer.step_period(state, period, flat, seed)
         selected.append(set(state.last_selected))
     seconds = time.perf_counter() - start
     g, total = state.model, float(len(codes))

@@ -25,7 +25,6 @@ import numpy as np
 
 from continual_synth.mechanisms.marginals import (Domain, all_workloads, encode_records,
                                                   workload_histograms)
-from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.tabular_planning import released_records
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.workload_error import error_metrics, sampling_floor
@@ -100,7 +99,7 @@ def run(args, epsilon, stream, domain_dict, options):
         flat = np.concatenate(workload_histograms(codes[period_of == period], domain,
                                                   synth.input_workloads))
         start = time.perf_counter()
-        state, release = synth.step(state, flat, period_sampler(args.seed, period))
+        state, release, _ = synth.step_period(state, period, flat, args.seed)
         seconds += time.perf_counter() - start
         table, synthetic = released_records(synth, table, release, sample=period in at)
         if period not in at:

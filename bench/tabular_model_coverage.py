@@ -25,7 +25,6 @@ import argparse
 import numpy as np
 
 from continual_synth.mechanisms.marginals import all_workloads, encode_records, workload_histograms
-from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from tabular_floor import parse_options  # bench/tabular_floor.py
 from tabular_tables import load_stream    # bench/tabular_tables.py
@@ -57,7 +56,7 @@ def main() -> None:
         hists = workload_histograms(codes[period_of == t], domain, config.input_workloads)
         truth = (hists[:len(workloads)] if truth is None
                  else [a + b for a, b in zip(truth, hists)])
-        state, _ = synthesizer.step(state, np.concatenate(hists), period_sampler(args.seed, t))
+        state, _, _ = synthesizer.step_period(state, t, np.concatenate(hists), args.seed)
 
     model, n = state.model, float(truth[0].sum())
     fitter = config.fitter()

@@ -29,7 +29,6 @@ from tabular_tables import load_stream, released_records  # noqa: E402
 
 from continual_synth.mechanisms.marginals import (all_workloads, encode_records,  # noqa: E402
                                                   workload_histograms)
-from continual_synth.mechanisms.synthesizer import period_sampler  # noqa: E402
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer  # noqa: E402
 
 BUCKETS = ((1, 1), (2, 5), (6, 20), (21, 100), (101, None))
@@ -49,7 +48,7 @@ def anatomy(construction: str, batch: int, epsilon: float, seed: int) -> dict:
         rows = codes[period_of == period]
         flat = np.concatenate(workload_histograms(rows, domain,
                                                   synthesizer.config.input_workloads))
-        state, release = synthesizer.step(state, flat, period_sampler(seed, period))
+        state, release, _ = synthesizer.step_period(state, period, flat, seed)
         table, synthetic = released_records(synthesizer, table, release,
                                             sample=period == horizon)
     truth = workload_histograms(codes, domain, workloads)

@@ -54,7 +54,6 @@ import numpy as np
 
 from continual_synth.mechanisms.marginals import (Domain, all_workloads, encode_records,
                                                   workload_histograms)
-from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.workload_error import error_metrics, sampling_floor
 from continual_synth.pipelines.examples.example_tables import (
@@ -206,7 +205,7 @@ def one_run(job):
         flat = np.concatenate(workload_histograms(rows, domain,
                                                   synthesizer.config.input_workloads))
         start = time.perf_counter()
-        state, release = synthesizer.step(state, flat, period_sampler(seed, period))
+        state, release, _ = synthesizer.step_period(state, period, flat, seed)
         step_seconds.append(time.perf_counter() - start)
         k_t = len(state.last_selected)
         per_period[k_t] = per_period.get(k_t, 0) + 1

@@ -29,7 +29,6 @@ import time
 import pyarrow.compute as pc
 
 from continual_synth.mechanisms.marginals import Domain, all_workloads
-from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.pipelines.families import tabular
 from continual_synth.pipelines.examples.example_tables import (
@@ -141,7 +140,7 @@ def mechanism_timing(args) -> dict:
         flat = np.concatenate(workload_histograms(codes[period_of == period], domain,
                                                   workloads))
         start = time.perf_counter()
-        state, _ = synth.step(state, flat, period_sampler(1, period))
+        state, _, _ = synth.step_period(state, period, flat, 1)
         seconds.append(time.perf_counter() - start)
     seconds = np.array(seconds)
     figures = {"periods": args.periods, "batch": args.batch, "epsilon": args.epsilon,

@@ -14,7 +14,6 @@ import numpy as np
 import tabular_timing as tt
 from continual_synth.mechanisms.marginals import Domain, all_workloads, encode_records, workload_histograms
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-from continual_synth.mechanisms.synthesizer import period_sampler
 periods, epsilon, wide = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "wide"
 domain = Domain(tt.table_domain())
 workloads = all_workloads(domain)
@@ -28,7 +27,7 @@ seconds = []
 for period in range(1, periods + 1):
     flat = np.concatenate(workload_histograms(codes[period_of == period], domain, synth.input_workloads))
     start = time.process_time()
-    state, _ = synth.step(state, flat, period_sampler(1, period))
+    state, _, _ = synth.step_period(state, period, flat, 1)
     seconds.append(time.process_time() - start)
 s = np.array(seconds)
 print(json.dumps({"wide": wide, "epsilon": epsilon, "periods": periods, "k": synth.config.selections,

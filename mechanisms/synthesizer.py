@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -109,6 +109,16 @@ class PointsRelease(Release):
     emission_seed: int
 
 
+class Stepped(NamedTuple):
+    """One period the driver stepped: the synthesizer's new ``state``, its ``release``
+    (None when the period releases nothing) and the period's ``sampler``, whose generator
+    the period's post-processing continues (:func:`emission_seed`)."""
+
+    state: Any
+    release: Optional[Release]
+    sampler: Sampler
+
+
 class Synthesizer(ABC):
     """The protocol every continual synthesizer implements, and all the jobs need of one
     (the state machine of the module docstring).  Its public configuration is fixed at
@@ -138,6 +148,30 @@ class Synthesizer(ABC):
              ) -> Tuple[Any, Optional[Release]]:
         """One period: ``(new state, release or None)`` from the period's exact
         ``statistics`` and the period's ``sampler`` (:func:`period_sampler`)."""
+
+    def step_period(self, state: Any, period: int, statistics: Any, seed: Optional[int]
+                    ) -> Stepped:
+        """Step period ``period`` (the one after ``state``'s) with its own sampler,
+        :func:`period_sampler` of ``seed``: the one rule by which the batch fold, the
+        incremental step and the stream draw the same noise for the same seed."""
+        if period != self.period(state) + 1:
+            raise ValueError(f"cannot step period {period} after period "
+                             f"{self.period(state)}: periods are stepped in order")
+        sampler = period_sampler(seed, period)
+        state, release = self.step(state, statistics, sampler)
+        return Stepped(state, release, sampler)
+
+    def fold(self, periods: Iterable[Tuple[int, Any]], seed: Optional[int],
+             state: Any = None) -> Iterator[Stepped]:
+        """The synthesizer folded over ``periods``, ``(t, statistics of period t)`` in
+        order from the one after ``state`` (default: the initial state): every batch
+        job's loop over periods, lazily, so that a period's statistics are read only when
+        it is stepped and each release can be written before the next is drawn."""
+        state = self.initial_state() if state is None else state
+        for period, statistics in periods:
+            stepped = self.step_period(state, period, statistics, seed)
+            state = stepped.state
+            yield stepped
 
     def ledger(self, state: Any) -> BudgetLedger:
         """The privacy cost so far: the ledger's charges and its total budget."""

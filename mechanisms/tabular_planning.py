@@ -33,7 +33,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from continual_synth.mechanisms.marginals import Domain, workload_histograms
-from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.workload_error import METRICS, error_metrics, sampling_floor
 
 #: pseudo-records per value of an attribute in each conditional's Dirichlet around the
@@ -128,7 +127,7 @@ def score_stream(synthesizer, records: np.ndarray, batch_size: int, seed: int,
     for period in range(1, horizon + 1):
         rows = records[(period - 1) * batch_size: period * batch_size]
         flat = np.concatenate(workload_histograms(rows, domain, synthesizer.input_workloads))
-        state, release = synthesizer.step(state, flat, period_sampler(seed, period))
+        state, release, _ = synthesizer.step_period(state, period, flat, seed)
         table, synthetic = released_records(synthesizer, table, release,
                                             sample=period >= first_scored)
         if period < first_scored:

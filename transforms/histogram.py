@@ -2,7 +2,7 @@
 summed over shards — Algorithm 1's window histograms C^t ("the count of individuals
 that have suffix s"), Algorithm 2's threshold counts z_b^t.
 
-Batch form (:class:`PanelStatistics`): each shard pivots all its people over periods
+Batch form (:class:`ComputePanelStatistics`): each shard pivots all its people over periods
 1..T.  Incremental form (:func:`step_shard_statistics`): each shard joins one period's
 reports with its people's codes (last k−1 values; weights) kept in the state directory
 (the job names the files).
@@ -114,7 +114,7 @@ def shard_statistics(columns: Dict[str, np.ndarray], model, missing_code: Option
     return np.concatenate([[matrix.shape[0]], model.panel_statistics(matrix).reshape(-1)])
 
 
-class PanelStatistics(beam.PTransform):
+class ComputePanelStatistics(beam.PTransform):
     """``PCollection[(shard, columns)] → PCollection[(num_people, T × width array)]`` with a
     single element: the synthesizer's statistic of every period, summed over shards."""
 

@@ -32,7 +32,7 @@ from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.record_checks import DROP, REFUSE, Problems
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import PrivHPState, PrivHPSynthesizer
-from continual_synth.mechanisms.synthesizer import PointsRelease, period_sampler
+from continual_synth.mechanisms.synthesizer import PointsRelease
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import check_dataset, detect_format, read_file
 from continual_synth.transforms.invalid_records import DropSink
@@ -247,8 +247,8 @@ class BuildPrivHP(beam.PTransform):
 def release_once(accumulator: privhp.PrivHPAccumulator, synthesizer: PrivHPSynthesizer,
                  seed: Optional[int]) -> Tuple[PrivHPState, PointsRelease]:
     """The synthesizer's one step from its initial state (runs on one worker)."""
-    return synthesizer.step(synthesizer.initial_state(), accumulator,
-                            period_sampler(seed, 1))
+    state, release, _ = synthesizer.step_period(synthesizer.initial_state(), 1, accumulator, seed)
+    return state, release
 
 
 class ReleasePrivHP(beam.PTransform):

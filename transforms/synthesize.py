@@ -3,7 +3,7 @@
 Runs on one worker (its input is a handful of small count arrays): adds the noise,
 makes each period consistent, and splits every period's counts across the emission
 shards.  Its output, the *plan*, is small and broadcast to emission.  The same
-:func:`synthesize_period` serves the batch fold and the incremental step.
+:func:`emission_plan` serves the batch fold and the incremental step.
 """
 from __future__ import annotations
 
@@ -13,42 +13,37 @@ import apache_beam as beam
 import numpy as np
 
 from continual_synth.mechanisms import emission
-from continual_synth.mechanisms.synthesizer import (PanelStatistics, emission_seed,
-                                                    period_sampler)
+from continual_synth.mechanisms.synthesizer import PanelStatistics, Stepped, emission_seed
 
 
-def synthesize_period(synthesizer, state, statistics: np.ndarray, seed: Optional[int],
-                      num_shards: int, code_counts: Optional[np.ndarray],
-                      population: int) -> Tuple:
-    """One period of the synthesizer and its emission plan, as batch and incremental jobs
-    both run it: ``(state, shard plan, per-shard code counts, emission seed)``; the plan
-    and seed are None when the period releases nothing (Algorithm 1 before period k).
-
-    The period's sampler and emission seed are :mod:`continual_synth.mechanisms.
-    synthesizer`'s, so a batch run and T incremental steps with the same seed release
-    the same records.
-    """
-    sampler = period_sampler(seed, state.period + 1)
-    state, release = synthesizer.step(state, PanelStatistics(statistics, population), sampler)
+def emission_plan(synthesizer, stepped: Stepped, num_shards: int,
+                  code_counts: Optional[np.ndarray]) -> Tuple:
+    """The emission of a stepped period, as batch and incremental jobs both make it:
+    ``(shard plan, per-shard code counts, emission seed)``; the plan and seed are None
+    when the period releases nothing (Algorithm 1 before period k).  The split across
+    shards and the emission seed continue the period's sampler after its noise, so a batch
+    run and T incremental steps with the same seed release the same records."""
+    release = stepped.release
     if release is None:
-        return state, None, code_counts, None
+        return None, code_counts, None
     plan, code_counts = emission.period_shard_plan(synthesizer.codes, release.initial,
                                                    release.extension, code_counts,
-                                                   num_shards, sampler.rng)
-    return state, plan, code_counts, emission_seed(sampler)
+                                                   num_shards, stepped.sampler.rng)
+    return plan, code_counts, emission_seed(stepped.sampler)
 
 
 def fold_synthesizer(num_people: int, statistics: np.ndarray, synthesizer, num_shards: int,
                      seed: Optional[int]) -> Dict:
     """Run the synthesizer over all periods; return the plan for emission and the manifest."""
-    state = synthesizer.initial_state()
-    plans, seeds, code_counts = {}, {}, None
-    for period in range(1, synthesizer.horizon + 1):
-        state, plan, code_counts, period_seed = synthesize_period(
-            synthesizer, state, statistics[period - 1], seed, num_shards, code_counts,
-            num_people)
+    plans, seeds, code_counts, state = {}, {}, None, synthesizer.initial_state()
+    periods = ((t, PanelStatistics(statistics[t - 1], num_people))
+               for t in range(1, synthesizer.horizon + 1))
+    for stepped in synthesizer.fold(periods, seed):
+        state = stepped.state
+        plan, code_counts, period_seed = emission_plan(synthesizer, stepped, num_shards,
+                                                       code_counts)
         if plan is not None:
-            plans[period], seeds[period] = plan, period_seed
+            plans[synthesizer.period(state)], seeds[synthesizer.period(state)] = plan, period_seed
     return {
         "plans": plans,
         "emission_seeds": seeds,

@@ -27,7 +27,6 @@ import pyarrow as pa
 from continual_synth.mechanisms.distributions import model_from_dict
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.record_checks import DROP, REFUSE, Problems
-from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.marginals import (Domain, decode_records, encode_records,
                                                   workload_histograms)
 from continual_synth.transforms import packed_json, storage
@@ -182,14 +181,11 @@ def synthesize_periods(period_counts: Sequence[Tuple[int, np.ndarray]], synthesi
     if not by_period:
         raise InputError("the stream holds no records")
     last = horizon or max(by_period)
-    width = synthesizer.histogram_width
+    empty = np.zeros(1 + synthesizer.histogram_width, dtype=np.int64)
+    periods = ((t, by_period.get(t, empty)[1:]) for t in range(1, last + 1))
     state = synthesizer.initial_state()
     progress = Progress(last, "periods done", command=command)
-    for period in range(1, last + 1):
-        counts = by_period.get(period)
-        if counts is None:
-            counts = np.zeros(1 + width, dtype=np.int64)
-        state, release = synthesizer.step(state, counts[1:], period_sampler(seed, period))
+    for state, release, _ in synthesizer.fold(periods, seed):
         count(PERIODS_RELEASED, 1)
         for task in release_tasks(release):
             yield TASK, task

@@ -23,7 +23,6 @@ from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.record_checks import REFUSE, check_mode
 from continual_synth.mechanisms.hierarchy import Bounds
 from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer
-from continual_synth.mechanisms.synthesizer import period_sampler
 from continual_synth.mechanisms.synthesizer import PointsRelease
 from continual_synth.pipelines.release import lifecycle, logs, release_dir
 from continual_synth.pipelines.commands.options import (check_distinct_columns,
@@ -148,8 +147,8 @@ def synthesize_numpy(input_path: str, columns: Sequence[str], bounds: Bounds,
     check_columns(columns, bounds)
     unit, _ = read_unit_points(input_path, columns, bounds, clip, in_format)
     synthesizer = PrivHPSynthesizer(config, samples)
-    _, release = synthesizer.step(synthesizer.initial_state(), privhp.accumulate(unit, config),
-                                  period_sampler(seed, 1))
+    _, release, _ = synthesizer.step_period(synthesizer.initial_state(), 1,
+                                        privhp.accumulate(unit, config), seed)
     synthetic = [privhp.sample_shard(release.tree, release.size, num_shards, shard,
                                      release.emission_seed) for shard in range(num_shards)]
     unit_synthetic = np.concatenate(synthetic) if synthetic else np.zeros((0, config.dims))

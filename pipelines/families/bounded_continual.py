@@ -31,7 +31,7 @@ from continual_synth.mechanisms.record_checks import DROP, REFUSE, Problems, che
 from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPState,
                                                            ContinualPrivHPSynthesizer)
-from continual_synth.mechanisms.synthesizer import PointsRelease, period_sampler
+from continual_synth.mechanisms.synthesizer import PointsRelease
 from continual_synth.pipelines.release import lifecycle, logs, release_dir
 from continual_synth.pipelines.families.bounded import check_columns
 from continual_synth.pipelines.release.lifecycle import IncrementalJob, StateDir
@@ -164,8 +164,7 @@ class ContinualPrivHPJob(IncrementalJob):
                                                      period),
                                         sink=sink_for(invalid_records, parts_folder(run_dir),
                                                       also_read=True))
-        cstate, release = synthesizer.step(cstate, statistics,
-                                           period_sampler(state["seed"], period))
+        cstate, release, _ = synthesizer.step_period(cstate, period, statistics, state["seed"])
         document = cstate.to_dict()
         counters_path = storage.join(run_dir, "counters.json")
         release_dir.write_json_atomic(counters_path, {"counters": document.pop("counters")})
@@ -354,6 +353,13 @@ def period_accumulators(input_path: str, structure: privhp.PrivHPConfig,
         yield t, open_states.pop(t, None) or fresh()
 
 
+def _counting_points(periods):
+    """``periods`` as they are read, each period's points added to the run's totals."""
+    for t, statistics in periods:
+        logs.add_totals({RECORDS_READ: statistics.num_points})
+        yield t, statistics
+
+
 def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
         columns: Sequence[str], bounds: Bounds, samples: int, *, period_col: str = "period",
         seed: Optional[int] = None, in_format: Optional[str] = None,
@@ -377,13 +383,12 @@ def run(config: ContinualPrivHPConfig, input_path: str, output_dir: str,
         trees = storage.join(staging, ".trees")  # hidden: never published
         storage.makedirs(trees)
         releases = []
-        for t, statistics in period_accumulators(input_path, config.structure, columns,
-                                                 bounds, period_col, config.horizon, clip,
-                                                 in_format, batch_rows,
-                                                 config.counted_sketch_levels, sink):
-            logs.add_totals({RECORDS_READ: statistics.num_points})
-            state, release = synthesizer.step(state, statistics, period_sampler(seed, t))
-            releases.append(_save_tree(release, storage.join(trees, f"tree-t{t:04d}.npz")))
+        periods = period_accumulators(input_path, config.structure, columns, bounds,
+                                      period_col, config.horizon, clip, in_format, batch_rows,
+                                      config.counted_sketch_levels, sink)
+        for state, release, _ in synthesizer.fold(_counting_points(periods), seed):
+            releases.append(_save_tree(release, storage.join(
+                trees, f"tree-t{release.period:04d}.npz")))
             progress.advance()
         _write_releases(releases, staging, bounds, columns, num_shards, out_format,
                         beam_args)

@@ -23,6 +23,7 @@ from continual_synth.mechanisms import emission
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.record_checks import DROP, REFUSE, check_mode
 from continual_synth.mechanisms.panel_synthesizers import synthesizer_from_dict
+from continual_synth.mechanisms.synthesizer import PanelStatistics
 from continual_synth.pipelines.release import lifecycle, logs, release_dir
 from continual_synth.pipelines.release.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.commands.options import (PanelColumns, missing_code,
@@ -37,11 +38,11 @@ from continual_synth.transforms.points import require_columns
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords,
                                                    counting_rejections)
-from continual_synth.transforms.histogram import (PanelStatistics, ShardDrops, SumArrays,
-                                                  step_shard_statistics)
+from continual_synth.transforms.histogram import (ComputePanelStatistics, ShardDrops,
+                                                  SumArrays, step_shard_statistics)
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.shard import GroupByShard
-from continual_synth.transforms.synthesize import SynthesizePanel, synthesize_period
+from continual_synth.transforms.synthesize import SynthesizePanel, emission_plan
 from continual_synth.transforms.validate import (ValidatePanelBatches,
                                                  drop_invalid_panel_records,
                                                  validate_panel_batch)
@@ -97,7 +98,7 @@ class SynthesizePanelTables(beam.PTransform):
                           model.alphabet, (1, model.horizon), where=self.where,
                           sink=sink, files=files)
                       | "Shard" >> GroupByShard(num_shards)
-                      | "Statistics" >> PanelStatistics(
+                      | "Statistics" >> ComputePanelStatistics(
                           model, self.fill, where=self.where, num_shards=num_shards,
                           dropped=None if sink is None else ShardDrops(sink, files, columns)))
         plan = (statistics
@@ -247,9 +248,12 @@ class PanelJob(IncrementalJob):
             sink_for(invalid_records, parts_folder(run_dir)),
             allow_empty=period > 1 and self.empty_period_valid(state))
         code_counts = state["shard_code_counts"]
-        wstate, plan, code_counts, emission_seed = synthesize_period(
-            model, wstate, statistics, state["seed"], state["num_shards"],
-            None if code_counts is None else np.asarray(code_counts), people)
+        stepped = model.step_period(wstate, period, PanelStatistics(statistics, people),
+                                state["seed"])
+        wstate = stepped.state
+        plan, code_counts, emission_seed = emission_plan(
+            model, stepped, state["num_shards"],
+            None if code_counts is None else np.asarray(code_counts))
         new = {**state, "synthesizer_state": wstate.to_dict(),
                "files": {**state["files"], "history": store.relative(history)},
                "pending": {"period": period, "plan": None}}

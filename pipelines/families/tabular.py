@@ -30,7 +30,7 @@ from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.record_checks import REFUSE, Problems, check_mode
 from continual_synth.mechanisms.marginals import Domain
-from continual_synth.mechanisms.synthesizer import TableRelease, period_sampler
+from continual_synth.mechanisms.synthesizer import TableRelease
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.pipelines.release import lifecycle, logs
 from continual_synth.pipelines.families.jobs import save_manifest_after
@@ -300,8 +300,7 @@ class TabularJob(IncrementalJob):
         counts = _period_histograms(synthesizer, input_path, in_format, period,
                                     state["period_col"], run_dir, beam_args,
                                     sink_for(invalid_records, parts_folder(run_dir)))
-        tstate, release = synthesizer.step(tstate, counts[1:],
-                                           period_sampler(state["seed"], period))
+        tstate, release, _ = synthesizer.step_period(tstate, period, counts[1:], state["seed"])
         files = dict(state["files"])
         rows = release.size
         if release.increment:  # sampled now: kept (private) until it is published
