@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from continual_synth.mechanisms.marginals import Domain, all_workloads
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-from continual_synth.pipelines.families import tabular
+from continual_synth.pipelines.families import driver, tabular
 from continual_synth.pipelines.examples.example_tables import (
     load_table, make_stream, table_domain)
 from continual_synth.transforms.files import write_file
@@ -90,9 +90,10 @@ def main() -> None:
     state, steps_out = os.path.join(work, "state"), os.path.join(work, "steps")
     for path in (state, steps_out):
         shutil.rmtree(path, ignore_errors=True)
-    tabular.init(synthesizer(args.periods, args.epsilon, args.wide_cells), state, seed=1)
+    driver.init(state, tabular.initial_document(
+        synthesizer(args.periods, args.epsilon, args.wide_cells), seed=1))
     step_seconds = time_steps(stream, work, args.steps,
-                              lambda path: tabular.step(state, path, steps_out))
+                              lambda path: driver.step(state, path, steps_out))
     figures.update({"steps": args.steps,
                     "step_seconds_mean": round(sum(step_seconds) / len(step_seconds), 2),
                     "step_seconds_max": round(max(step_seconds), 2)})

@@ -19,14 +19,34 @@ import pyarrow.compute as pc
 
 from continual_synth.mechanisms.panel_synthesizers import (CumulativeSynthesizer,
                                                             WindowSynthesizer)
-from continual_synth.pipelines.families.jobs import SynthesizerJobs
+from continual_synth.pipelines.families import driver, jobs
 from continual_synth.pipelines.release.lifecycle import StateDir
 from continual_synth.pipelines.examples.sipp_like import panel_table
 from continual_synth.transforms.files import read_dataset, write_file
 
 RECORD_COLUMNS = ["synthetic_id", "period", "value"]
-#: ``run(input, output, config)``, ``init(state, config)``, ``step(state, input, output)``
-#: of each panel synthesizer's jobs
+
+
+class SynthesizerJobs:
+    """``run`` / ``init`` / ``step`` of one panel synthesizer with its configuration as
+    the first argument: the family's ``run`` and the driver's ``init`` and ``step``."""
+
+    def __init__(self, synthesizer_class):
+        self.synthesizer_class = synthesizer_class
+
+    def run(self, input_path: str, output_dir: str, config, **options) -> Dict:
+        return jobs.run(self.synthesizer_class(config), input_path, output_dir, **options)
+
+    def init(self, state_dir: str, config, **options) -> Dict:
+        return driver.init(state_dir, jobs.initial_document(self.synthesizer_class(config),
+                                                            **options))
+
+    def step(self, state_dir: str, input_path: str, output_dir: str, **options) -> Dict:
+        return driver.step(state_dir, input_path, output_dir,
+                           kind=self.synthesizer_class.kind, **options)
+
+
+#: each panel synthesizer's jobs
 window_jobs = SynthesizerJobs(WindowSynthesizer)
 cumulative_jobs = SynthesizerJobs(CumulativeSynthesizer)
 

@@ -36,7 +36,7 @@ from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.window import WindowConfig
 from continual_synth.mechanisms.errors import StateError
 from continual_synth.pipelines.commands import cli
-from continual_synth.pipelines.families import jobs, tabular
+from continual_synth.pipelines.families import driver, jobs, tabular
 from continual_synth.pipelines.release import lifecycle, release_dir
 from helpers_panels import cumulative_jobs, window_jobs
 from continual_synth.pipelines.release.lifecycle import PHASES, StateDir, load_state
@@ -91,8 +91,10 @@ def _tabular(root):
         write_file(pa.table({"a": rng.integers(0, 3, 40),
                              "b": pa.array(rng.choice(["x", "y"], 40))}), path, "csv")
         files.append(path)
-    return SimpleNamespace(name="tabular", files=files, step=tabular.step, cli="tabular",
-                           init=lambda state: tabular.init(synthesizer, state, seed=SEED))
+    return SimpleNamespace(
+        name="tabular", files=files, step=driver.step, cli="tabular",
+        init=lambda state: driver.init(state, tabular.initial_document(synthesizer,
+                                                                       seed=SEED)))
 
 
 SYNTHESIZERS = {"window": _window, "cumulative": _cumulative, "tabular": _tabular}

@@ -296,7 +296,7 @@ def test_tabular_steps_with_s3_state_release_what_local_steps_release(s3_server,
     is published: the state's array files go through S3 too."""
     from continual_synth.mechanisms.marginals import Domain, all_workloads
     from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-    from continual_synth.pipelines.families import tabular
+    from continual_synth.pipelines.families import driver, tabular
     import numpy as np
     import pyarrow as pa
 
@@ -311,11 +311,11 @@ def test_tabular_steps_with_s3_state_release_what_local_steps_release(s3_server,
         write_file(batch, storage.join(inputs, "p1.csv"), "csv")
     summaries = {}
     for where, (state, out, inputs) in places.items():
-        tabular.init(TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
-                                               epsilon=2.0, method="baseline", fit="mw"),
-                     state, seed=5)
-        summaries[where] = tabular.step(state, storage.join(inputs, "p1.csv"), out,
-                                        beam_args=s3_server.beam_args)
+        synthesizer = TabularSynthesizer.create(domain=domain, workloads=all_workloads(domain),
+                                                epsilon=2.0, method="baseline", fit="mw")
+        driver.init(state, tabular.initial_document(synthesizer, seed=5))
+        summaries[where] = driver.step(state, storage.join(inputs, "p1.csv"), out,
+                                       beam_args=s3_server.beam_args)
     assert summaries["s3"] == summaries["local"] and summaries["s3"]["rows"] > 0
     assert release(objects(s3_server, f"{root}/out")) == snapshot(str(tmp_path / "out"))
     assert not [name for name in objects(s3_server, f"{root}/state") if name.startswith("runs/")]

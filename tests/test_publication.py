@@ -139,9 +139,9 @@ def test_a_bad_source_date_epoch_is_refused_before_anything_is_charged(panel, tm
     assert not os.path.exists(tmp_path / "run")
     # the lifecycle checks it too, for callers that are not the command line
     from continual_synth.mechanisms.errors import InputError
-    from continual_synth.pipelines.families import jobs
+    from continual_synth.pipelines.families import driver
     with pytest.raises(InputError, match="SOURCE_DATE_EPOCH"):
-        jobs.step(state, paths[0], out, kind="window")
+        driver.step(state, paths[0], out, kind="window")
     assert snapshot(state) == before
 
 

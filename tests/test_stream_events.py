@@ -22,7 +22,7 @@ from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.mechanisms.cumulative import CumulativeConfig
 from continual_synth.mechanisms.panel_synthesizers import CumulativeSynthesizer, WindowSynthesizer
 from continual_synth.mechanisms.window import WindowConfig
-from continual_synth.pipelines.families import jobs, tabular
+from continual_synth.pipelines.families import driver, jobs, tabular
 from continual_synth.pipelines.release import logs
 from continual_synth.pipelines.commands.cli import main
 from continual_synth.pipelines.release.lifecycle import load_state
@@ -151,7 +151,7 @@ def test_a_quiet_panel_period_is_every_person_reporting_the_missing_value(panel,
                 [{"id": r["id"], "value": r["value"]} for r in records[period]])
         path = str(tmp_path / f"p{period}.parquet")
         write_file(pa.Table.from_pylist(rows), path, "parquet")
-        jobs.step(steps_state, path, steps_out, period=period)
+        driver.step(steps_state, path, steps_out, period=period)
     assert read_manifest(out)["periods_released"] == list(range(1, T + 1))
     assert sorted_records(out).equals(sorted_records(steps_out))
     assert load_state(state)["synthesizer_state"] == \
@@ -246,7 +246,7 @@ def step_periods(records, tmp_path, state, out, pending=None):
         write_file(pa.Table.from_pylist([{"id": r["id"], "value": r["value"]}
                                          for r in records[period]]), path, "parquet")
         if period != pending:
-            jobs.step(state, path, out)
+            driver.step(state, path, out)
             continue
         env = dict(os.environ, CONTINUAL_SYNTH_CRASH_AT="committed")
         done = subprocess.run([sys.executable, "-m", "continual_synth", "window", "step",
@@ -504,13 +504,13 @@ def test_a_quiet_tabular_period_is_released_as_step_releases_an_empty_file(tmp_p
     # the steps: one file per period, a 0-row one (the attribute columns) for a quiet one
     columns = {"a": pa.int64(), "b": pa.string(), "c": pa.int64()}
     steps_state, steps_out = str(tmp_path / "steps-state"), str(tmp_path / "steps-out")
-    tabular.init(tabular_synthesizer(), steps_state, seed=SEED)
+    driver.init(steps_state, tabular.initial_document(tabular_synthesizer(), seed=SEED))
     for period in range(1, T + 1):
         path = str(tmp_path / f"p{period}.parquet")
         rows = [{k: r[k] for k in columns} for r in records[period]]
         write_file(pa.Table.from_pylist(rows, pa.schema(columns)), path, "parquet")
         # --period: two quiet periods' files hold the same bytes (a copy, without it)
-        assert tabular.step(steps_state, path, steps_out, period=period)["status"] == \
+        assert driver.step(steps_state, path, steps_out, period=period)["status"] == \
             "released"
     # the stream: the watermark passes each period's end; nothing arrives in a quiet one
     events = BeamTestStream()

@@ -17,7 +17,7 @@ import pytest
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.mechanisms.marginals import Domain, all_workloads
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
-from continual_synth.pipelines.families import tabular
+from continual_synth.pipelines.families import driver, tabular
 from continual_synth.pipelines.commands.cli import main
 from continual_synth.pipelines.release.lifecycle import NOT_RECORDED, load_state
 from continual_synth.transforms.files import read_dataset, write_file
@@ -80,9 +80,9 @@ def batch_and_steps(request, stream_files, tmp_path_factory):
     root = tmp_path_factory.mktemp(method)
     manifest = tabular.run(synthesizer(method), str(stream_files / "stream.parquet"),
                            str(root / "run"), seed=11)
-    tabular.init(synthesizer(method), str(root / "state"), seed=11)
-    summaries = [tabular.step(str(root / "state"), str(stream_files / f"p{p}.csv"),
-                              str(root / "steps")) for p in range(1, PERIODS + 1)]
+    driver.init(str(root / "state"), tabular.initial_document(synthesizer(method), seed=11))
+    summaries = [driver.step(str(root / "state"), str(stream_files / f"p{p}.csv"),
+                             str(root / "steps")) for p in range(1, PERIODS + 1)]
     return method, root, manifest, summaries
 
 
@@ -130,8 +130,8 @@ def test_one_table_per_period_of_about_the_stream_size(batch_and_steps):
 def test_rerun_of_a_step_reads_nothing_and_spends_nothing(batch_and_steps, stream_files):
     _, root, _, _ = batch_and_steps
     state_before = snapshot(str(root / "state"))
-    summary = tabular.step(str(root / "state"), str(stream_files / f"p{PERIODS}.csv"),
-                           str(root / "steps"))
+    summary = driver.step(str(root / "state"), str(stream_files / f"p{PERIODS}.csv"),
+                          str(root / "steps"))
     assert summary["status"] == "already-released" and summary["period"] == PERIODS
     assert snapshot(str(root / "state")) == state_before
 
@@ -193,7 +193,7 @@ def test_a_period_col_that_is_a_domain_attribute_is_refused_before_anything(
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     assert not os.path.exists(state) and not os.path.exists(out)
     with pytest.raises(InputError, match="--period-col must name different columns"):
-        tabular.init(synthesizer(), state, period_col="a")
+        driver.init(state, tabular.initial_document(synthesizer(), period_col="a"))
     with pytest.raises(InputError, match="--period-col must name different columns"):
         tabular.run(synthesizer(), str(stream_files / "stream.parquet"), out, period_col="b")
     assert not os.path.exists(state) and not os.path.exists(out)
@@ -201,35 +201,35 @@ def test_a_period_col_that_is_a_domain_attribute_is_refused_before_anything(
 
 def test_steps_refuse_out_of_order_and_past_the_horizon(stream_files, tmp_path):
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    tabular.init(synthesizer(horizon=2), state, seed=1)
+    driver.init(state, tabular.initial_document(synthesizer(horizon=2), seed=1))
     with pytest.raises(StateError, match="out of order"):
-        tabular.step(state, str(stream_files / "p2.csv"), out, period=2)
-    tabular.step(state, str(stream_files / "p1.csv"), out)
-    tabular.step(state, str(stream_files / "p2.csv"), out)
+        driver.step(state, str(stream_files / "p2.csv"), out, period=2)
+    driver.step(state, str(stream_files / "p1.csv"), out)
+    driver.step(state, str(stream_files / "p2.csv"), out)
     before = snapshot(state), snapshot(out)
     with pytest.raises(StateError, match="beyond the horizon"):
-        tabular.step(state, str(stream_files / "p3.csv"), out)
+        driver.step(state, str(stream_files / "p3.csv"), out)
     with pytest.raises(ValueError, match="period 3 is beyond the horizon T=2"):
-        tabular.step(state, str(stream_files / "p3.csv"), out, period=3)
+        driver.step(state, str(stream_files / "p3.csv"), out, period=3)
     assert (snapshot(state), snapshot(out)) == before
     with pytest.raises(StateError, match="already holds a state"):
-        tabular.init(synthesizer(), state)
+        driver.init(state, tabular.initial_document(synthesizer()))
 
 
 def test_step_with_the_wrong_period_column_is_refused(stream_files, tmp_path):
     stream = make_stream()
     write_file(stream.filter(pc.equal(stream["period"], 2)), str(tmp_path / "p2.parquet"),
                "parquet")
-    tabular.init(synthesizer(), str(tmp_path / "state"), seed=1)
+    driver.init(str(tmp_path / "state"), tabular.initial_document(synthesizer(), seed=1))
     with pytest.raises(Exception, match="row 1 holds period 2, but the next period of this state is 1"):
-        tabular.step(str(tmp_path / "state"), str(tmp_path / "p2.parquet"),
-                     str(tmp_path / "out"))
+        driver.step(str(tmp_path / "state"), str(tmp_path / "p2.parquet"),
+                    str(tmp_path / "out"))
 
 
 def test_interrupted_step_resumes_without_new_noise(stream_files, tmp_path, monkeypatch):
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    tabular.init(synthesizer(), state, seed=5)
-    tabular.step(state, str(stream_files / "p1.csv"), out)
+    driver.init(state, tabular.initial_document(synthesizer(), seed=5))
+    driver.step(state, str(stream_files / "p1.csv"), out)
     real_emit = tabular.TabularJob.emit
 
     def crash(*args, **kwargs):
@@ -237,12 +237,12 @@ def test_interrupted_step_resumes_without_new_noise(stream_files, tmp_path, monk
 
     monkeypatch.setattr(tabular.TabularJob, "emit", crash)
     with pytest.raises(RuntimeError):
-        tabular.step(state, str(stream_files / "p2.csv"), out)
+        driver.step(state, str(stream_files / "p2.csv"), out)
     monkeypatch.setattr(tabular.TabularJob, "emit", real_emit)
     saved = load_state(state)
     assert saved["pending"]["period"] == 2
     spent = saved["synthesizer_state"]["ledger"]
-    summary = tabular.step(state, str(stream_files / "p2.csv"), out)
+    summary = driver.step(state, str(stream_files / "p2.csv"), out)
     assert summary["resumed"] and summary["period"] == 2
     assert load_state(state)["synthesizer_state"]["ledger"] == spent
     reference = tmp_path / "reference"
@@ -263,12 +263,12 @@ def test_a_pending_period_publishes_its_model_from_either_state_format(
     from continual_synth.transforms import packed_json
 
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    tabular.init(synthesizer(), state, seed=5)
-    tabular.step(state, str(stream_files / "p1.csv"), out)
+    driver.init(state, tabular.initial_document(synthesizer(), seed=5))
+    driver.step(state, str(stream_files / "p1.csv"), out)
     real_emit = tabular.TabularJob.emit
     monkeypatch.setattr(tabular.TabularJob, "emit", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
-        tabular.step(state, str(stream_files / "p2.csv"), out)
+        driver.step(state, str(stream_files / "p2.csv"), out)
     monkeypatch.setattr(tabular.TabularJob, "emit", real_emit)
     latest = sorted(glob.glob(os.path.join(state, "versions", "v*.json")))[-1]
     document = packed_json.loads(open(latest, "rb").read())
@@ -277,7 +277,7 @@ def test_a_pending_period_publishes_its_model_from_either_state_format(
         document["pending"]["model"] = document["synthesizer_state"]["model"]
         with open(latest, "wb") as handle:
             handle.write(packed_json.dumps(document))
-    assert tabular.step(state, str(stream_files / "p2.csv"), out)["resumed"]
+    assert driver.step(state, str(stream_files / "p2.csv"), out)["resumed"]
     reference = tmp_path / "reference"
     tabular.run(synthesizer(), str(stream_files / "stream.parquet"), str(reference), seed=5)
     ref = read_dataset(str(reference))
@@ -377,13 +377,13 @@ def test_a_period_without_records_steps_as_run_releases_it(stream_files, tmp_pat
     no_columns = str(tmp_path / "no-columns.parquet")
     write_file(pa.table({"a": pa.array([], pa.int64())}), no_columns, "parquet")
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    tabular.init(synthesizer(horizon=PERIODS), state, seed=5)
+    driver.init(state, tabular.initial_document(synthesizer(horizon=PERIODS), seed=5))
     for period in range(1, PERIODS + 1):
         if period == 3:
             with pytest.raises(Exception, match="missing .*column"):
-                tabular.step(state, no_columns, out)
+                driver.step(state, no_columns, out)
         path = empty if period == 3 else str(stream_files / f"p{period}.csv")
-        assert tabular.step(state, path, out)["status"] == "released"
+        assert driver.step(state, path, out)["status"] == "released"
     assert sorted_table(read_dataset(str(tmp_path / "run"))).equals(
         sorted_table(read_dataset(out)))
 
@@ -482,15 +482,15 @@ def test_refused_step_input_leaves_state_and_output_byte_identical(stream_files,
     """Nothing private is persisted from a refused file: the step's intermediates live in
     its own run folder, removed on failure (the baseline: its increments file)."""
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    tabular.init(synthesizer("baseline"), state, seed=1)
-    tabular.step(state, str(stream_files / "p1.csv"), out)
+    driver.init(state, tabular.initial_document(synthesizer("baseline"), seed=1))
+    driver.step(state, str(stream_files / "p1.csv"), out)
     part = read_dataset(str(stream_files / "p2.csv"))
     part = part.set_column(0, "a", pa.array([7] + part["a"].to_pylist()[1:]))
     path = str(tmp_path / bad)
     write_file(part, path, bad.rsplit(".", 1)[1])
     before = snapshot(state), snapshot(out)
     with pytest.raises(Exception, match=path):
-        tabular.step(state, path, out)
+        driver.step(state, path, out)
     assert (snapshot(state), snapshot(out)) == before
 
 
@@ -500,10 +500,10 @@ def test_baseline_step_appends_its_increment_and_keeps_no_growing_private_table(
     of period t (earlier files byte-identical), and once published the increment leaves
     the private state (nothing there grows with t)."""
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    tabular.init(synthesizer("baseline"), state, seed=3)
-    tabular.step(state, str(stream_files / "p1.csv"), out)
+    driver.init(state, tabular.initial_document(synthesizer("baseline"), seed=3))
+    driver.step(state, str(stream_files / "p1.csv"), out)
     before = {n: d for n, d in snapshot(out).items() if n != "manifest.json"}
-    summary = tabular.step(state, str(stream_files / "p2.csv"), out)
+    summary = driver.step(state, str(stream_files / "p2.csv"), out)
     after = {n: d for n, d in snapshot(out).items() if n != "manifest.json"}
     assert all(after[name] == data for name, data in before.items())
     added = sorted(set(after) - set(before))
@@ -674,11 +674,11 @@ def test_a_text_field_that_is_not_utf8_is_named_by_column_and_row(tmp_path):
     path = tmp_path / "p1.csv"
     path.write_bytes(b"period,a,b,c\n1,0,x,1\n1,1,y,0\n1,2,\xff\xfe,1\n")
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    tabular.init(synthesizer(), state, seed=1)
+    driver.init(state, tabular.initial_document(synthesizer(), seed=1))
     before = snapshot(state)
     with pytest.raises(Exception, match=r"p1\.csv: cannot read as csv: column 'b' holds text "
                                         r"that is not UTF-8 at row 3"):
-        tabular.step(state, str(path), out)
+        driver.step(state, str(path), out)
     assert snapshot(state) == before and not os.path.exists(out)
 
 

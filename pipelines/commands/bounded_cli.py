@@ -17,23 +17,24 @@
     continual-synth evaluate bounded --truth POINTS --synthetic DIR --columns x,y [--report DIR]
                                      [--period P]
 
-Wired into :mod:`continual_synth.pipelines.commands.cli` through :func:`add_commands`
-(register sub-commands) and :func:`dispatch` (run one; None when the parsed
-command belongs to another family).
+Declared as one :class:`~continual_synth.pipelines.commands.family.Family` record,
+:data:`BOUNDED`, from which :mod:`continual_synth.pipelines.commands.cli` builds and runs
+the commands (``init``, ``step`` and ``stream`` are continual PrivHP's; ``run`` is one-shot
+PrivHP, or continual PrivHP with ``--horizon``).
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List
 
 from continual_synth.mechanisms.errors import (InputError, ParameterError, format_bytes,
                                                privacy_budget)
+from continual_synth.pipelines.commands.family import Family, invalid_records_option
 from continual_synth.pipelines.commands.options import (FORMATS, NON_NEGATIVE_INT,
                                                         POSITIVE_INT, POSITIVE_REAL,
-                                                        HelpFormatter, InitOptions,
-                                                        InputOptions, InvalidRecordsOptions,
-                                                        JobOptions, OutputOptions,
-                                                        REPORT_HELP, StepOptions,
-                                                        add_job_commands, add_job_options)
+                                                        InitOptions, InputOptions,
+                                                        InvalidRecordsOptions, JobOptions,
+                                                        OutputOptions, REPORT_HELP,
+                                                        StepOptions, add_job_options)
 
 MAX_SHARD_VALUES = 2 ** 25  # float64 coordinates sampled in one shard (256 MiB)
 
@@ -158,25 +159,14 @@ class BoundedInitOptions(InvalidRecordsOptions, InitOptions, BoundedReleaseOptio
         _add_state_options(parser)
 
 
-# This family's Beam jobs (gathered by :func:`continual_synth.pipelines.commands.cli.job_options`).
-JOBS = {"bounded_run": BoundedRunOptions, "bounded_init": BoundedInitOptions,
-        "bounded_step": StepOptions}
-
-
 def _add_stream_options(parser) -> None:
     """``bounded stream``: continual PrivHP's options (those of ``init``)."""
     add_job_options(parser, BoundedReleaseOptions)
     _add_state_options(parser)
 
 
-def add_commands(commands, evaluate) -> None:
-    """Add this family's sub-commands to ``commands`` and ``evaluate``'s sub-parsers."""
-    from continual_synth.pipelines.streaming.stream import add_stream_command
-    actions = add_job_commands(commands, "bounded", "bounded-memory one-pass synthetic points "
-                               "(PrivHP, Holland et al. 2025)", JOBS)
-    add_stream_command(actions, _add_stream_options)
-    ev = evaluate.add_parser("bounded", help="1-Wasserstein distance between synthetic and "
-                             "real points, with plots", formatter_class=HelpFormatter)
+def add_evaluate_arguments(ev) -> None:
+    """``evaluate bounded``: the truth, the release, the columns and the OT's sizes."""
     ev.add_argument("--truth", required=True, help="the real points (file or directory)")
     ev.add_argument("--synthetic", required=True, help="a bounded run's release directory")
     ev.add_argument("--columns", required=True, help="comma-separated columns, e.g. x,y")
@@ -257,74 +247,66 @@ def config_from_args(args):
     return columns, bounds, config, depth_from
 
 
-def _continual(args, beam_args: List[str]) -> dict:
-    """``bounded init|step`` and ``bounded run --horizon T`` (continual PrivHP)."""
+def prepare(args):
+    """Continual PrivHP's configuration the options describe and the state document of
+    its ``init`` (``init`` and ``stream`` always have a horizon)."""
     from continual_synth.pipelines.families import bounded_continual
-    if args.action == "stream":
-        from continual_synth.pipelines.streaming.stream import run_stream
-        columns, bounds, config, depth_from = config_from_args(args)
-        document = bounded_continual.initial_document(
-            config, columns, bounds, args.samples, seed=args.seed, out_format=args.out_format,
-            clip=args.clip, num_shards=args.shards, depth_from=depth_from,
-            period_col=args.period_col)
-        return run_stream(bounded_continual.ContinualPrivHPJob(), document, args, beam_args,
-                          period_col=document["period_col"])
-    if args.action == "step":
-        return bounded_continual.step(args.state, args.input, args.output,
-                                      in_format=args.input_format, period=args.period,
-                                      beam_args=beam_args, wait=args.wait,
-                                      invalid_records=args.invalid_records)
     columns, bounds, config, depth_from = config_from_args(args)
-    common = dict(seed=args.seed, out_format=args.out_format, clip=args.clip,
-                  num_shards=args.shards, depth_from=depth_from,
+    return config, bounded_continual.initial_document(
+        config, columns, bounds, args.samples, seed=args.seed, out_format=args.out_format,
+        clip=args.clip, num_shards=args.shards, depth_from=depth_from,
+        period_col=args.period_col, **invalid_records_option(args))
+
+
+def initialised(args, config) -> dict:
+    """What ``init`` prints: T, ε, the relation, the counter and the memory."""
+    return {"status": "initialised", "state": args.state, "horizon": config.horizon,
+            "epsilon": config.epsilon, "neighbor": config.structure.neighbor,
+            "counter": config.counter, "memory_counters": config.memory_words}
+
+
+def run(args, beam_args: List[str]) -> dict:
+    """``bounded run``: one-shot PrivHP, or with ``--horizon`` continual PrivHP over the
+    period column, in one job."""
+    columns, bounds, config, depth_from = config_from_args(args)
+    common = dict(seed=args.seed, in_format=args.input_format, out_format=args.out_format,
+                  clip=args.clip, num_shards=args.shards, batch_rows=args.batch_rows,
+                  beam_args=beam_args, depth_from=depth_from,
                   invalid_records=args.invalid_records)
-    if args.action == "init":
-        from continual_synth.pipelines.commands.init_state import initialise, kept_state
-        document = bounded_continual.initial_document(config, columns, bounds, args.samples,
-                                                      period_col=args.period_col, **common)
-        if initialise(args.exists_ok, args.state, document,
-                      lambda: bounded_continual.init(config, args.state, columns, bounds,
-                                                     args.samples, period_col=args.period_col,
-                                                     **common),
-                      bounded_continual.ContinualPrivHPJob().canonical):
-            return kept_state(args.state)
-        return {"status": "initialised", "state": args.state, "horizon": config.horizon,
-                "epsilon": config.epsilon, "neighbor": config.structure.neighbor,
-                "counter": config.counter, "memory_counters": config.memory_words}
-    manifest = bounded_continual.run(config, args.input, args.output, columns, bounds,
-                                     args.samples, period_col=args.period_col,
-                                     in_format=args.input_format, beam_args=beam_args,
-                                     batch_rows=args.batch_rows, **common)
-    return {"status": "released", "output": args.output, "periods": config.horizon,
-            **{k: manifest[k] for k in ("epsilon", "neighbor", "memory_counters", "sampler",
-                                        "for_publication")}}
+    if args.horizon is not None:
+        from continual_synth.pipelines.families import bounded_continual
+        manifest = bounded_continual.run(config, args.input, args.output, columns, bounds,
+                                         args.samples, period_col=args.period_col, **common)
+        return {"status": "released", "output": args.output, "periods": config.horizon,
+                **{k: manifest[k] for k in ("epsilon", "neighbor", "memory_counters",
+                                            "sampler", "for_publication")}}
+    from continual_synth.pipelines.families.bounded import run_bounded
+    manifest = run_bounded(args.input, args.output, columns, bounds, config, args.samples,
+                           **common)
+    keys = ("epsilon", "neighbor", "budget_split", "memory_counters", "samples",
+            "sampler", "for_publication", "clip")
+    return {"status": "released", "output": args.output,
+            **{k: manifest[k] for k in keys if k in manifest},
+            "depth": config.depth, "prune_k": config.prune_k}
 
 
-def dispatch(args, beam_args: List[str]) -> Optional[dict]:
-    """Run the parsed command if it is ours; otherwise return None."""
-    if args.command == "bounded" and args.action in ("init", "step", "stream") or (
-            args.command == "bounded" and args.action == "run" and args.horizon is not None):
-        return _continual(args, beam_args)
-    if args.command == "bounded" and args.action == "run":
-        from continual_synth.pipelines.families.bounded import run_bounded
-        columns, bounds, config, depth_from = config_from_args(args)
-        manifest = run_bounded(args.input, args.output, columns, bounds, config, args.samples,
-                               seed=args.seed, in_format=args.input_format,
-                               out_format=args.out_format, clip=args.clip,
-                               num_shards=args.shards, batch_rows=args.batch_rows,
-                               beam_args=beam_args, depth_from=depth_from,
-                               invalid_records=args.invalid_records)
-        keys = ("epsilon", "neighbor", "budget_split", "memory_counters", "samples",
-                "sampler", "for_publication", "clip")
-        return {"status": "released", "output": args.output,
-                **{k: manifest[k] for k in keys if k in manifest},
-                "depth": config.depth, "prune_k": config.prune_k}
-    if args.command == "evaluate" and args.action == "bounded":
-        from continual_synth.pipelines.evaluation.evaluate_bounded import evaluate_bounded
-        summary = evaluate_bounded(args.truth, args.synthetic, _columns(args.columns),
-                                   args.report, in_format=args.input_format,
-                                   ot_points=args.ot_points, projections=args.projections,
-                                   seed=args.seed, period=args.period,
-                                   period_col=args.period_col)
-        return {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
-    return None
+def evaluate(args) -> dict:
+    """``evaluate bounded``: the summary's figures."""
+    from continual_synth.pipelines.evaluation.evaluate_bounded import evaluate_bounded
+    summary = evaluate_bounded(args.truth, args.synthetic, _columns(args.columns),
+                               args.report, in_format=args.input_format,
+                               ot_points=args.ot_points, projections=args.projections,
+                               seed=args.seed, period=args.period,
+                               period_col=args.period_col)
+    return {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
+
+
+BOUNDED = Family(
+    name="bounded", help="bounded-memory one-pass synthetic points (PrivHP, Holland et al. "
+                         "2025)",
+    jobs={"run": BoundedRunOptions, "init": BoundedInitOptions, "step": StepOptions},
+    stream_options=_add_stream_options, kind="continual-privhp", prepare=prepare,
+    initialised=initialised, run=run,
+    evaluations={"bounded": (add_evaluate_arguments, evaluate,
+                             "1-Wasserstein distance between synthetic and real points, "
+                             "with plots")})

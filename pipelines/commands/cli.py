@@ -7,9 +7,12 @@
     continual-synth plan window | cumulative | bounded | tabular      (plan_cli)
     continual-synth demo --output DIR
 
-The commands of each family live in its own module, which imports nothing of this one.
-Each Beam job's options are a ``PipelineOptions`` class (each family's ``JOBS``;
-:func:`job_options`), the one declaration the sub-commands, the job modules
+Each family's module declares one :class:`~continual_synth.pipelines.commands.family.
+Family` record and imports nothing of this one; the parser is built from the records and
+every family's command runs through one driver
+(:func:`~continual_synth.pipelines.commands.family.drive`).  Each Beam job's options are
+a ``PipelineOptions`` class (a family's ``jobs``; :func:`job_options`), the one
+declaration the sub-commands, the job modules
 (:mod:`continual_synth.jobs`) and the Flex Template metadata are built from.  Apache
 Beam's own options (``--runner``, ``--direct_num_workers`` …) pass through to the
 pipeline; an option neither the job nor Beam knows is an error naming the closest
@@ -33,31 +36,38 @@ from continual_synth.pipelines.commands.options import (NON_NEGATIVE_INT,  # noq
                                                ArgumentParser, HelpFormatter)
 
 
+def families():
+    """Every synthesizer family's :class:`~continual_synth.pipelines.commands.family.Family`
+    record, in the order of ``--help``."""
+    from continual_synth.pipelines.commands.bounded_cli import BOUNDED
+    from continual_synth.pipelines.commands.panel_cli import CUMULATIVE, WINDOW
+    from continual_synth.pipelines.commands.tabular_cli import TABULAR
+    return {family.name: family for family in (WINDOW, CUMULATIVE, TABULAR, BOUNDED)}
+
+
 def job_options() -> Dict[str, type]:
-    """Every Beam job of the command line, its families' (``JOBS``: a family that
-    declares its jobs there gets job modules and Flex Template metadata)."""
-    table = {}
-    for family in _families():
-        table.update(getattr(family, "JOBS", {}))
-    return table
+    """Every Beam job of the command line (job name → options class), its families'."""
+    return {name: options for family in families().values()
+            for name, options in family.job_options().items()}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser, built from the families' records."""
+    from continual_synth.pipelines.commands import plan_cli
+    from continual_synth.pipelines.commands.family import add_commands, add_evaluations
     parser = ArgumentParser(
         prog="continual-synth",
         description="Continual differentially private synthetic data (Apache Beam pipelines).")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="show Beam's logs (accepted anywhere on the line)")
     commands = parser.add_subparsers(dest="command", required=True)
-
-    from continual_synth.pipelines.commands import panel_cli
-    panel_cli.add_commands(commands)
+    for family in families().values():
+        add_commands(commands, family)
     evaluate = commands.add_parser("evaluate", help="evaluate a release against the truth"
                                    ).add_subparsers(dest="action", required=True)
-    panel_cli.add_evaluate_commands(evaluate)
-    for extension in _extensions():
-        extension.add_commands(commands, evaluate)
-
+    for family in families().values():
+        add_evaluations(evaluate, family)
+    plan_cli.add_commands(commands)
     demo = commands.add_parser("demo", help="run everything on an embedded SIPP-like panel",
                                formatter_class=HelpFormatter)
     demo.add_argument("--output", required=True,
@@ -70,32 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def dispatch(args, beam_args: List[str]) -> dict:
     if args.command == "plan":  # runs no pipeline: no runner to resolve or start
-        return _dispatch(args, beam_args)
+        from continual_synth.pipelines.commands.plan_cli import plan
+        return plan(args, beam_args)
     from continual_synth.runners.presets import resolved_beam_args
     with resolved_beam_args(beam_args, getattr(args, "verbose", False)) as resolved:
         return _dispatch(args, resolved)
 
 
-def _extensions():
-    """The command families after the panels' (each has ``add_commands(commands,
-    evaluate)`` and ``dispatch``, which returns None for a command it does not own)."""
-    from continual_synth.pipelines.commands import bounded_cli, plan_cli, tabular_cli
-    return (tabular_cli, bounded_cli, plan_cli)
-
-
-def _families():
-    """Every command family's module: the panels' first."""
-    from continual_synth.pipelines.commands import panel_cli
-    return (panel_cli, *_extensions())
-
-
 def _dispatch(args, beam_args: List[str]) -> dict:
-    for family in _families():
-        result = family.dispatch(args, beam_args)
-        if result is not None:
-            return result
-    from continual_synth.pipelines.examples.demo import demo
-    return demo(args.output, seed=args.seed, beam_args=beam_args)
+    """Run the parsed command: a family's through the one driver
+    (:func:`~continual_synth.pipelines.commands.family.drive`)."""
+    from continual_synth.pipelines.commands.family import drive
+    if args.command == "evaluate":
+        evaluations = {name: entry for family in families().values()
+                       for name, entry in family.evaluations.items()}
+        return evaluations[args.action][1](args)
+    if args.command == "demo":
+        from continual_synth.pipelines.examples.demo import demo
+        return demo(args.output, seed=args.seed, beam_args=beam_args)
+    return drive(families()[args.command], args, beam_args)
 
 
 def _init_options(command: str) -> List[str]:

@@ -8,26 +8,26 @@
     continual-synth evaluate window --truth PANEL --synthetic DIR [--report REPORT_DIR]
     continual-synth evaluate cumulative --truth PANEL --synthetic DIR [--report REPORT_DIR]
 
-Wired into :mod:`continual_synth.pipelines.commands.cli` through :func:`add_commands`,
-:func:`add_evaluate_commands` and :func:`dispatch` (None when the parsed command belongs
-to another family), as the other families' modules are.
+Declared as two :class:`~continual_synth.pipelines.commands.family.Family` records,
+:data:`WINDOW` and :data:`CUMULATIVE`, from which :mod:`continual_synth.pipelines.commands.
+cli` builds and runs the commands, as it does the other families'.
 """
 from __future__ import annotations
 
 from typing import List, Optional
 
+from continual_synth.pipelines.commands.family import Family, invalid_records_option
 from continual_synth.pipelines.commands.options import (FORMATS, NON_NEGATIVE_INT,
                                                         POSITIVE_INT, POSITIVE_REAL,
-                                                        PROBABILITY, HelpFormatter,
-                                                        InitOptions, InputOptions,
-                                                        InvalidRecordsOptions, JobOptions,
-                                                        OutputOptions, REPORT_HELP,
-                                                        StepOptions, add_job_commands,
+                                                        PROBABILITY, InitOptions,
+                                                        InputOptions, InvalidRecordsOptions,
+                                                        JobOptions, OutputOptions,
+                                                        REPORT_HELP, StepOptions,
                                                         add_job_options)
 
-__all__ = ["JOBS", "add_budget_options", "add_window_parameters", "add_cumulative_parameters",
-           "config_from_args", "synthesizer_from_args", "common_options", "add_commands",
-           "add_evaluate_commands", "dispatch"]
+__all__ = ["WINDOW", "CUMULATIVE", "add_budget_options", "add_window_parameters",
+           "add_cumulative_parameters", "config_from_args", "synthesizer_from_args",
+           "common_options"]
 
 
 def add_budget_options(parser) -> None:
@@ -127,41 +127,15 @@ class CumulativeInitOptions(InvalidRecordsOptions, CumulativeOptions, InitOption
     description = "cumulative synthesizer: create the state of an incremental release"
 
 
-# The Beam jobs of the panel commands: job name (``window_step`` is ``continual-synth
-# window step`` and ``python -m continual_synth.jobs.window_step``) → options class.
-JOBS = {"window_run": WindowRunOptions, "window_init": WindowInitOptions,
-        "window_step": StepOptions,
-        "cumulative_run": CumulativeRunOptions, "cumulative_init": CumulativeInitOptions,
-        "cumulative_step": StepOptions}
-
-
-def add_commands(commands) -> None:
-    """Add ``window run|init|step|stream`` and ``cumulative run|init|step|stream``."""
-    from continual_synth.pipelines.streaming.stream import add_stream_command
-    window = add_job_commands(commands, "window", "fixed-time-window synthesizer (Bun et al. "
-                              "2024, Algorithm 1)", JOBS)
-    add_stream_command(window, lambda parser: add_job_options(parser, WindowOptions))
-    cumulative = add_job_commands(commands, "cumulative", "cumulative synthesizer (Bun et al. "
-                                  "2024, Algorithm 2)", JOBS)
-    add_stream_command(cumulative, lambda parser: add_job_options(parser, CumulativeOptions))
-
-
-def add_evaluate_commands(evaluate) -> None:
-    """Add ``evaluate window`` and ``evaluate cumulative``."""
-    ev_window = evaluate.add_parser("window", help="window histograms, Theorem 3.2 bound, "
-                                    "quarterly queries", formatter_class=HelpFormatter)
-    ev_cumulative = evaluate.add_parser("cumulative", help="counts of people with at least b "
-                                        "ones by period against the truth and the bound",
-                                        formatter_class=HelpFormatter)
-    for parser in (ev_window, ev_cumulative):
-        parser.add_argument("--truth", required=True,
-                            help="the real panel (file or directory: id, period, value)")
-        parser.add_argument("--synthetic", required=True,
-                            help="the release directory to evaluate")
-        parser.add_argument("--report", default=None, help=REPORT_HELP)
-        parser.add_argument("--id-col", default="id", help="the truth's id column")
-        parser.add_argument("--period-col", default="period", help="the truth's period column")
-        parser.add_argument("--value-col", default="value", help="the truth's value column")
+def add_evaluate_arguments(parser) -> None:
+    """``evaluate window`` and ``evaluate cumulative``: the truth and the release."""
+    parser.add_argument("--truth", required=True,
+                        help="the real panel (file or directory: id, period, value)")
+    parser.add_argument("--synthetic", required=True, help="the release directory to evaluate")
+    parser.add_argument("--report", default=None, help=REPORT_HELP)
+    parser.add_argument("--id-col", default="id", help="the truth's id column")
+    parser.add_argument("--period-col", default="period", help="the truth's period column")
+    parser.add_argument("--value-col", default="value", help="the truth's value column")
 
 
 def config_from_args(args, kind: Optional[str] = None):
@@ -198,53 +172,74 @@ def common_options(args, alphabet) -> dict:
                 num_shards=args.shards)
 
 
-def dispatch(args, beam_args: List[str]) -> Optional[dict]:
-    """Run the parsed command if it is ours; otherwise return None."""
-    if args.command == "evaluate" and args.action in ("window", "cumulative"):
-        if args.action == "window":
-            from continual_synth.pipelines.evaluation.evaluate_window import (
-                evaluate_window as evaluate)
-        else:
-            from continual_synth.pipelines.evaluation.evaluate_cumulative import (
-                evaluate_cumulative as evaluate)
-        summary = evaluate(args.truth, args.synthetic, args.report, id_col=args.id_col,
-                           period_col=args.period_col, value_col=args.value_col)
-        return _headline(summary)
-    if args.command not in ("window", "cumulative"):
-        return None
+def prepare(args):
+    """The synthesizer the options describe and the state document of its ``init``."""
     from continual_synth.pipelines.families import jobs
-    from continual_synth.pipelines.release import lifecycle, release_dir
-    from continual_synth.transforms import storage
-    if args.action == "step":
-        summary = jobs.step(args.state, args.input, args.output,
-                            in_format=args.input_format, period=args.period,
-                            beam_args=beam_args, kind=args.command, wait=args.wait,
-                            invalid_records=args.invalid_records)
-        if summary.get("status") == "released":
-            jobs.warn_if_mostly_noise(release_dir.read_json(
-                storage.join(args.output, lifecycle.MANIFEST)))
-        return summary
     model = synthesizer_from_args(args)
-    if args.action == "stream":
-        from continual_synth.pipelines.streaming.stream import run_stream
-        return run_stream(jobs.PanelJob(args.command),
-                          jobs.initial_document(model, **common_options(args, model.alphabet)),
-                          args, beam_args, period_col=args.period_col, distinct_rows=True)
-    if args.action == "run":
-        manifest = jobs.run(model, args.input, args.output, in_format=args.input_format,
-                            beam_args=beam_args, invalid_records=args.invalid_records,
-                            **common_options(args, model.alphabet))
-        jobs.warn_if_mostly_noise(manifest)
-        return manifest
-    from continual_synth.pipelines.commands.init_state import initialise, kept_state
-    common = {**common_options(args, model.alphabet), "invalid_records": args.invalid_records}
-    if initialise(args.exists_ok, args.state, jobs.initial_document(model, **common),
-                  lambda: jobs.init(model, args.state, **common)):
-        return kept_state(args.state)
+    return model, jobs.initial_document(model, **common_options(args, model.alphabet),
+                                        **invalid_records_option(args))
+
+
+def initialised(args, model) -> dict:
+    """What ``init`` prints: the synthesizer's public parameters and its error bound."""
     return {"status": "initialised", "state": args.state,
             **{key: value for key, value in model.manifest(model.initial_state()).items()
                if key in ("window", "horizon", "neighbor", "rho", "n_pad", "error_bound",
                           "counter_rhos")}}
+
+
+def run(args, beam_args: List[str]) -> dict:
+    """``run``: the whole panel in one job."""
+    from continual_synth.pipelines.families import jobs
+    model = synthesizer_from_args(args)
+    manifest = jobs.run(model, args.input, args.output, in_format=args.input_format,
+                        beam_args=beam_args, invalid_records=args.invalid_records,
+                        **common_options(args, model.alphabet))
+    jobs.warn_if_mostly_noise(manifest)
+    return manifest
+
+
+def released(args) -> None:
+    """After a step that released: warn if the release is mostly noise."""
+    from continual_synth.pipelines.families import jobs
+    from continual_synth.pipelines.release import lifecycle, release_dir
+    from continual_synth.transforms import storage
+    jobs.warn_if_mostly_noise(release_dir.read_json(storage.join(args.output,
+                                                                 lifecycle.MANIFEST)))
+
+
+def evaluate(args) -> dict:
+    """``evaluate window`` or ``evaluate cumulative``: the headline of the summary."""
+    if args.action == "window":
+        from continual_synth.pipelines.evaluation.evaluate_window import (
+            evaluate_window as evaluation)
+    else:
+        from continual_synth.pipelines.evaluation.evaluate_cumulative import (
+            evaluate_cumulative as evaluation)
+    summary = evaluation(args.truth, args.synthetic, args.report, id_col=args.id_col,
+                         period_col=args.period_col, value_col=args.value_col)
+    return _headline(summary)
+
+
+def _panel_family(name: str, help_text: str, run_options: type, init_options: type,
+                  options: type, evaluation_help: str) -> Family:
+    """A panel synthesizer's record: both share their state document, jobs and driver."""
+    return Family(
+        name=name, help=help_text,
+        jobs={"run": run_options, "init": init_options, "step": StepOptions},
+        stream_options=lambda parser: add_job_options(parser, options),
+        kind=name, prepare=prepare, initialised=initialised, run=run, released=released,
+        evaluations={name: (add_evaluate_arguments, evaluate, evaluation_help)},
+        distinct_rows=True)
+
+
+WINDOW = _panel_family("window", "fixed-time-window synthesizer (Bun et al. 2024, "
+                       "Algorithm 1)", WindowRunOptions, WindowInitOptions, WindowOptions,
+                       "window histograms, Theorem 3.2 bound, quarterly queries")
+CUMULATIVE = _panel_family("cumulative", "cumulative synthesizer (Bun et al. 2024, "
+                           "Algorithm 2)", CumulativeRunOptions, CumulativeInitOptions,
+                           CumulativeOptions, "counts of people with at least b ones by "
+                           "period against the truth and the bound")
 
 
 def _headline(summary: dict) -> dict:

@@ -14,12 +14,12 @@ release's synthesizer on a public synthetic table of the stream's shape
 (:mod:`continual_synth.mechanisms.tabular_planning`).  The options shared with a
 family's release are that family's own declarations (``add_budget_options``,
 ``add_structure_options``, ``add_model_options`` …).  Wired into
-:mod:`continual_synth.pipelines.commands.cli` through :func:`add_commands` and :func:`dispatch`.
+:mod:`continual_synth.pipelines.commands.cli` through :func:`add_commands` and :func:`plan`.
 """
 from __future__ import annotations
 
 import time
-from typing import List, Optional
+from typing import List
 
 from continual_synth.pipelines.commands.options import (NON_NEGATIVE_INT, POSITIVE_INT,
                                                         HelpFormatter, group_advanced)
@@ -30,7 +30,7 @@ POPULATION_HELP = ("the number of people n you expect (public): also state each 
 REPEATS = 2
 
 
-def add_commands(commands, evaluate) -> None:
+def add_commands(commands) -> None:
     """Add ``plan window|cumulative|bounded|tabular``."""
     from continual_synth.pipelines.commands.bounded_cli import add_structure_options
     from continual_synth.pipelines.commands.panel_cli import (
@@ -86,10 +86,8 @@ def add_commands(commands, evaluate) -> None:
         group_advanced(parser)
 
 
-def dispatch(args, beam_args: List[str]) -> Optional[dict]:
-    """Plan the parsed command if it is ours; otherwise return None."""
-    if args.command != "plan":
-        return None
+def plan(args, beam_args: List[str]) -> dict:
+    """``continual-synth plan ACTION``: the plan as one JSON-able document."""
     from continual_synth.mechanisms.errors import InputError
     from continual_synth.pipelines.release.logs import HARNESS_LEVEL_OPTION
     extra = [arg for arg in beam_args if not arg.startswith(HARNESS_LEVEL_OPTION)]

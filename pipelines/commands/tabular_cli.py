@@ -13,21 +13,23 @@
     continual-synth evaluate tabular --truth STREAM --synthetic DIR --domain DOMAIN.json
                                  [--marginals 2] [--report DIR] [--last 10]
 
-Wired into :mod:`continual_synth.pipelines.commands.cli` through :func:`add_commands` and
-:func:`dispatch` (None when the parsed command belongs to another family).
+Declared as one :class:`~continual_synth.pipelines.commands.family.Family` record,
+:data:`TABULAR`, from which :mod:`continual_synth.pipelines.commands.cli` builds and runs
+the commands.
 """
 from __future__ import annotations
 
 import argparse
 from typing import List, Optional
 
+from continual_synth.pipelines.commands.family import Family, invalid_records_option
 from continual_synth.pipelines.commands.options import (FORMATS, NON_NEGATIVE_INT,
                                                         POSITIVE_INT, POSITIVE_REAL,
                                                         PROBABILITY, HelpFormatter,
                                                         InitOptions, InputOptions,
                                                         InvalidRecordsOptions,
                                                         OutputOptions, REPORT_HELP,
-                                                        StepOptions, add_job_commands)
+                                                        StepOptions)
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -168,21 +170,12 @@ class TabularInitOptions(InvalidRecordsOptions, InitOptions):
         _add_synthesizer_options(parser, with_infer=False)
 
 
-# This family's Beam jobs (gathered by :func:`continual_synth.pipelines.commands.cli.job_options`).
-JOBS = {"tabular_run": TabularRunOptions, "tabular_init": TabularInitOptions,
-        "tabular_step": StepOptions}
-
-
-def add_commands(commands, evaluate) -> None:
-    """Add ``tabular run|init|step|example`` and ``evaluate tabular``."""
-    jobs = add_job_commands(commands, "tabular", "synthetic tabular streams (Kumar et al. "
-                            "2024, Algorithms 2-3)", JOBS)
+def add_example_command(actions) -> None:
+    """``tabular example``: write a stream built from a real public table."""
     from continual_synth.pipelines.examples.example_tables import CONSTRUCTIONS
-    from continual_synth.pipelines.streaming.stream import add_stream_command
-    add_stream_command(jobs, lambda parser: _add_synthesizer_options(parser, with_infer=False))
-    example = jobs.add_parser("example", help="write a stream built from a real public "
-                              "table (CCES 2016) and its domain.json",
-                              formatter_class=HelpFormatter)
+    example = actions.add_parser("example", help="write a stream built from a real public "
+                                 "table (CCES 2016) and its domain.json",
+                                 formatter_class=HelpFormatter)
     example.add_argument("--output", required=True,
                          help="directory for the stream's file and its domain.json")
     example.add_argument("--construction", choices=list(CONSTRUCTIONS),
@@ -198,9 +191,16 @@ def add_commands(commands, evaluate) -> None:
     example.add_argument("--format", dest="out_format", default="parquet",
                          choices=["parquet", "csv", "avro"], help="the stream's file format")
 
-    ev = evaluate.add_parser("tabular", formatter_class=HelpFormatter,
-                             help="AvgWE, MaxWE, AvgRelWE, MaxRelWE per period "
-                             "(Kumar et al. 2024 §7.3)")
+
+def write_example(args) -> dict:
+    """``tabular example``."""
+    from continual_synth.pipelines.examples.example_tables import write_example as write
+    return write(args.output, construction=args.construction, batch_size=args.batch_size,
+                 seed=args.seed, periods=args.periods, fmt=args.out_format)
+
+
+def add_evaluate_arguments(ev) -> None:
+    """``evaluate tabular``: the truth, the release and the workloads scored."""
     ev.add_argument("--truth", required=True, help="the real stream (with a period column)")
     ev.add_argument("--synthetic", required=True, help="release directory")
     ev.add_argument("--domain", default=None,
@@ -214,8 +214,6 @@ def add_commands(commands, evaluate) -> None:
                     help="the period column of the truth and the release (default period)")
     ev.add_argument("--last", type=POSITIVE_INT, default=10,
                     help="average the metrics over the last N periods (default 10)")
-
-
 
 
 def synthesizer_from_args(args, input_path: Optional[str] = None, domain=None):
@@ -264,86 +262,80 @@ def synthesizer_from_args(args, input_path: Optional[str] = None, domain=None):
         horizon=args.horizon, domain_inferred=inferred, **options)
 
 
-def dispatch(args, beam_args: List[str]) -> Optional[dict]:
-    """Run the parsed command if it is ours; otherwise return None."""
-    if args.command == "evaluate" and args.action == "tabular":
-        from continual_synth.pipelines.evaluation.evaluate_tabular import evaluate_tabular
-        summary = evaluate_tabular(args.truth, args.synthetic, args.report,
-                                   domain_path=args.domain, marginals=args.marginals,
-                                   period_col=args.period_col, last=args.last)
-        printed = {key: value for key, value in summary.items()
-                   if not isinstance(value, (list, dict))
-                   or key in ("average_last", "sampling_floor", "periods_released",
-                              "accuracy_coverage")}
-        if "final_period_worst_workloads_by_total_variation" in summary:  # all: --report
-            printed["worst_workloads_by_total_variation"] = summary[
-                "final_period_worst_workloads_by_total_variation"][:3]
-        return printed
-    if args.command != "tabular":
-        return None
+def evaluate(args) -> dict:
+    """``evaluate tabular``: the summary's figures, without its per-period lists."""
+    from continual_synth.pipelines.evaluation.evaluate_tabular import evaluate_tabular
+    summary = evaluate_tabular(args.truth, args.synthetic, args.report,
+                               domain_path=args.domain, marginals=args.marginals,
+                               period_col=args.period_col, last=args.last)
+    printed = {key: value for key, value in summary.items()
+               if not isinstance(value, (list, dict))
+               or key in ("average_last", "sampling_floor", "periods_released",
+                          "accuracy_coverage")}
+    if "final_period_worst_workloads_by_total_variation" in summary:  # all: --report
+        printed["worst_workloads_by_total_variation"] = summary[
+            "final_period_worst_workloads_by_total_variation"][:3]
+    return printed
+
+
+def run(args, beam_args: List[str]) -> dict:
+    """``tabular run``: the whole stream in one job."""
     from continual_synth.pipelines.families import tabular
-    if args.action == "example":
-        from continual_synth.pipelines.examples.example_tables import write_example
-        return write_example(args.output, construction=args.construction,
-                             batch_size=args.batch_size, seed=args.seed,
-                             periods=args.periods, fmt=args.out_format)
-    if args.action == "step":
-        return tabular.step(args.state, args.input, args.output, in_format=args.input_format,
-                            period=args.period, beam_args=beam_args, wait=args.wait,
-                            invalid_records=args.invalid_records)
-    if args.action == "stream":
-        from continual_synth.pipelines.streaming.stream import run_stream
-        document = tabular.initial_document(synthesizer_from_args(args), seed=args.seed,
-                                            out_format=args.out_format,
-                                            period_col=args.period_col)
-        return run_stream(tabular.TabularJob(), document, args, beam_args,
-                          period_col=args.period_col)
-    if args.action == "run":
-        from continual_synth.pipelines.release.lifecycle import check_fresh_output
-        check_fresh_output(args.output, replaces_leftovers=True)  # before reading the data
-        domain = None
-        if not args.infer_domain:  # checked before the data is read for the horizon
-            domain = tabular.read_domain(args.domain)
-            tabular.check_period_col(domain, args.period_col)
-        source = "--horizon"
-        if args.horizon is None:  # the documented default: the stream's last period
-            args.horizon = tabular.last_period(args.input, args.period_col, args.input_format,
-                                               args.invalid_records)
-            from continual_synth.pipelines.release.publication import HORIZON_FROM_DATA
-            source = HORIZON_FROM_DATA
-        synthesizer = synthesizer_from_args(args, args.input, domain)
-        manifest = tabular.run(synthesizer, args.input, args.output, seed=args.seed,
-                               in_format=args.input_format, out_format=args.out_format,
-                               period_col=args.period_col, beam_args=beam_args,
-                               horizon_source=source, invalid_records=args.invalid_records)
-        if manifest.get("attributes_never_measured"):
-            from continual_synth.pipelines.release.logs import LOGGER
-            LOGGER.warning("no selected workload held %s in %d periods: the release's shares "
-                           "of their values are the model's completion (uniform), not the "
-                           "data's; a larger ε, larger batches or fewer values would let the "
-                           "selection measure them (docs/tabular.md, Coverage)",
-                           ", ".join(manifest["attributes_never_measured"]),
-                           len(manifest["periods_released"]))
-        unmeasured = manifest.get("workloads_never_measured") or []
-        if unmeasured:
-            from continual_synth.pipelines.release.logs import LOGGER
-            LOGGER.info("%d of %d workloads were never selected in %d periods (%s%s): the "
-                        "release's joint of each is the model's completion from the measured "
-                        "ones, not a measurement (manifest: workloads_never_measured)",
-                        len(unmeasured), len(manifest["workloads"]),
-                        len(manifest["periods_released"]),
-                        "; ".join(",".join(w) for w in unmeasured[:3]),
-                        "; …" if len(unmeasured) > 3 else "")
-        return {key: value for key, value in manifest.items()
-                if not isinstance(value, (list, dict)) or key == "periods_released"}
+    from continual_synth.pipelines.release.lifecycle import check_fresh_output
+    check_fresh_output(args.output, replaces_leftovers=True)  # before reading the data
+    domain = None
+    if not args.infer_domain:  # checked before the data is read for the horizon
+        domain = tabular.read_domain(args.domain)
+        tabular.check_period_col(domain, args.period_col)
+    source = "--horizon"
+    if args.horizon is None:  # the documented default: the stream's last period
+        args.horizon = tabular.last_period(args.input, args.period_col, args.input_format,
+                                           args.invalid_records)
+        from continual_synth.pipelines.release.publication import HORIZON_FROM_DATA
+        source = HORIZON_FROM_DATA
+    synthesizer = synthesizer_from_args(args, args.input, domain)
+    manifest = tabular.run(synthesizer, args.input, args.output, seed=args.seed,
+                           in_format=args.input_format, out_format=args.out_format,
+                           period_col=args.period_col, beam_args=beam_args,
+                           horizon_source=source, invalid_records=args.invalid_records)
+    _warn_unmeasured(manifest)
+    return {key: value for key, value in manifest.items()
+            if not isinstance(value, (list, dict)) or key == "periods_released"}
+
+
+def _warn_unmeasured(manifest: dict) -> None:
+    """Log the attributes and workloads no selection measured in a whole run."""
+    from continual_synth.pipelines.release.logs import LOGGER
+    if manifest.get("attributes_never_measured"):
+        LOGGER.warning("no selected workload held %s in %d periods: the release's shares "
+                       "of their values are the model's completion (uniform), not the "
+                       "data's; a larger ε, larger batches or fewer values would let the "
+                       "selection measure them (docs/tabular.md, Coverage)",
+                       ", ".join(manifest["attributes_never_measured"]),
+                       len(manifest["periods_released"]))
+    unmeasured = manifest.get("workloads_never_measured") or []
+    if unmeasured:
+        LOGGER.info("%d of %d workloads were never selected in %d periods (%s%s): the "
+                    "release's joint of each is the model's completion from the measured "
+                    "ones, not a measurement (manifest: workloads_never_measured)",
+                    len(unmeasured), len(manifest["workloads"]),
+                    len(manifest["periods_released"]),
+                    "; ".join(",".join(w) for w in unmeasured[:3]),
+                    "; …" if len(unmeasured) > 3 else "")
+
+
+def prepare(args):
+    """The synthesizer the options describe and the state document of its ``init``."""
+    from continual_synth.pipelines.families import tabular
     synthesizer = synthesizer_from_args(args)
-    common = dict(seed=args.seed, out_format=args.out_format, period_col=args.period_col,
-                  invalid_records=args.invalid_records)
-    from continual_synth.pipelines.commands.init_state import initialise, kept_state
-    if initialise(args.exists_ok, args.state, tabular.initial_document(synthesizer, **common),
-                  lambda: tabular.init(synthesizer, args.state, **common),
-                  tabular.TabularJob().canonical):
-        return kept_state(args.state)
+    return synthesizer, tabular.initial_document(
+        synthesizer, seed=args.seed, out_format=args.out_format, period_col=args.period_col,
+        **invalid_records_option(args))
+
+
+def initialised(args, synthesizer) -> dict:
+    """What ``init`` prints: the method, ε and the selections (with a warning when the
+    model's size limit cannot grow)."""
     config = synthesizer.config
     summary = {"status": "initialised", "state": args.state, "method": args.method,
                "epsilon": args.epsilon, "workloads": len(synthesizer.workloads)}
@@ -360,3 +352,14 @@ def dispatch(args, beam_args: List[str]) -> Optional[dict]:
                            "Model size)",
                            config.selections, config.epsilon)
     return summary
+
+
+TABULAR = Family(
+    name="tabular", help="synthetic tabular streams (Kumar et al. 2024, Algorithms 2-3)",
+    jobs={"run": TabularRunOptions, "init": TabularInitOptions, "step": StepOptions},
+    stream_options=lambda parser: _add_synthesizer_options(parser, with_infer=False),
+    kind="tabular", prepare=prepare, initialised=initialised, run=run,
+    more_commands={"example": (add_example_command, write_example)},
+    evaluations={"tabular": (add_evaluate_arguments, evaluate,
+                             "AvgWE, MaxWE, AvgRelWE, MaxRelWE per period (Kumar et al. "
+                             "2024 §7.3)")})

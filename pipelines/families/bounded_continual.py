@@ -103,14 +103,6 @@ def initial_document(config: ContinualPrivHPConfig, columns: Sequence[str], boun
         **{**RECORDED_DEFAULTS, "period_col": period_col}, invalid_records=invalid_records)
 
 
-def init(config: ContinualPrivHPConfig, state_dir: str, columns: Sequence[str],
-         bounds: Bounds, samples: int, **options) -> Dict:
-    """Create the state directory of a continual PrivHP release (version 0)."""
-    state = initial_document(config, columns, bounds, samples, **options)
-    StateDir(state_dir).create(state)
-    return state
-
-
 class ContinualPrivHPJob(IncrementalJob):
     """The write-ahead step of continual PrivHP (``bounded step`` and ``bounded stream``)."""
 
@@ -203,17 +195,6 @@ class ContinualPrivHPJob(IncrementalJob):
                     state["synthesizer_state"]["ledger"]).spent,
                 "message": f"period {period}: released synthetic points of all the points "
                            f"of periods 1..{period}"}
-
-
-def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optional[str] = None,
-         period: Optional[int] = None, beam_args: Sequence[str] = (),
-         wait: float = 0.0, invalid_records: Optional[str] = None) -> Dict:
-    """Ingest the next period's points and release synthetic points of the stream so far
-    (``invalid_records``: refuse or drop, default the state's)."""
-    return lifecycle.incremental_step(ContinualPrivHPJob(), state_dir, input_path,
-                                      output_dir, in_format=in_format, period=period,
-                                      beam_args=beam_args, wait=wait,
-                                      invalid_records=invalid_records)
 
 
 def _period_statistics(structure: privhp.PrivHPConfig, input_path: str,

@@ -25,7 +25,7 @@ from continual_synth.mechanisms.record_checks import DROP, REFUSE, check_mode
 from continual_synth.mechanisms.panel_synthesizers import synthesizer_from_dict
 from continual_synth.mechanisms.synthesizer import PanelStatistics
 from continual_synth.pipelines.release import lifecycle, logs, release_dir
-from continual_synth.pipelines.release.lifecycle import IncrementalJob, StateDir
+from continual_synth.pipelines.release.lifecycle import IncrementalJob
 from continual_synth.pipelines.commands.options import (PanelColumns, missing_code,
                                                         pipeline_options, record_schema,
                                                         value_type)
@@ -146,14 +146,6 @@ def run(model, input_path: str, output_dir: str, *,
 
 
 # --------------------------------------------------------------------- incremental
-
-
-def init(model, state_dir: str, **options) -> Dict:
-    """Create a state directory for an incremental release (options: see
-    :func:`initial_document`)."""
-    state = initial_document(model, **options)
-    StateDir(state_dir).create(state)
-    return state
 
 
 def initial_document(model, *, seed: Optional[int] = None,
@@ -326,18 +318,6 @@ class PanelJob(IncrementalJob):
                     else f"ingested; {note}")}
 
 
-def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optional[str] = None,
-         period: Optional[int] = None, beam_args: Sequence[str] = (),
-         kind: Optional[str] = None, wait: float = 0.0,
-         invalid_records: Optional[str] = None) -> Dict:
-    """Ingest the next period; return a summary (``status`` says what happened;
-    ``invalid_records``: refuse or drop, default the state's)."""
-    return lifecycle.incremental_step(PanelJob(kind), state_dir, input_path, output_dir,
-                                      in_format=in_format, period=period,
-                                      beam_args=beam_args, wait=wait,
-                                      invalid_records=invalid_records)
-
-
 def _period_statistics(model, state: Dict, input_path: str, in_format: Optional[str],
                        period: int, history_before: Optional[str], history_after: str,
                        beam_args: Sequence[str], sink: Optional[DropSink] = None,
@@ -479,21 +459,3 @@ def _emit_step_shard(model, shard: int, period: int, plan: Dict, before: Optiona
     storage.save_array(shard_file(after, shard, "npy"), people.codes)
     return tables
 
-
-class SynthesizerJobs:
-    """``run`` / ``init`` / ``step`` bound to one synthesizer: ``config`` in, model inside."""
-
-    def __init__(self, model_class):
-        self.model_class = model_class
-
-    def run(self, input_path: str, output_dir: str, config, **options) -> Dict:
-        """Synthesize a whole panel in one pipeline (options: see :func:`run`)."""
-        return run(self.model_class(config), input_path, output_dir, **options)
-
-    def init(self, state_dir: str, config, **options) -> Dict:
-        """Create the state of an incremental release (options: see :func:`init`)."""
-        return init(self.model_class(config), state_dir, **options)
-
-    def step(self, state_dir: str, input_path: str, output_dir: str, **options) -> Dict:
-        """Ingest the next period (options: see :func:`step`)."""
-        return step(state_dir, input_path, output_dir, kind=self.model_class.kind, **options)

@@ -34,7 +34,7 @@ from continual_synth.mechanisms.synthesizer import TableRelease
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer
 from continual_synth.pipelines.release import lifecycle, logs
 from continual_synth.pipelines.families.jobs import save_manifest_after
-from continual_synth.pipelines.release.lifecycle import IncrementalJob, StateDir
+from continual_synth.pipelines.release.lifecycle import IncrementalJob
 from continual_synth.pipelines.commands.options import (check_distinct_columns,
                                                         pipeline_options)
 from continual_synth.pipelines.release.publication import DOMAIN_FROM_DATA, DOMAIN_GIVEN
@@ -238,14 +238,6 @@ def run(synthesizer: TabularSynthesizer, input_path: str, output_dir: str, *,
 # --------------------------------------------------------------------- incremental
 
 
-def init(synthesizer: TabularSynthesizer, state_dir: str, **options) -> Dict:
-    """Create the state directory of an incremental tabular release (options: see
-    :func:`initial_document`)."""
-    state = initial_document(synthesizer, **options)
-    StateDir(state_dir).create(state)
-    return state
-
-
 def initial_document(synthesizer: TabularSynthesizer, *, seed: Optional[int] = None,
                      out_format: str = "parquet", period_col: str = "period",
                      invalid_records: str = REFUSE) -> Dict:
@@ -365,18 +357,6 @@ class TabularJob(IncrementalJob):
                     state["synthesizer_state"]["ledger"]).spent,
                 "message": f"period {period}: released the synthetic table of the stream so far"
                            + (" (its increment, appended)" if pending["increment"] else "")}
-
-
-def step(state_dir: str, input_path: str, output_dir: str, *, in_format: Optional[str] = None,
-         period: Optional[int] = None, beam_args: Sequence[str] = (),
-         wait: float = 0.0, invalid_records: Optional[str] = None) -> Dict:
-    """Ingest the next period's records and release the synthetic table of the stream so
-    far; return a summary (``status`` says what happened; ``invalid_records``: refuse or
-    drop, default the state's)."""
-    return lifecycle.incremental_step(TabularJob(), state_dir, input_path, output_dir,
-                                      in_format=in_format, period=period,
-                                      beam_args=beam_args, wait=wait,
-                                      invalid_records=invalid_records)
 
 
 def text_columns(domain: Domain) -> list:
