@@ -20,6 +20,8 @@ Xue, SIGMOD 2025), as restated in ``shared/papers/README.md`` ("PrivHP, restated
   :func:`make_consistent`.
 * **Sampling** (§5): a root-to-leaf walk by counts and a uniform point in the leaf's
   cell (:func:`sample_unit`), also post-processing.
+* **Utility** (Theorem 3): :func:`theorem3_w1_bound`, the expected-W1 bound of a release
+  with this configuration's noise, stated in the one-shot manifest.
 * **Budget split** (Lemma 5, after He et al. 2023): the default ``sqrt`` minimises
   Σ_ℓ N_ℓ·diam_ℓ/ε_ℓ subject to Σ ε_ℓ = ε, giving ε_ℓ ∝ √(N_ℓ·diam_ℓ), N_ℓ the number
   of nodes released at level ℓ; ``sqrt-sensitivity`` also weighs the noise scale's
@@ -529,9 +531,10 @@ def grow(config: PrivHPConfig, noisy_tree: np.ndarray,
 # ----------------------------------------------------------------- utility bound
 
 #: what :func:`theorem3_w1_bound` computes
-W1_BOUND_THEOREM = ("Holland et al. 2025, Theorem 3: E W1(mu_X, mu_T) <= (noise + approx)/n "
-                    "+ resolution, its terms made explicit for the noise of this "
-                    "configuration as in the proof of Lemma 9")
+W1_BOUND_THEOREM = ("Holland et al. 2025, Theorem 3 (noise, approximation, pruning and "
+                    "resolution terms), made explicit for the noise of this configuration "
+                    "as in the proofs of Lemmas 7-9, the pruning and resolution terms read "
+                    "off the released tree")
 
 W1_BOUND_NOTE = (
     "Expected 1-Wasserstein distance between the input's points and the released generator "
@@ -554,7 +557,7 @@ W1_BOUND_NOTE = (
     "(exact in 1-D, an upper bound when the widths differ).")
 
 
-def leaf_mass_by_level(tree: PrivHPTree) -> np.ndarray:
+def released_leaf_mass(tree: PrivHPTree) -> np.ndarray:
     """The released tree's count mass in its leaves, level by level (post-processing of
     the noisy tree)."""
     mass = np.zeros(tree.depth + 1)
@@ -571,10 +574,13 @@ def shallowest_leaf_level(config: PrivHPConfig) -> int:
 
 def theorem3_w1_bound(config: PrivHPConfig, n: Optional[float],
                       leaf_mass: Optional[Sequence[float]] = None) -> Dict:
-    """Holland et al. 2025, **Theorem 3**: the expected 1-Wasserstein distance between the
-    empirical measure μ_X of the n input points and the released generator μ_T on
-    Ω = [0,1]^d (Euclidean metric), E W1(μ_X, μ_T) ≤ (noise + approx)/n + resolution,
-    with each term made explicit for the noise this configuration adds.
+    """Holland et al. 2025, **Theorem 3**: a bound on the expected 1-Wasserstein distance
+    between the empirical measure μ_X of the n input points and the released generator
+    μ_T on Ω = [0,1]^d (Euclidean metric), the sum of a noise term and an approximation
+    term (both divided by n), a pruning term and a resolution term, with each term made
+    explicit for the noise this configuration adds:
+
+        E W1(μ_X, μ_T) ≤ leaf + noise_points/n + sketch_approximation  (and ≤ γ_0).
 
     Theorem 3 holds for every per-level budget ε_ℓ, so the bound is the one of the split
     in force (``config.epsilons()``, noise scale Δ_ℓ/ε_ℓ, variance V_ℓ of its discrete
@@ -668,7 +674,7 @@ class PrivHPRelease:
         """The release's facts a manifest states (see :func:`release_manifest`)."""
         return {"released_tree_nodes": self.tree.num_nodes, "noisy_total": self.tree.total,
                 "sampler": self.sampler,
-                "leaf_mass_by_level": leaf_mass_by_level(self.tree).tolist()}
+                "leaf_mass_by_level": released_leaf_mass(self.tree).tolist()}
 
 
 def release_manifest(config: PrivHPConfig, released_tree_nodes: Optional[int] = None,

@@ -69,7 +69,7 @@ def measured_and_bound(kind, dims, n, bound_config=None, **options):
         if bound_config is not None:
             other.append(privhp.theorem3_w1_bound(
                 bound_config, release.tree.total,
-                privhp.leaf_mass_by_level(release.tree))["w1_bound"])
+                privhp.released_leaf_mass(release.tree))["w1_bound"])
     return float(np.mean(measured)), float(np.mean(bounds)), (
         float(np.mean(other)) if other else None)
 
@@ -110,7 +110,7 @@ def test_the_manifest_states_the_functions_value():
                                       SeededSampler(3))
     manifest = publication.manifest(synthesizer.manifest(state))
     expected = privhp.theorem3_w1_bound(config, release.tree.total,
-                                        privhp.leaf_mass_by_level(release.tree))
+                                        privhp.released_leaf_mass(release.tree))
     assert manifest["w1_bound"] == pytest.approx(expected["w1_bound"], rel=1e-9)
     assert manifest["w1_bound_kind"] == "expected"
     assert "Theorem 3" in manifest["w1_bound_theorem"]
