@@ -11,9 +11,13 @@ simulation, :mod:`continual_synth.mechanisms.tabular_planning`).
   ``error_bound`` of the truth; under add-remove, unless n is declared public, the number
   of people is itself released with discrete Gaussian noise, within
   ``population_error_bound`` of n with probability ≥ 1 − β.
-* Bounded (PrivHP, Holland et al. 2025): the manifest states no error bound, only the
-  noise of every level (its ε, sensitivity and scale; for continual PrivHP its counter's
-  variance at the horizon) and the memory; the plan states the same.
+* Bounded (PrivHP, Holland et al. 2025, Theorem 3): the noise of every level (its ε,
+  sensitivity and scale; for continual PrivHP its counter's variance at the horizon), the
+  memory and, for one-shot PrivHP, the expected-W1 bound ``w1_bound`` of
+  :func:`~continual_synth.mechanisms.privhp.theorem3_w1_bound` at the n the user expects
+  (``--population`` or ``--expected-n``), with the leaf term at its data-free maximum (a
+  release states its own, at most that).  Continual PrivHP states no W1 bound (its
+  manifest says why).
 
 The window and cumulative bounds count people, whatever the panel's size n; given n, the
 plan also states them as a share of n (``*_share_of_n``), so a user sees what n makes a
@@ -85,26 +89,45 @@ def cumulative_plan(config: cumulative.CumulativeConfig, population: Optional[in
                       population_error_bound=noisy)}
 
 
-def bounded_plan(config, depth_from: Optional[Dict] = None) -> Dict:
+def bounded_plan(config, depth_from: Optional[Dict] = None,
+                 population: Optional[float] = None,
+                 input_scale: Optional[float] = None) -> Dict:
     """What a bounded release's manifest states from ``config`` alone (a one-shot
     :class:`~continual_synth.mechanisms.privhp.PrivHPConfig` or a
     :class:`~continual_synth.mechanisms.continual_privhp.ContinualPrivHPConfig`): the
-    accounting with every level's noise, the parameters and the memory."""
+    accounting with every level's noise, the parameters, the memory and, one-shot, the
+    expected-W1 bound at n = ``population`` (else the ``--expected-n`` of
+    ``depth_from``; without either, the bound's terms and no ``w1_bound``).
+    ``input_scale``: the widest column's width (the bound in the input's units is
+    ``w1_bound`` times it)."""
     from continual_synth.mechanisms import privhp
     from continual_synth.mechanisms.privhp_synthesizer import continual_release_manifest
+    scale = {} if input_scale is None else {"w1_bound_input_scale": input_scale}
     if isinstance(config, privhp.PrivHPConfig):
         fields = privhp.release_manifest(config)
         synthesizer = "bounded"
+        if population is None and depth_from is not None:
+            population, source = depth_from.get("expected_n"), "--expected-n (public)"
+        else:
+            source = "--population (public)"
+        bound = privhp.theorem3_w1_bound(config, population)
+        fields.update(privhp.w1_bound_fields(bound, source if population is not None
+                                             else "not given: --population N"))
+        if bound["w1_bound"] is not None and input_scale is not None:
+            scale["w1_bound_input_units"] = bound["w1_bound"] * input_scale
+        note = ("w1_bound is Theorem 3's expected-W1 bound at the n given, with the leaf "
+                "term at its data-free maximum (a release states the leaf term of its own "
+                "noisy tree, at most this); the noise each level adds is in "
+                "levels[].noise_scale")
     else:
         fields = continual_release_manifest(config)
         synthesizer = "bounded (continual)"
+        note = ("continual PrivHP states no W1 bound (w1_bound_note says why); the noise "
+                "each level adds is in levels[].variance_at_horizon")
     fields.pop("epsilon_spent", None)  # a release states what it has spent
-    return {"synthesizer": synthesizer, **fields,
+    return {"synthesizer": synthesizer, **fields, **scale,
             **({"depth_from": depth_from} if depth_from is not None else {}),
-            "error_note": ("PrivHP's manifest states no error bound: Theorem 3's bound "
-                           "depends on the data (its pruning and approximation terms); "
-                           "the noise each level adds is in levels[].noise_scale (for "
-                           "continual PrivHP levels[].variance_at_horizon)")}
+            "error_note": note}
 
 
 __all__ = ["window_plan", "cumulative_plan", "bounded_plan"]

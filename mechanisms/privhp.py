@@ -20,6 +20,8 @@ Xue, SIGMOD 2025), as restated in ``shared/papers/README.md`` ("PrivHP, restated
   :func:`make_consistent`.
 * **Sampling** (§5): a root-to-leaf walk by counts and a uniform point in the leaf's
   cell (:func:`sample_unit`), also post-processing.
+* **Utility** (Theorem 3): :func:`theorem3_w1_bound`, the expected-W1 bound of a release
+  with this configuration's noise, stated in the one-shot manifest.
 * **Budget split** (Lemma 5, after He et al. 2023): the default ``sqrt`` minimises
   Σ_ℓ N_ℓ·diam_ℓ/ε_ℓ subject to Σ ε_ℓ = ε, giving ε_ℓ ∝ √(N_ℓ·diam_ℓ), N_ℓ the number
   of nodes released at level ℓ; ``sqrt-sensitivity`` also weighs the noise scale's
@@ -526,6 +528,130 @@ def grow(config: PrivHPConfig, noisy_tree: np.ndarray,
     return PrivHPTree(config.dims, config.depth, thetas, counts, children)
 
 
+# ----------------------------------------------------------------- utility bound
+
+#: what :func:`theorem3_w1_bound` computes
+W1_BOUND_THEOREM = ("Holland et al. 2025, Theorem 3 (noise, approximation, pruning and "
+                    "resolution terms), made explicit for the noise of this configuration "
+                    "as in the proofs of Lemmas 7-9, the pruning and resolution terms read "
+                    "off the released tree")
+
+W1_BOUND_NOTE = (
+    "Expected 1-Wasserstein distance between the input's points and the released generator "
+    "(the distribution the synthetic points are drawn from), on the unit cube [0,1]^d the "
+    "bounds are scaled to (Euclidean metric), over the noise and the sketches' hashing: "
+    "E W1 <= leaf + noise_points / n + sketch_approximation, at most the cube's diameter. "
+    "leaf = sum over the released leaves of their share of the noisy total times their "
+    "diameter (the resolution term, plus the cost of cells left unsplit by pruning; the "
+    "release states its own, post-processing of the noisy tree); noise_points = "
+    "sd(lambda_0) * diam_0 + sum over levels l >= 1 of (N_l / 2) families * s_l * "
+    "diam_(l-1), s_l = sqrt(V_l / 2) for a level of exact counters and sqrt(j * V_l) for a "
+    "sketch level (V_l the variance of the level's discrete Laplace noise at the budget "
+    "split in force, under the neighbouring relation in force); sketch_approximation = "
+    "sum over sketch levels of (N_l / 2) * diam_(l-1) / w (expected count-min collisions, "
+    "fully random hashes). n is a public figure (w1_bound_terms.n_source: a release's noisy "
+    "total, a plan's expected n), never the exact number of points. An "
+    "expectation over the noise, not a bound on every release; evaluate bounded measures "
+    "W1 against finitely many synthetic points, which adds sampling error. In the input's "
+    "units the bound is w1_bound times w1_bound_input_scale, the widest column's width "
+    "(exact in 1-D, an upper bound when the widths differ).")
+
+
+def released_leaf_mass(tree: PrivHPTree) -> np.ndarray:
+    """The released tree's count mass in its leaves, level by level (post-processing of
+    the noisy tree)."""
+    mass = np.zeros(tree.depth + 1)
+    for level in range(len(tree.thetas)):
+        mass[level] = float(tree.counts[level][tree.children[level] < 0].sum())
+    return mass
+
+
+def shallowest_leaf_level(config: PrivHPConfig) -> int:
+    """The shallowest level a released leaf can be at: L* + 1 when the top-k selection
+    leaves nodes unsplit above depth r, else r (every leaf at r)."""
+    return min(config.complete_depth + 1, config.depth)
+
+
+def theorem3_w1_bound(config: PrivHPConfig, n: Optional[float],
+                      leaf_mass: Optional[Sequence[float]] = None) -> Dict:
+    """Holland et al. 2025, **Theorem 3**: a bound on the expected 1-Wasserstein distance
+    between the empirical measure μ_X of the n input points and the released generator
+    μ_T on Ω = [0,1]^d (Euclidean metric), the sum of a noise term and an approximation
+    term (both divided by n), a pruning term and a resolution term, with each term made
+    explicit for the noise this configuration adds:
+
+        E W1(μ_X, μ_T) ≤ leaf + noise_points/n + sketch_approximation  (and ≤ γ_0).
+
+    Theorem 3 holds for every per-level budget ε_ℓ, so the bound is the one of the split
+    in force (``config.epsilons()``, noise scale Δ_ℓ/ε_ℓ, variance V_ℓ of its discrete
+    Laplace).  The neighbouring relation is the configuration's: under ``add-remove``
+    Δ_ℓ = 1 (exact counters) or j (sketch), under ``replace`` twice that, so the
+    variances, and the bound, are those of the relation in force.
+
+    The accounting is the proof of Lemma 9 (after He et al. 2023): turn the input's
+    points into the generator in steps, each moving mass a bounded distance.
+
+    * **Consistency errors.**  Algorithm 3 gives a family (parent, children a, b) the
+      error e = (err_a − err_b)/2 of its children's counts, moved between the children:
+      distance at most the parent's diameter γ_{ℓ−1}.  An exact level's counters are
+      independent: E|e| ≤ √(V_ℓ/2).  A sketch child's estimate is the minimum over j
+      cells of count + collisions + noise, so |err| ≤ min-row collisions + max_i |λ_i|:
+      E|e| ≤ √(j·V_ℓ) + n/w (expected collisions in one row ≤ n/w with fully random
+      hashes: Lemma 4 with the tail taken at its data-free maximum n).  The clamping
+      corrections of Algorithm 3 only reduce these errors (Lemma 6).  A level ℓ has
+      N_ℓ/2 families.
+    * **Root.**  The noisy total differs from n by |λ_0| (adding or removing points,
+      He et al.'s Lemma 11): E|λ_0|·γ_0 ≤ √V_0·γ_0.
+    * **Leaves** (resolution and pruning).  Each unit of mass ends in a released leaf
+      and is spread uniformly over it: at most the leaf's diameter.  With the released
+      tree's ``leaf_mass`` (mass per level) this is Σ_ℓ mass_ℓ·γ_ℓ / Σ mass — γ_r for an
+      unpruned tree (Theorem 3's resolution term), more when cells are left unsplit
+      (Lemma 7's pruning term, which depends on the data: the release measures it on its
+      own noisy tree).  Without a release it is its data-free maximum, the diameter
+      γ_{L*+1} of the shallowest level a leaf can be at (γ_r when nothing is pruned).
+
+    ``n`` is the number of points the noise term is divided by: not the exact n (private)
+    but a public figure — a release's noisy total, or a plan's expected n; None leaves
+    ``w1_bound`` unset.  W1 never exceeds the cube's diameter γ_0, which caps the bound.
+    Returns the bound and its terms (in [0,1]^d units)."""
+    gamma = [hierarchy.diameter(level, config.dims) for level in range(config.depth + 1)]
+    variances = [discrete_laplace_variance(scale) for scale in config.noise_scales()]
+    noise = math.sqrt(variances[0]) * gamma[0]
+    approximation = 0.0
+    for level in range(1, config.depth + 1):
+        families = config.nodes_released(level) / 2
+        if config.level_kind(level) == "sketch":
+            per_family = math.sqrt(config.sketch_depth * variances[level])
+            approximation += families * gamma[level - 1] / config.sketch_width
+        else:
+            per_family = math.sqrt(variances[level] / 2)
+        noise += families * per_family * gamma[level - 1]
+    if leaf_mass is not None and float(np.sum(leaf_mass)) > 0:
+        mass = np.asarray(leaf_mass, dtype=np.float64)
+        leaf = float(mass @ np.asarray(gamma[:mass.size]) / mass.sum())
+        leaf_source = "the released tree"
+    else:
+        leaf = gamma[shallowest_leaf_level(config)]
+        leaf_source = ("the data-free maximum (the diameter of the shallowest level a "
+                       "released leaf can be at)")
+    bound = None
+    if n is not None:
+        bound = gamma[0] if not n > 0 else min(gamma[0], leaf + noise / n + approximation)
+    return {"w1_bound": bound, "leaf": leaf, "leaf_source": leaf_source,
+            "noise_points": noise, "sketch_approximation": approximation,
+            "n": None if n is None else float(n), "domain_diameter": gamma[0]}
+
+
+def w1_bound_fields(bound: Dict, n_source: str) -> Dict:
+    """The manifest's fields of a :func:`theorem3_w1_bound` result (``n_source``: what
+    n is)."""
+    terms = {key: value for key, value in bound.items() if key != "w1_bound"}
+    return {"w1_bound": bound["w1_bound"], "w1_bound_kind": "expected",
+            "w1_bound_theorem": W1_BOUND_THEOREM,
+            "w1_bound_terms": {**terms, "n_source": n_source, "units": "[0,1]^d"},
+            "w1_bound_note": W1_BOUND_NOTE}
+
+
 # ------------------------------------------------------------------------ release
 
 
@@ -547,15 +673,17 @@ class PrivHPRelease:
     def facts(self) -> Dict:
         """The release's facts a manifest states (see :func:`release_manifest`)."""
         return {"released_tree_nodes": self.tree.num_nodes, "noisy_total": self.tree.total,
-                "sampler": self.sampler}
+                "sampler": self.sampler,
+                "leaf_mass_by_level": released_leaf_mass(self.tree).tolist()}
 
 
 def release_manifest(config: PrivHPConfig, released_tree_nodes: Optional[int] = None,
-                     noisy_total: Optional[float] = None, sampler: Optional[str] = None
-                     ) -> Dict:
+                     noisy_total: Optional[float] = None, sampler: Optional[str] = None,
+                     leaf_mass_by_level: Optional[Sequence[float]] = None) -> Dict:
     """What a manifest says of a release with ``config``: the algorithm, the accounting,
     the parameters and memory, and — once released (:meth:`PrivHPRelease.facts`) — the
-    released tree's size, its noisy total and the sampler."""
+    released tree's size, its noisy total, the sampler and the expected-W1 bound of
+    :func:`theorem3_w1_bound` at the noisy total and the released tree's leaves."""
     manifest = {
         "algorithm": "PrivHP (Holland, Camtepe, Thapa, Xue, SIGMOD 2025), Algorithms 1-3",
         **config.accounting(),
@@ -576,6 +704,8 @@ def release_manifest(config: PrivHPConfig, released_tree_nodes: Optional[int] = 
     if released_tree_nodes is not None:
         manifest["memory"]["released_tree_nodes"] = int(released_tree_nodes)
         manifest.update({"noisy_total": noisy_total, "sampler": sampler})
+        manifest.update(w1_bound_fields(theorem3_w1_bound(
+            config, noisy_total, leaf_mass_by_level), "the release's noisy total"))
     return manifest
 
 

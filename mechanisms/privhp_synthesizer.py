@@ -168,6 +168,15 @@ class ContinualPrivHPSynthesizer(Synthesizer):
                 "samples_per_period": self.samples}
 
 
+#: why a continual PrivHP manifest states no W1 bound
+CONTINUAL_W1_NOTE = (
+    "no W1 bound: Holland et al. (2025) prove Theorem 3 for the one-pass release only "
+    "(Section 3.1 says the counters could be replaced by continual ones, with no bound), "
+    "and continual PrivHP departs from the proof's accounting: its counts are tree-counter "
+    "partial sums, made consistent by least squares (not Algorithm 3 on independent "
+    "noise), with unmeasured levels when the level stride exceeds 1")
+
+
 def continual_release_manifest(config: continual_privhp.ContinualPrivHPConfig) -> Dict:
     """What a continual PrivHP manifest says from the configuration alone (the
     algorithm, the accounting, the parameters and the memory); a release adds what it
@@ -192,4 +201,6 @@ def continual_release_manifest(config: continual_privhp.ContinualPrivHPConfig) -
                             "sketch_counters are the cells of the measured exact and "
                             "sketch levels; full_tree_counters the cells of the plain "
                             "tree of depth r")},
+        "w1_bound": None,
+        "w1_bound_note": CONTINUAL_W1_NOTE,
     }

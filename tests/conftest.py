@@ -95,7 +95,7 @@ TIERS = {
     "unit": ["accounting", "adaptive_remainder", "bias_noise", "consistency", "counters",
              "cumulative_mechanism", "emission", "example_tables", "exponential_mechanism",
              "fitting", "hierarchy", "import_graph", "packed_json", "pooled_margins",
-             "privhp", "privhp_memory", "samplers", "selection_schedule", "shard",
+             "privhp", "privhp_memory", "privhp_w1_bound", "samplers", "selection_schedule", "shard",
              "sipp_like", "sketch", "synthesizer_protocol", "tabular_mechanism",
              "window_mechanism", "workload_error"],
     "pipeline": ["api", "beam_api", "bounded_jobs", "cumulative_jobs", "evaluate_tabular",

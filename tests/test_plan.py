@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from continual_synth.mechanisms import tabular_planning
+from continual_synth.mechanisms import privhp, tabular_planning
 from continual_synth.mechanisms.cumulative import CumulativeConfig
 from continual_synth.mechanisms.window import WindowConfig
 from continual_synth.pipelines.commands.cli import main
@@ -80,18 +80,31 @@ def test_plan_bounded_states_the_manifests_noise(tmp_path):
     write_file(pa.table({"x": rng.random(300), "y": rng.random(300)}), points, "csv")
     structure = ["--columns", "x,y", "--bounds", "0:1", "--epsilon", "1", "--depth", "8",
                  "--prune-k", "8"]
-    code, plan = cli("plan", "bounded", *structure)
+    code, plan = cli("plan", "bounded", *structure, "--population", "300")
     assert code == 0, plan
     code, _ = cli("bounded", "run", "--input", points, "--output", str(tmp_path / "out"),
                   *structure, "--samples", "100", "--seed", "1")
     assert code == 0
     manifest = read_manifest(str(tmp_path / "out"))
-    for key in ("levels", "level_epsilons", "parameters", "memory_counters", "privacy_statement"):
+    for key in ("levels", "level_epsilons", "parameters", "memory_counters", "privacy_statement",
+                "w1_bound_kind", "w1_bound_theorem", "w1_bound_input_scale"):
         assert plan[key] == manifest[key], key
+    # Theorem 3's bound: the plan's at n = 300 with the leaf term at its data-free maximum,
+    # the release's at its noisy total with its own tree's leaves; one function, one noise
+    config = privhp.PrivHPConfig(epsilon=1, dims=2, prune_k=8, depth=8)
+    assert plan["w1_bound"] == pytest.approx(privhp.theorem3_w1_bound(config, 300)["w1_bound"])
+    planned, released = plan["w1_bound_terms"], manifest["w1_bound_terms"]
+    assert planned["noise_points"] == pytest.approx(released["noise_points"])
+    assert planned["n"] == 300 and released["n"] == pytest.approx(manifest["noisy_total"])
+    assert released["leaf"] <= planned["leaf"]
+    assert manifest["w1_bound"] == pytest.approx(min(
+        released["domain_diameter"],
+        released["leaf"] + released["noise_points"] / released["n"]))
     code, continual = cli("plan", "bounded", *structure, "--horizon", "5")
     assert code == 0 and continual["synthesizer"] == "bounded (continual)"
     assert all(level["variance_at_horizon"] > 0 for level in continual["levels"]
                if level["measured"])
+    assert continual["w1_bound"] is None and "Theorem 3" in continual["w1_bound_note"]
 
 
 def test_plan_tabular_document(domain_file):

@@ -4,7 +4,8 @@ run, from public parameters only (no private data is read).
     continual-synth plan window --window K --horizon T --rho R [--population N] [...]
     continual-synth plan cumulative --horizon T --rho R [--counter tree] [--population N] [...]
     continual-synth plan bounded --columns x,y --bounds 0:1,0:1 --epsilon E
-                                 (--depth R | --expected-n M) [--horizon T] [...]
+                                 (--depth R | --expected-n M) [--population N]
+                                 [--horizon T] [...]
     continual-synth plan tabular --domain DOMAIN.json --batch-size B --horizon T --epsilon E
                                  [--repeats 2] [--seed 0] [tabular run's rule options]
 
@@ -56,9 +57,12 @@ def add_commands(commands) -> None:
                             help=POPULATION_HELP)
 
     bounded = plans.add_parser("bounded", formatter_class=HelpFormatter,
-                               help="every level's noise and the memory, as the manifest "
-                                    "states them")
+                               help="every level's noise, the memory and Theorem 3's "
+                                    "expected-W1 bound, as the manifest states them")
     add_structure_options(bounded, release=False)
+    bounded.add_argument("--population", type=POSITIVE_INT, default=None,
+                         help="the number of points n you expect (public): state the "
+                              "expected-W1 bound at this n (default: --expected-n)")
     bounded.add_argument("--horizon", type=POSITIVE_INT, default=None,
                          help="continual PrivHP over T periods (default: one-shot PrivHP)")
 
@@ -103,8 +107,9 @@ def plan(args, beam_args: List[str]) -> dict:
         return planning.cumulative_plan(config_from_args(args, "cumulative"), args.population)
     if args.action == "bounded":
         from continual_synth.pipelines.commands.bounded_cli import config_from_args
-        _, _, config, depth_from = config_from_args(args)
-        return planning.bounded_plan(config, depth_from)
+        _, bounds, config, depth_from = config_from_args(args)
+        return planning.bounded_plan(config, depth_from, args.population,
+                                     max(hi - lo for lo, hi in zip(bounds.low, bounds.high)))
     return _tabular(args)
 
 

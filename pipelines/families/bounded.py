@@ -66,6 +66,7 @@ def _manifest_extras(config: privhp.PrivHPConfig, columns, bounds: Bounds, sampl
         "format": out_format,
         "files": "synthetic-sSSSSS.<format>, one per shard",
         "clip": bool(clip),
+        "w1_bound_input_scale": max(hi - lo for lo, hi in zip(bounds.low, bounds.high)),
     }
     if clip:  # how many were clipped is not released: an exact count is not private
         extras["clip_note"] = ("points outside the bounds were moved onto them; their "

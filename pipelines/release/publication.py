@@ -222,6 +222,14 @@ _POINTS = {
     "depth_from": _public("--depth or --expected-n"),
     "unit": _public("the ledger's unit"),
     "last_release": _derived("the noisy tree of the last period"),
+    "w1_bound": _derived("Holland et al. (2025) Theorem 3's terms at the noisy total and "
+                         "the released tree's leaves (post-processing of the noisy tree)"),
+    "w1_bound_kind": _public("what w1_bound bounds (an expectation over the noise)"),
+    "w1_bound_theorem": _public("the paper's theorem"),
+    "w1_bound_terms": _derived("the configuration's noise and sketch terms (public) and the "
+                               "leaf term and n of the noisy tree"),
+    "w1_bound_note": _public("the bound's derivation, or why a synthesizer states none"),
+    "w1_bound_input_scale": _public("--bounds: the widest column's width"),
 }
 
 #: every field a release's ``manifest.json`` may hold
