@@ -27,6 +27,9 @@ import os
 import sys
 from typing import Callable, Sequence
 
+__all__ = ["ALLOCATOR_ENVIRON", "run_command", "console_main", "job_main",
+           "runs_until_stopped", "allocate_for_one_job", "exit_process"]
+
 # glibc malloc's thresholds for a process that runs one job and ends, as the environment
 # variables glibc reads when a process starts: blocks below 1 GiB come from the heap, not
 # a fresh mmap; the heap's free top is kept (up to 2 GiB)

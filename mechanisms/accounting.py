@@ -17,6 +17,12 @@ from typing import Dict, List
 
 import numpy as np
 
+__all__ = ["NEIGHBOR_RELATIONS", "BudgetExceededError", "gaussian_rho", "gaussian_sigma2",
+           "laplace_epsilon", "laplace_scale", "histogram_l2_sensitivity",
+           "histogram_l1_sensitivity", "check_neighbor", "pure_dp_to_zcdp",
+           "zcdp_to_approx_dp", "gaussian_mechanism_epsilon",
+           "zcdp_to_approx_dp_bun_steinke", "BudgetLedger"]
+
 NEIGHBOR_RELATIONS = ("replace", "add-remove")
 
 

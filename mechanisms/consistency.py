@@ -24,6 +24,8 @@ from typing import Tuple
 
 import numpy as np
 
+__all__ = ["unbiased_group_rounding", "clamp_into_group", "consistent_extension"]
+
 
 def unbiased_group_rounding(numerators: np.ndarray, denominator: int,
                             rng: np.random.Generator) -> np.ndarray:

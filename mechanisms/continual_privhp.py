@@ -93,6 +93,10 @@ from continual_synth.mechanisms.counters import (StreamCounter, kary_levels, mak
 from continual_synth.mechanisms.errors import ParameterError, whole_number
 from continual_synth.mechanisms.samplers import Sampler
 
+__all__ = ["COUNTERS", "DEFAULT_SPLIT", "DEFAULT_STRIDE", "DEFAULT_SKETCH_DEPTH",
+           "resolve_counter", "words_per_cell", "ContinualPrivHPConfig", "ChildrenSum",
+           "noisy_structure", "feed"]
+
 COUNTERS = ("auto", "simple", "block", "tree", "honaker", "kary", "anchored")
 DEFAULT_SPLIT = "uniform"  # the levels' budget split unless one is given (see above)
 DEFAULT_STRIDE = 2  # counters on every second level (see above)

@@ -88,6 +88,16 @@ from continual_synth.mechanisms.samplers import (
     discrete_laplace_variance,
 )
 
+__all__ = ["FORMAT_VERSION", "DISCRETE_GAUSSIAN", "DISCRETE_LAPLACE", "GAUSSIAN",
+           "tree_levels", "sqrt_factor_coefficients", "StreamCounter", "SimpleCounter",
+           "block_max_count", "default_block_size", "BlockCounter", "AnchoredCounter",
+           "TreeCounter", "honaker_weight", "HonakerTreeCounter", "kary_levels",
+           "kary_digit_sums", "kary_arity_candidates", "KaryTreeCounter",
+           "SqrtFactorisationCounter", "blt_coefficients", "blt_inverse_coefficients",
+           "optimise_blt_parameters", "blt_parameters", "BLTCounter", "HybridCounter",
+           "UnboundedBlockCounter", "UNBOUNDED_KINDS", "SHARE_KINDS", "INTEGER_KINDS",
+           "counter_kinds", "counter_units", "make_counter", "max_variance", "privacy_cost"]
+
 FORMAT_VERSION = 1
 
 DISCRETE_GAUSSIAN = "discrete_gaussian"

@@ -66,6 +66,10 @@ from continual_synth.mechanisms.counters import (
 from continual_synth.mechanisms.panel import PUBLIC_INPUTS
 from continual_synth.mechanisms.samplers import MAX_VARIANCE_TABLE_SIGMA2, Sampler
 
+__all__ = ["ALGORITHM", "MAX_HORIZON", "BUDGET_SPLITS", "appendix_b_weights",
+           "CumulativeConfig", "CumulativeState", "CumulativeRelease", "period_cost",
+           "check_step", "threshold_counts", "step", "manifest_fields"]
+
 ALGORITHM = "bun2024-algorithm-2-cumulative"
 MAX_HORIZON = 100_000  # T counters run side by side; beyond this the state outgrows memory
 BUDGET_SPLITS = ("paper", "equal-variance")

@@ -22,6 +22,10 @@ import numpy as np
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.marginals import Domain, Workload
 
+__all__ = ["FittedModel", "marginal_table", "UniformModel", "DenseModel",
+           "MixtureOfProductsModel", "MRFModel", "JunctionTreeModel", "MixtureModel",
+           "average_models", "model_from_dict"]
+
 
 @functools.lru_cache(maxsize=1)
 def _mbi():

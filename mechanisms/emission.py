@@ -17,6 +17,10 @@ import numpy as np
 
 from continual_synth.mechanisms.panel import decode_windows
 
+__all__ = ["PEOPLE_PER_SHARD", "shard_sizes", "split_counts", "assign_group_values",
+           "WindowCodes", "WeightCodes", "extension_shard_plan", "period_shard_plan",
+           "ShardPeople", "shard_rng"]
+
 
 PEOPLE_PER_SHARD = 500_000
 

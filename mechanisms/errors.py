@@ -12,6 +12,11 @@ import numbers
 import re
 from typing import Optional
 
+__all__ = ["MAX_NOISE_RECORDS", "InputError", "row_label", "StateError", "StateBusy",
+           "ParameterError", "positive_real", "MAX_BUDGET", "privacy_budget", "probability",
+           "whole_number", "check_noise_records", "format_bytes", "PeriodError",
+           "check_next_period", "one_line", "ENVIRONMENT_EXIT", "environment_fault"]
+
 
 # The most records a release may write for its noise alone, whatever its input (Algorithm 1's
 # padding people, Algorithm 2's noisy population, a tabular stream's noisy table size):

@@ -55,6 +55,12 @@ from continual_synth.mechanisms.distributions import (
     marginal_table)
 from continual_synth.mechanisms.marginals import Domain, Workload
 
+__all__ = ["FIT_METHODS", "PGM_MODELS", "DEFAULT_MAX_CELLS", "DEFAULT_MODEL_CELLS",
+           "IPF_TOLERANCE", "RECORD_TOLERANCE", "STEER_TOLERANCE", "SUPPORT_FLOOR",
+           "PAIR_CORRELATION", "PAIR_AFTER", "CACHE_ENTRIES", "Measurement",
+           "nonnegative_target", "junction_tree", "canonical_correlation",
+           "mean_square_contingency", "rake_pair", "junction_tree_cells", "Fitter"]
+
 FIT_METHODS = ("ipf", "pgm", "mw")
 PGM_MODELS = ("auto", "mrf", "mixture")
 DEFAULT_MAX_CELLS = 1 << 22    # dense MW distributions

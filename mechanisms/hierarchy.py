@@ -23,6 +23,9 @@ import numpy as np
 from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.record_checks import Problems
 
+__all__ = ["MAX_DEPTH", "cuts_per_coordinate", "cell_sides", "diameter", "leaf_index",
+           "ancestors", "cell_boxes", "Bounds", "unit_bounds", "check_points"]
+
 MAX_DEPTH = 62  # θ at the deepest level must fit in an unsigned 64-bit integer
 
 

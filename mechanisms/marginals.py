@@ -29,6 +29,10 @@ import pyarrow.compute as pc
 from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.record_checks import Problems
 
+__all__ = ["Workload", "MAX_WORKLOADS", "Domain", "all_workloads", "parse_workloads",
+           "encode_column", "encode_records", "decode_records", "workload_histogram",
+           "workload_histograms"]
+
 Workload = Tuple[str, ...]
 MAX_WORKLOADS = 100_000  # every workload is measured and fitted each period
 

@@ -16,6 +16,9 @@ import numpy as np
 from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.record_checks import Problems
 
+__all__ = ["PUBLIC_INPUTS", "shown", "encode_values", "pivot", "pivot_people",
+           "count_scope", "advance_suffix", "window_histograms", "decode_windows"]
+
 #: what a panel release treats as public, by neighbouring relation (the end of every
 #: panel manifest's ``privacy_statement``): the horizon and the alphabet are inputs the
 #: user gives; under ``replace`` neighbours have the same people, so n is public

@@ -29,6 +29,8 @@ from continual_synth.mechanisms.emission import WeightCodes, WindowCodes
 from continual_synth.mechanisms.panel import advance_suffix, window_histograms
 from continual_synth.mechanisms.synthesizer import PanelRelease, PanelStatistics, Synthesizer
 
+__all__ = ["WindowSynthesizer", "CumulativeSynthesizer", "synthesizer_from_dict"]
+
 
 class _PanelSynthesizer(Synthesizer):
     """The part of the protocol both delegate to their mechanism module (``mechanism``:

@@ -51,6 +51,10 @@ import numpy as np
 
 from continual_synth.mechanisms.marginals import Domain, Workload
 
+__all__ = ["LEVEL_DISCOUNT", "Margins", "attributes", "period_margins", "level_share",
+           "period_estimate", "targets", "commit", "shares_update", "weighted_share",
+           "exchangeable_targets"]
+
 LEVEL_DISCOUNT = 0.9  # weight of a measured one-way increment, per later measurement
 
 Margins = Dict[str, np.ndarray]

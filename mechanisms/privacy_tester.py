@@ -95,6 +95,12 @@ from scipy import stats
 from continual_synth.mechanisms import accounting
 from continual_synth.mechanisms.samplers import Sampler
 
+__all__ = ["STATISTICS", "MIN_SHIFT_Z", "CHOICE_ALPHA", "clopper_pearson",
+           "epsilon_lower_bound", "ThresholdTest", "threshold_test", "ScaledNoiseSampler",
+           "Draw", "AuditCase", "AuditResult", "run_case", "window_releases", "window_case",
+           "worst_entry", "counter_case", "selection_case", "measurement_case",
+           "privhp_noisy_counters", "privhp_case", "SIZES", "counter_units", "audit_cases"]
+
 STATISTICS = ("linear", "sign", "innovation-sign", "categorical")
 MIN_SHIFT_Z = 4.0   # sign: coordinates whose means differ by more than 4 std. errors
 CHOICE_ALPHA = 0.32  # choosing an event: one-σ (two-sided 68%) Clopper–Pearson bounds

@@ -66,6 +66,14 @@ from continual_synth.mechanisms.samplers import discrete_laplace_variance
 from continual_synth.mechanisms.sketch import CountMinSketch, sketch_sensitivity, splitmix64
 from continual_synth.mechanisms.synthesizer import emission_seed as draw_emission_seed
 
+__all__ = ["BUDGET_SPLITS", "COUNTER_BYTES", "MAX_COUNTERS", "PrivHPConfig", "exact_depth",
+           "structure_counters", "sketch_width_for", "default_depth", "PrivHPAccumulator",
+           "accumulate", "make_consistent", "least_squares_tree", "PrivHPTree", "grow",
+           "W1_BOUND_THEOREM", "W1_BOUND_NOTE", "released_leaf_mass",
+           "shallowest_leaf_level", "theorem3_w1_bound", "w1_bound_fields", "PrivHPRelease",
+           "release_manifest", "release", "sample_unit", "shard_sizes", "sample_shard",
+           "synthesize"]
+
 BUDGET_SPLITS = ("sqrt", "sqrt-sensitivity", "uniform")
 
 

@@ -31,6 +31,9 @@ from continual_synth.mechanisms.errors import check_next_period
 from continual_synth.mechanisms.samplers import Sampler
 from continual_synth.mechanisms.synthesizer import PointsRelease, Synthesizer, emission_seed
 
+__all__ = ["PrivHPState", "PrivHPSynthesizer", "ContinualPrivHPState",
+           "ContinualPrivHPSynthesizer", "CONTINUAL_W1_NOTE", "continual_release_manifest"]
+
 
 @dataclass(frozen=True)
 class PrivHPState:

@@ -11,6 +11,8 @@ import numpy as np
 
 from continual_synth.mechanisms.errors import InputError
 
+__all__ = ["MODES", "check_mode", "Problems"]
+
 #: ``--invalid-records``: refuse a batch at its first invalid record, or drop each one
 #: (:mod:`continual_synth.transforms.invalid_records`)
 REFUSE, DROP = "refuse", "drop"

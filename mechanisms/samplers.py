@@ -31,6 +31,10 @@ import numpy as np
 
 from continual_synth.mechanisms.errors import InputError, format_bytes
 
+__all__ = ["VARIANCE_TABLE_POINTS", "MAX_VARIANCE_TABLE_SIGMA2", "Sampler", "OpenDPSampler",
+           "SeededSampler", "make_sampler", "discrete_gaussian_variance",
+           "discrete_laplace_variance"]
+
 # discrete_gaussian_variance sums N_Z(0, σ²)'s mass function over |x| ≤ ⌈12σ⌉ + 2 (the
 # mass beyond 12σ is below e^-72, under float64's resolution): a table of 2⌈12σ⌉ + 5
 # float64 points, held four times at once (x, x², the weights, their product).  A σ whose

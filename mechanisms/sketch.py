@@ -31,6 +31,9 @@ import numpy as np
 
 from continual_synth.mechanisms.accounting import check_neighbor, laplace_scale
 
+__all__ = ["splitmix64", "row_seeds", "sketch_sensitivity", "dimensions_for",
+           "overestimate_bound", "CountMinSketch"]
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)

@@ -37,6 +37,9 @@ import numpy as np
 from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms.samplers import Sampler, make_sampler
 
+__all__ = ["period_sampler", "emission_seed", "Release", "PanelStatistics", "PanelRelease",
+           "TableRelease", "PointsRelease", "Stepped", "Synthesizer"]
+
 
 def period_sampler(seed: Optional[int], period: int) -> Sampler:
     """The sampler of period ``period``'s noise (None: the exact OpenDP sampler)."""

@@ -52,6 +52,9 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+__all__ = ["CONFIDENCE", "LAMBDA_GRID", "NoiseTerms", "laplace_sum_tail",
+           "sampling_deviation", "total_errors", "workload_bound", "period_accuracy"]
+
 #: the confidence of the bounds a release carries
 CONFIDENCE = 0.95
 #: the λ·b values (b the largest scale of a sum) the Chernoff bound is minimised over

@@ -27,6 +27,8 @@ from continual_synth.mechanisms.marginals import Domain
 from continual_synth.mechanisms.samplers import Sampler
 from continual_synth.mechanisms.synthesizer import Synthesizer, TableRelease, emission_seed
 
+__all__ = ["DEFAULT_COUNTER", "TabularSynthesizer"]
+
 DEFAULT_COUNTER = "simple"  # the counter of the paper's experiments (§7)
 
 

@@ -38,6 +38,9 @@ from continual_synth.mechanisms.consistency import consistent_extension
 from continual_synth.mechanisms.panel import PUBLIC_INPUTS
 from continual_synth.mechanisms.samplers import Sampler
 
+__all__ = ["ALGORITHM", "BIN_BYTES", "MAX_BINS", "WindowConfig", "WindowState",
+           "WindowRelease", "check_step", "step", "debias_counts", "manifest_fields"]
+
 ALGORITHM = "bun2024-algorithm-1-fixed-time-window"
 # |A|^k bins of int64 counts are held several times at once (true, noisy and synthetic
 # histograms, per-shard plans); a window above this size is refused before any work.

@@ -40,6 +40,10 @@ import numpy as np
 
 from continual_synth.mechanisms.errors import InputError
 
+__all__ = ["METRICS", "SCALES", "ZERO_TRUTH", "workload_errors", "aggregate",
+           "error_metrics", "period_histograms", "stream_metrics", "sampling_floor",
+           "average_last"]
+
 METRICS = ("AvgWE", "MaxWE", "AvgRelWE", "MaxRelWE")
 SCALES = ("proportion", "count")
 ZERO_TRUTH = ("skip", "zero")

@@ -35,6 +35,9 @@ from apache_beam.runners.dask.transform_evaluator import defenestrate
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+__all__ = ["partition_of", "split_partition", "group_pieces", "group_by_key", "DaskRunner",
+           "side_input_placeholders"]
+
 
 def partition_of(key, partitions: int) -> int:
     """Output partition of ``key``: ``key mod partitions`` for an integer, else a stable hash

@@ -37,6 +37,9 @@ from apache_beam.metrics import monitoring_infos
 from apache_beam.runners.direct import direct_runner
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
+__all__ = ["CLASS_PATH", "DIRECT_NAMES", "DirectRunner", "consolidated_metrics",
+           "keep_stage_metrics_bounded"]
+
 CLASS_PATH = "continual_synth.runners.direct.DirectRunner"
 # the names Beam's ``create_runner`` resolves to its DirectRunner
 DIRECT_NAMES = ("directrunner", "direct")

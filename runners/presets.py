@@ -29,6 +29,10 @@ import contextlib
 import sys
 from typing import Iterator, List, Sequence
 
+__all__ = ["DASK_RUNNER", "num_workers", "resolved_beam_args", "local_dask_cluster",
+           "QUIETER_MONITORS", "worker_environ", "QUIET_WORKERS_ENV", "quiet_own_cluster",
+           "check_scheduler", "require_dask"]
+
 DASK_RUNNER = "continual_synth.runners.dask_runner.DaskRunner"
 
 

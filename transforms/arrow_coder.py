@@ -19,6 +19,8 @@ from __future__ import annotations
 import apache_beam as beam
 import pyarrow as pa
 
+__all__ = ["ArrowTableCoder", "TABLE"]
+
 
 class ArrowTableCoder(beam.coders.Coder):
     """``pyarrow.Table`` elements: Arrow IPC stream bytes; estimated size ``nbytes``."""

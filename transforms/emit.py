@@ -16,6 +16,9 @@ import pyarrow as pa
 from continual_synth.mechanisms.emission import ShardPeople, shard_rng
 from continual_synth.transforms.arrow_coder import TABLE
 
+__all__ = ["records_table", "batch_key", "emit_shard_period", "emit_shard_panel",
+           "EmitSyntheticPanel"]
+
 
 def records_table(ids: np.ndarray, period: int, codes: np.ndarray, alphabet: Sequence) -> pa.Table:
     """Synthetic records of one period: ids, the period, and alphabet values."""

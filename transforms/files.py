@@ -25,6 +25,16 @@ import pyarrow.parquet as pq
 from continual_synth.mechanisms.errors import InputError, row_label  # noqa: F401  (InputError re-exported)
 from continual_synth.transforms import storage
 
+__all__ = ["FORMATS", "PARQUET_DICTIONARY_PAGE_BYTES", "check_format", "detect_format",
+           "list_data_files", "digest_data_files", "read_file", "has_records",
+           "avro_header_columns", "FLAT_COLUMNS", "arrow_columns", "avro_columns",
+           "check_columns", "parquet_footer", "check_same_types", "count_records",
+           "parquet_row_groups", "read_row_group", "with_origin", "table_origin",
+           "first_null", "check_dataset", "avro_bytes_to_table", "release_file_names",
+           "ACCURACY_FILE_PREFIX", "accuracy_file_name", "accuracy_file_names",
+           "release_files", "read_release", "read_files", "read_dataset", "avro_schema",
+           "write_file", "write_parquet", "records"]
+
 FORMATS = ("parquet", "csv", "avro")
 # Parquet's dictionary page limit per column chunk.  A column with more distinct values
 # than fit falls back to plain encoding, which every reader reads: the writer then stops

@@ -22,6 +22,9 @@ from continual_synth.mechanisms.panel import count_scope, pivot_people, shown
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import write_parquet
 
+__all__ = ["dictionary_encode", "SumArrays", "ShardDrops", "shown_value",
+           "shard_statistics", "ComputePanelStatistics", "step_shard_statistics"]
+
 
 def dictionary_encode(ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """``(distinct ids in first-seen order, index of each record's id among them)``."""

@@ -33,6 +33,9 @@ from continual_synth.mechanisms.record_checks import (DROP, MODES, REFUSE,  # no
                                                      Problems, check_mode)
 from continual_synth.transforms import monitoring, storage
 
+__all__ = ["DEAD_LETTER", "PARTS", "SHOWN_REASONS", "LOGGER", "state_mode", "DropSink",
+           "sink_for", "parts_folder", "file_dead_letter"]
+
 #: ``STATE/rejected/``: the dead letter (private: file names, reasons and records)
 DEAD_LETTER = "rejected"
 #: a step's run folder keeps its workers' parts of the period's dead letter here

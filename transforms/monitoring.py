@@ -35,6 +35,12 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 
+__all__ = ["NAMESPACE", "RECORDS_READ", "RECORDS_REJECTED", "PERIODS_RELEASED",
+           "SYNTHETIC_RECORDS_WRITTEN", "COUNTERS", "PROGRESS_SECONDS", "LOGGER",
+           "line_handler", "set_command", "command", "worker_lines", "count",
+           "CountRecords", "Progress", "counter_totals", "CountPeriodsReleased",
+           "counting_rejections"]
+
 NAMESPACE = "continual_synth"
 RECORDS_READ = "records_read"
 RECORDS_REJECTED = "records_rejected"

@@ -25,6 +25,8 @@ from typing import Any, Dict
 
 import numpy as np
 
+__all__ = ["PACK_MIN", "pack", "dumps", "loads"]
+
 #: the smallest array packed (smaller ones stay legible decimal lists)
 PACK_MIN = 64
 _TAG = "__array__"

@@ -38,6 +38,12 @@ from continual_synth.transforms.files import check_dataset, detect_format, read_
 from continual_synth.transforms.invalid_records import DropSink
 from continual_synth.transforms.periods import periods_out_of_range, record_periods
 
+__all__ = ["DEFAULT_BATCH_ROWS", "require_columns", "state_hints", "table_points",
+           "NUMBER_TEXT", "file_batches", "read_point_batches", "batch_points",
+           "ReadPointBatches", "PrivHPCombineFn", "BuildPrivHP", "release_once",
+           "ReleasePrivHP", "save_tree", "load_tree", "shard_table", "point_schema",
+           "SampleSyntheticPoints"]
+
 DEFAULT_BATCH_ROWS = 1 << 18
 
 

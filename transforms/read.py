@@ -22,6 +22,8 @@ from continual_synth.transforms.arrow_coder import TABLE
 from continual_synth.transforms.files import (check_dataset, detect_format, parquet_row_groups,
                                               read_file, read_row_group, with_origin)
 
+__all__ = ["ReadRecordBatches"]
+
 
 class ReadRecordBatches(beam.PTransform):
     """``PBegin → PCollection[pyarrow.Table]`` for a file or a directory of files."""

@@ -15,6 +15,9 @@ import hashlib
 
 import pyarrow as pa
 
+__all__ = ["shard_of", "ID_TYPE", "split_by_shard", "narrow_ints", "concat_columns",
+           "GroupByShard"]
+
 
 def shard_of(ids: np.ndarray, num_shards: int) -> np.ndarray:
     """Shard index of each id (stable: the same id always maps to the same shard)."""

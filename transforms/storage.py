@@ -34,6 +34,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from continual_synth.mechanisms.errors import InputError
 
+__all__ = ["configure", "configured_options", "scheme", "is_local", "reuse_s3_clients",
+           "check_answers", "check_bucket", "absolute", "resolved", "folder_and_parents",
+           "join", "basename", "is_file", "is_dir", "exists", "list_files", "file_sizes",
+           "relative_parts", "size", "not_a_file", "check_not_special", "special_files",
+           "open_read", "create", "read_bytes", "write_bytes", "makedirs", "rename",
+           "remove", "remove_tree", "remove_if_empty", "children", "save_array",
+           "load_array", "save_arrays", "load_arrays"]
+
 _RAW = CompressionTypes.UNCOMPRESSED  # never guess a compression from the file name
 _options: Dict = {"options": PipelineOptions([])}
 

@@ -52,6 +52,11 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 
 from continual_synth.mechanisms.errors import InputError
 
+__all__ = ["LATE", "STREAM_KEY", "PeriodClock", "event_time", "read_event_records",
+           "check_event_source", "kafka_reader", "ParseEventRecords", "ScheduleStart",
+           "with_schedule_start", "PeriodSchedule", "SplitLateRecords", "UnreadableBatch",
+           "period_table", "PeriodBatches", "EventPeriods"]
+
 LATE = "late"
 STREAM_KEY = "stream"  # the one key of an event-time stream's stateful DoFns
 

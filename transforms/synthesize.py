@@ -15,6 +15,8 @@ import numpy as np
 from continual_synth.mechanisms import emission
 from continual_synth.mechanisms.synthesizer import PanelStatistics, Stepped, emission_seed
 
+__all__ = ["emission_plan", "fold_synthesizer", "SynthesizePanel"]
+
 
 def emission_plan(synthesizer, stepped: Stepped, num_shards: int,
                   code_counts: Optional[np.ndarray]) -> Tuple:

@@ -36,6 +36,12 @@ from continual_synth.transforms.monitoring import PERIODS_RELEASED, Progress, co
 from continual_synth.transforms.points import require_columns
 from continual_synth.transforms.periods import periods_out_of_range, record_periods
 
+__all__ = ["ROWS_PER_SHARD", "encode_stream_batch", "split_by_period", "histogram_width",
+           "split_histograms", "WorkloadHistogramsFn", "PeriodWorkloadHistograms",
+           "synthesize_periods", "of_kind", "table_tasks", "sample_tasks",
+           "model_file_tasks", "release_tasks", "sample_rng", "task_codes", "emit_table",
+           "synthetic_table", "synthetic_schema", "write_accuracy", "EmitSyntheticTables"]
+
 ROWS_PER_SHARD = 500_000
 
 

@@ -25,6 +25,8 @@ from apache_beam.transforms.periodicsequence import (ImpulseSeqGenDoFn,
                                                      ImpulseSeqGenRestrictionProvider)
 from apache_beam.utils.timestamp import MAX_TIMESTAMP, Timestamp
 
+__all__ = ["PacedImpulseSeqGenDoFn", "Ticks"]
+
 
 class PacedImpulseSeqGenDoFn(ImpulseSeqGenDoFn):
     """Beam's ``ImpulseSeqGenDoFn`` that sleeps until its next tick is due before it

@@ -24,6 +24,9 @@ from continual_synth.transforms.invalid_records import ORIGIN_FILE, ORIGIN_ROW, 
 from continual_synth.transforms.monitoring import counting_rejections
 from continual_synth.transforms.periods import periods_out_of_range, record_periods
 
+__all__ = ["encode_panel_batch", "validate_panel_batch", "drop_invalid_panel_records",
+           "ValidatePanelBatches"]
+
 
 def encode_panel_batch(table: pa.Table, id_col: str, period_col: Optional[str],
                        value_col: str, alphabet: Sequence, period_range: Sequence[int],

@@ -18,6 +18,8 @@ import pyarrow as pa
 
 from continual_synth.transforms.files import write_file
 
+__all__ = ["write_batch", "WriteRecordBatches"]
+
 
 def write_batch(table: pa.Table, path: str, fmt: str, schema: pa.Schema) -> str:
     """Write one batch to ``path`` through Beam's FileSystems; return the path."""

@@ -20,6 +20,9 @@ import re
 import sys
 from typing import Dict, List, Optional
 
+__all__ = ["DEFAULT_OUTPUT", "INTEGER", "POSITIVE_INTEGER", "NUMBER", "FLAG", "metadata",
+           "render", "write_all", "main"]
+
 DEFAULT_OUTPUT = os.path.join("deploy", "dataflow")
 
 INTEGER = r"^[0-9]+$"

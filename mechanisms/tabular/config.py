@@ -50,6 +50,15 @@ from continual_synth.mechanisms.fitting import (DEFAULT_MAX_CELLS, DEFAULT_MODEL
                                                 junction_tree_cells)
 from continual_synth.mechanisms.marginals import Domain, Workload
 
+__all__ = ["ALGORITHMS", "METHODS", "BIAS_CORRECTIONS", "BIAS_NOISES", "COVERAGES",
+           "UTILITIES", "REMAINDERS", "COMBINES", "MARGINS", "BASELINE_STARTS",
+           "SELECTION_DISCOUNTS", "MODEL_GROWTHS", "SELECTION_SCHEDULES", "WIDE_FITS",
+           "STRUCTURES", "WIDE_RATIO", "WIDE_CELLS", "WIDE_NOISE", "PAPER_SELECTIONS",
+           "AUTO_SELECTIONS_MAX", "WIDE_SELECTIONS", "RULES", "DEFAULT_SELECTION_SHARES",
+           "SAVED_CONFIG_DEFAULTS", "RELATION", "MAX_WORKLOAD_CELLS",
+           "resolved_selection_share", "quiet_selections", "wide_regime", "auto_selections",
+           "TabularConfig", "saved_config"]
+
 
 ALGORITHMS = {
     "proposed": "kumar2024-algorithm-3-select-measure-fit-with-counters",

@@ -9,6 +9,8 @@ from continual_synth.mechanisms.tabular.config import ALGORITHMS, RELATION, Tabu
 from continual_synth.mechanisms.tabular.state import TabularState
 from continual_synth.mechanisms.tabular.remainder import drift_estimate, stationary_weight
 
+__all__ = ["manifest_fields", "never_measured"]
+
 
 def _periods_by_selections(state: TabularState) -> Dict[str, int]:
     """How many periods made each number of selections k_t (from the ledger)."""

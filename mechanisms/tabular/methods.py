@@ -48,6 +48,8 @@ from continual_synth.mechanisms.tabular.selection import (_bias, _count_discount
 from continual_synth.mechanisms.tabular.structure import informative, room_for, yielding
 from continual_synth.mechanisms.tabular.wide import _project, _wide_extras, _wide_set
 
+__all__ = ["step"]
+
 
 def step(config: TabularConfig, state: TabularState, period_histograms,
          sampler: Sampler) -> Tuple[TabularState, TabularRelease]:

@@ -35,6 +35,9 @@ import numpy as np
 from continual_synth.mechanisms.distributions import average_models
 from continual_synth.mechanisms.fitting import Measurement
 
+__all__ = ["INCREMENT_PULL", "DRIFT_DISCOUNT", "DRIFT_WARMUP", "EXCHANGEABLE_BELOW",
+           "DRIFTING_ABOVE", "drift_estimate", "stationary_weight"]
+
 
 INCREMENT_PULL = 0.2  # weight of g_t in the prior of the increment model δ_t
 

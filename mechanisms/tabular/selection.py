@@ -40,6 +40,8 @@ import numpy as np
 from continual_synth.mechanisms.tabular.config import TabularConfig
 from continual_synth.mechanisms.tabular.remainder import drift_estimate, stationary_weight
 
+__all__ = ["estimate_noise", "starved_cover", "balanced_selections", "period_selections"]
+
 
 @functools.lru_cache(maxsize=8)
 def _log_factorials(batch: int) -> np.ndarray:

@@ -22,6 +22,9 @@ from continual_synth.mechanisms.errors import InputError, StateError, check_next
 from continual_synth.mechanisms.marginals import Domain, Workload
 from continual_synth.mechanisms.tabular.config import TabularConfig, saved_config
 
+__all__ = ["FORMAT_VERSION", "TabularState", "TabularRelease", "initial_state",
+           "check_step", "period_cost"]
+
 
 FORMAT_VERSION = 2  # 2: the aim rules, the ipf fit (junction-tree models)
 

@@ -27,6 +27,8 @@ import numpy as np
 
 from continual_synth.mechanisms.marginals import Workload
 
+__all__ = ["informative", "yielding", "room_for"]
+
 
 def informative(fitter, structure: Sequence[Workload], workload: Workload,
                 counts: np.ndarray, variance: float) -> bool:

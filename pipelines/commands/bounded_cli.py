@@ -36,6 +36,10 @@ from continual_synth.pipelines.commands.options import (FORMATS, NON_NEGATIVE_IN
                                                         OutputOptions, REPORT_HELP,
                                                         StepOptions, add_job_options)
 
+__all__ = ["MAX_SHARD_VALUES", "add_structure_options", "BoundedReleaseOptions",
+           "BoundedRunOptions", "BoundedInitOptions", "add_evaluate_arguments",
+           "config_from_args", "prepare", "initialised", "run", "evaluate", "BOUNDED"]
+
 MAX_SHARD_VALUES = 2 ** 25  # float64 coordinates sampled in one shard (256 MiB)
 
 

@@ -28,6 +28,9 @@ import os
 import sys
 from typing import Dict, List, Optional
 
+__all__ = ["families", "job_options", "build_parser", "dispatch", "main", "perform",
+           "execute", "reference_markdown"]
+
 # Beam logs import-time warnings and each failing DoFn's traceback; the command
 # reports errors itself, so keep Beam quiet unless --verbose is given.
 logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")

@@ -20,6 +20,17 @@ from continual_synth.mechanisms.errors import (InputError, ParameterError, posit
 from continual_synth.mechanisms.panel import encode_values
 from continual_synth.runners import direct
 
+__all__ = ["PanelColumns", "check_distinct_columns", "argument_type", "POSITIVE_INT",
+           "NON_NEGATIVE_INT", "POSITIVE_REAL", "PROBABILITY", "JobOptions", "FORMATS",
+           "INVALID_RECORDS", "ArgumentParser", "repeated_option", "closest_option",
+           "HelpFormatter", "InputOptions", "OutputOptions", "StateOptions", "InitOptions",
+           "INVALID_RECORDS_HELP", "InvalidRecordsOptions", "StepOptions", "BEAM_EPILOG",
+           "add_job_commands", "add_job_options", "ADVANCED", "group_advanced",
+           "job_parser", "option_strings", "beam_spelling", "check_directory_options",
+           "SEPARATE", "check_separate_locations", "REPORT_HELP", "check_outside_releases",
+           "parse_alphabet", "parse_value", "missing_code", "value_type", "record_schema",
+           "check_beam_args", "OUR_RUNNERS", "check_runner", "pipeline_options"]
+
 
 @dataclass(frozen=True)
 class PanelColumns:

@@ -25,6 +25,8 @@ from typing import List
 from continual_synth.pipelines.commands.options import (NON_NEGATIVE_INT, POSITIVE_INT,
                                                         HelpFormatter, group_advanced)
 
+__all__ = ["POPULATION_HELP", "REPEATS", "add_commands", "plan"]
+
 POPULATION_HELP = ("the number of people n you expect (public): also state each bound as a "
                    "share of n")
 #: simulated streams by default (each its own public table and noise)

@@ -31,6 +31,10 @@ from continual_synth.pipelines.commands.options import (FORMATS, NON_NEGATIVE_IN
                                                         OutputOptions, REPORT_HELP,
                                                         StepOptions)
 
+__all__ = ["add_model_options", "TabularRunOptions", "TabularInitOptions",
+           "add_example_command", "write_example", "add_evaluate_arguments",
+           "synthesizer_from_args", "evaluate", "run", "prepare", "initialised", "TABULAR"]
+
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """ε, the method, the workloads and the selection, measurement and fit rules: what

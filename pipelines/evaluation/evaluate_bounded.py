@@ -53,6 +53,10 @@ from continual_synth.transforms.files import read_dataset, read_files, release_f
 from continual_synth.transforms.periods import period_values
 from continual_synth.transforms.points import table_points
 
+__all__ = ["SLICED_MAX_POINTS", "FLOOR_DRAWS", "FLOOR_DRAWS_1D", "PERIOD_FILE",
+           "load_points", "finite_points", "w1_exact_1d", "w1_emd", "w1_sliced",
+           "wasserstein_summary", "continual_files", "evaluate_bounded", "plot_points"]
+
 SLICED_MAX_POINTS = 100_000
 FLOOR_DRAWS = 3  # draws of the OT floor (d > 1: two exact transports of --ot-points each)
 FLOOR_DRAWS_1D = 10  # draws of the exact 1-D floor (cheap)

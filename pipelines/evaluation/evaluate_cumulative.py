@@ -21,6 +21,9 @@ from continual_synth.pipelines.release.release_dir import read_json, write_summa
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset, read_release
 
+__all__ = ["MANIFEST_KEYS", "SHARE_THRESHOLDS", "at_least_counts", "evaluate_cumulative",
+           "write_report"]
+
 MANIFEST_KEYS = ("algorithm", "horizon", "neighbor", "rho", "rho_spent", "num_synthetic",
                  "periods_released", "error_bound", "beta", "sampler")
 SHARE_THRESHOLDS = 4  # Figure 8 panels: b = 1..4

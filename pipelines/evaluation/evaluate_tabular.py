@@ -48,6 +48,10 @@ from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset, read_file, release_files
 from continual_synth.transforms.periods import period_values
 
+__all__ = ["MANIFEST_NAME", "MANIFEST_KEYS", "PANEL_TITLES", "PLOT_NAME", "FLOOR_SEED",
+           "evaluate_tabular", "accuracy_coverage", "floor_reading", "write_report",
+           "plot_metrics_over_time"]
+
 MANIFEST_NAME = "manifest.json"
 #: manifest fields copied into the summary when present
 MANIFEST_KEYS = ("algorithm", "paper", "method", "epsilon", "epsilon_spent", "counter", "fit",

@@ -34,6 +34,11 @@ from continual_synth.pipelines.release.release_dir import write_summary
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import InputError, read_dataset, read_release
 
+__all__ = ["MANIFEST_NAME", "MANIFEST_KEYS", "SYNTHETIC_COLUMNS", "QUERY_WINDOW",
+           "WindowQuery", "QUARTERLY_QUERIES", "evaluate_window", "read_manifest",
+           "panel_indices", "bin_patterns", "query_counts", "evaluate_release",
+           "write_report", "pattern_label"]
+
 MANIFEST_NAME = "manifest.json"
 MANIFEST_KEYS = ("algorithm", "window", "horizon", "alphabet", "neighbor", "rho", "rho_spent",
                  "n_pad", "num_synthetic", "periods_released", "clamp_events", "beta",

@@ -24,6 +24,9 @@ from matplotlib.figure import Figure
 
 from continual_synth.transforms import storage
 
+__all__ = ["Values", "Series", "NEIGHBOURS", "privacy_subtitle", "plot_error_over_time",
+           "plot_query_panels", "suptitle", "save_figure"]
+
 Values = Sequence[Optional[float]]
 Series = Union[Values, Tuple[Values, Optional[Values], Optional[Values]]]
 

@@ -22,6 +22,8 @@ from continual_synth.pipelines.evaluation.evaluate_window import evaluate_window
 from continual_synth.pipelines.examples.sipp_like import generate_panel
 from continual_synth.transforms.files import write_file
 
+__all__ = ["WINDOW_CONFIG", "CUMULATIVE_CONFIG", "demo"]
+
 WINDOW_CONFIG = WindowConfig(window=3, horizon=12, rho=0.05, neighbor="replace")
 CUMULATIVE_CONFIG = CumulativeConfig(horizon=12, rho=0.05, neighbor="replace")
 

@@ -87,6 +87,10 @@ import pyarrow.compute as pc
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.marginals import Domain, encode_records
 
+__all__ = ["DATASETS", "CONSTRUCTIONS", "CENSUS_REGIONS", "AGE_EDGES", "AGE_LABELS",
+           "INCOME_EDGES", "INCOME_LABELS", "CCES2016_ROWS", "table_domain", "write_domain",
+           "bin_numeric", "load_table", "make_stream", "write_example"]
+
 DATASETS = ("cces2016",)
 CONSTRUCTIONS = ("randomized", "ordered", "stored")
 

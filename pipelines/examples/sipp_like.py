@@ -23,6 +23,9 @@ from typing import NamedTuple, Tuple
 import numpy as np
 import pyarrow as pa
 
+__all__ = ["HouseholdType", "HOUSEHOLD_TYPES", "generate_panel", "all_ones_panel",
+           "panel_table"]
+
 
 class HouseholdType(NamedTuple):
     """A latent household type and its two-state monthly poverty chain.

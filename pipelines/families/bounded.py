@@ -38,6 +38,9 @@ from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECOR
                                                    CountPeriodsReleased, CountRecords)
 from continual_synth.transforms.write import WriteRecordBatches
 
+__all__ = ["DEFAULT_SHARDS", "check_columns", "run_bounded", "read_unit_points",
+           "synthesize_numpy"]
+
 DEFAULT_SHARDS = 8
 
 

@@ -51,6 +51,9 @@ from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECOR
                                                    Progress)
 from continual_synth.transforms.write import WriteRecordBatches
 
+__all__ = ["KIND", "RECORDED_DEFAULTS", "initial_document", "ContinualPrivHPJob",
+           "period_accumulators", "run"]
+
 KIND = "continual-privhp"
 #: settings a state records for the manifest, absent from states of earlier versions; a
 #: step's file may hold the period column (``bounded stream`` reads a landed file's period

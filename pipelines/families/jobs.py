@@ -48,6 +48,10 @@ from continual_synth.transforms.validate import (ValidatePanelBatches,
                                                  validate_panel_batch)
 from continual_synth.transforms.write import WriteRecordBatches
 
+__all__ = ["DEFAULT_SHARDS", "save_manifest_after", "shard_file", "SynthesizePanelTables",
+           "run", "initial_document", "check_drop_fills", "PanelJob",
+           "warn_if_mostly_noise"]
+
 DEFAULT_SHARDS = 16
 
 

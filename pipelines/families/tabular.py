@@ -54,6 +54,11 @@ from continual_synth.transforms.tabular import (ACCURACY, MANIFEST, TASK,
                                                 write_accuracy)
 from continual_synth.transforms.write import WriteRecordBatches
 
+__all__ = ["KIND", "NO_HORIZON", "STEP_DOMAIN_HINT", "read_domain", "check_period_col",
+           "NEAR_UNIQUE_SHARE", "NEAR_UNIQUE_MIN_VALUES", "domain_source", "infer_domain",
+           "last_period", "SynthesizeTables", "run", "initial_document", "TabularJob",
+           "text_columns"]
+
 KIND = "tabular"
 #: ``horizon_source`` of a state whose synthesizer has no horizon (steps without --horizon)
 NO_HORIZON = "none: no --horizon was given (unbounded counters)"

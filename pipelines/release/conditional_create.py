@@ -32,6 +32,9 @@ from typing import Dict
 from continual_synth.mechanisms.errors import StateError
 from continual_synth.transforms import storage
 
+__all__ = ["PROBE_PREFIX", "ConditionalCreate", "LocalCreate", "S3Create", "GcsCreate",
+           "for_path"]
+
 
 PROBE_PREFIX = ".conditional-create-probe-"  # a probe object's name (removed after)
 

@@ -56,6 +56,17 @@ from continual_synth.transforms.files import (ACCURACY_FILE_PREFIX, accuracy_fil
                                               digest_data_files, release_file_names)
 from continual_synth.transforms.invalid_records import file_dead_letter, state_mode
 
+__all__ = ["MANIFEST", "LOGGER", "CRASH_VARIABLE", "PHASES", "crash_point", "new_token",
+           "REQUIRED_FIELDS", "CHAIN", "FILE_DIGESTS", "RESTORE", "ledger_totals", "sealed",
+           "COMMAND_OF_KIND", "StateDir", "BUSY", "busy_message", "Lease", "Ownership",
+           "RELEASE_FILE_PREFIX", "RELEASE_PREFIXES", "RELEASE_GLOBS", "release_listing",
+           "check_fresh_output", "release_around", "check_release_alone", "staging",
+           "release_whole_run", "period_span", "fingerprint", "IncrementalJob",
+           "input_digests", "check_release_target", "check_release_intact",
+           "incremental_step", "unrecorded_inputs", "NOT_RECORDED", "recorded",
+           "PROGRESS_FIELDS", "check_same_settings", "new_state_document", "load_state",
+           "relocate"]
+
 MANIFEST = "manifest.json"
 LOGGER = logging.getLogger("continual_synth")
 CRASH_VARIABLE = "CONTINUAL_SYNTH_CRASH_AT"

@@ -19,6 +19,9 @@ from typing import Dict, List, Sequence, Tuple
 
 from continual_synth.transforms import monitoring
 
+__all__ = ["LOGGER", "VERBOSE_FLAGS", "HARNESS_LEVEL_OPTION", "strip_verbose", "configure",
+           "beam_log_args", "record_metrics", "add_totals", "summary_line", "totals"]
+
 LOGGER = logging.getLogger("continual_synth")
 VERBOSE_FLAGS = ("--verbose", "-v")
 HARNESS_LEVEL_OPTION = "--default_sdk_harness_log_level"

@@ -44,6 +44,12 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from continual_synth.mechanisms.errors import InputError
 
+__all__ = ["SIGNIFICANT_DIGITS", "DISTRIBUTION", "HORIZON_FROM_DATA", "DOMAIN_GIVEN",
+           "DOMAIN_FROM_DATA", "SEEDED", "UnclassifiedField", "Field", "MANIFEST_FIELDS",
+           "SUMMARY_FIELDS", "unclassified", "check_classified", "not_for_publication",
+           "manifest", "printed", "software_version", "SOURCE_DATE_EPOCH", "source_date",
+           "created_utc", "tidy_floats"]
+
 SIGNIFICANT_DIGITS = 12
 DISTRIBUTION = "continual-synth"
 

@@ -21,6 +21,9 @@ import numpy as np
 from continual_synth.mechanisms.errors import InputError, StateError
 from continual_synth.transforms import packed_json, storage
 
+__all__ = ["json_bytes", "write_json_atomic", "write_summary", "read_json",
+           "periods_released", "fsync_directory", "publish_staged_files"]
+
 
 def _default(value):
     if isinstance(value, (np.integer,)):

@@ -129,6 +129,14 @@ from continual_synth.transforms.stream_sources import (STREAM_KEY, EventPeriods,
                                                        read_event_records,
                                                        with_schedule_start)
 
+__all__ = ["MIN_POLL_SECONDS", "DEFAULT_POLL_SECONDS", "REJECTED", "SPOOL",
+           "PERIOD_IN_NAME", "LOGGER", "StreamStopped", "add_stream_command",
+           "add_stream_arguments", "open_state", "file_period", "reject", "count_rejected",
+           "rejected_fingerprints", "ingested_reason", "ReleaseCompletePeriods",
+           "release_period", "ReleaseClosedPeriods", "write_late_records", "event_pipeline",
+           "step_arguments", "consumer_group", "follow_events", "name_dataflow_job",
+           "run_stream", "watch", "start_state"]
+
 MIN_POLL_SECONDS = 0.01
 DEFAULT_POLL_SECONDS = 5.0  # --poll-interval
 REJECTED = DEAD_LETTER  # STATE/rejected/: the dead letter (private: names and reasons)
