@@ -25,7 +25,6 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.errors import InputError, row_label
@@ -34,28 +33,15 @@ from continual_synth.mechanisms.hierarchy import Bounds, check_points
 from continual_synth.mechanisms.privhp_synthesizer import PrivHPState, PrivHPSynthesizer
 from continual_synth.mechanisms.synthesizer import PointsRelease
 from continual_synth.transforms import storage
-from continual_synth.transforms.files import check_dataset, detect_format, read_file
+from continual_synth.transforms.files import check_dataset, detect_format
 from continual_synth.transforms.invalid_records import DropSink
 from continual_synth.transforms.periods import periods_out_of_range, record_periods
+from continual_synth.transforms.read import DEFAULT_BATCH_ROWS, file_batches, require_columns
 
-__all__ = ["DEFAULT_BATCH_ROWS", "require_columns", "state_hints", "table_points",
-           "NUMBER_TEXT", "file_batches", "read_point_batches", "batch_points",
+__all__ = ["state_hints", "table_points", "NUMBER_TEXT", "read_point_batches", "batch_points",
            "ReadPointBatches", "PrivHPCombineFn", "BuildPrivHP", "release_once",
            "ReleasePrivHP", "save_tree", "load_tree", "shard_table", "point_schema",
            "SampleSyntheticPoints"]
-
-DEFAULT_BATCH_ROWS = 1 << 18
-
-
-def require_columns(found: Sequence[str], columns: Sequence[str], where: str,
-                    option: str = "--columns", hint: Optional[str] = None) -> None:
-    """An :class:`InputError` naming the columns missing from ``found`` and the option
-    that chooses them (``hint``: what to do instead, where that option cannot be given)."""
-    missing = [c for c in columns if c not in found]
-    if missing:
-        raise InputError(f"{where}: missing column(s) {missing}; found {list(found)} "
-                         f"({hint or f'choose them with {option}'})")
-
 
 def state_hints(columns: Sequence[str], bounds: Bounds) -> Tuple[str, str]:
     """The hints of a step's missing column and out-of-bounds point: ``step`` takes no
@@ -109,32 +95,6 @@ def table_points(table: pa.Table, columns: Sequence[str], where: str,
 
 #: text that reads as a number (with a sign, a decimal point, an exponent)
 NUMBER_TEXT = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
-
-
-def file_batches(path: str, fmt: str, columns: Sequence[str], batch_rows: int,
-                 option: str = "--columns", optional: Sequence[str] = (),
-                 hint: Optional[str] = None) -> Iterator[Tuple[int, pa.Table]]:
-    """(row offset, table) batches of one data file, ``batch_rows`` rows at a time
-    (``option``: what chooses ``columns``, for the error naming a missing one, or
-    ``hint``: that error's hint; ``optional``: columns read too when the file has them)."""
-    if fmt == "parquet":
-        with storage.open_read(path) as handle:
-            try:
-                parquet = pq.ParquetFile(handle)
-            except Exception as exc:
-                raise InputError(f"{path}: cannot read as parquet: {exc}") from exc
-            names = parquet.schema_arrow.names
-            require_columns(names, columns, path, option, hint)
-            read = list(columns) + [c for c in optional if c in names and c not in columns]
-            offset = 0
-            for batch in parquet.iter_batches(batch_size=batch_rows, columns=read):
-                yield offset, pa.Table.from_batches([batch])
-                offset += batch.num_rows
-        return
-    table = read_file(path, fmt)
-    require_columns(table.column_names, columns, path, option, hint)
-    for offset in range(0, max(table.num_rows, 1), batch_rows):
-        yield offset, table.slice(offset, batch_rows)
 
 
 def read_point_batches(path: str, fmt: str, columns: Sequence[str], bounds: Bounds,

@@ -14,15 +14,22 @@ naming the file too.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Iterator, Optional, Sequence, Tuple
 
 import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from continual_synth.mechanisms.errors import InputError
+from continual_synth.transforms import storage
 from continual_synth.transforms.arrow_coder import TABLE
 from continual_synth.transforms.files import (check_dataset, detect_format, parquet_row_groups,
                                               read_file, read_row_group, with_origin)
 
-__all__ = ["ReadRecordBatches"]
+__all__ = ["ReadRecordBatches", "DEFAULT_BATCH_ROWS", "require_columns", "file_batches"]
+
+#: rows per Arrow batch when a job reads a file in pieces (:func:`file_batches`)
+DEFAULT_BATCH_ROWS = 1 << 18
 
 
 class ReadRecordBatches(beam.PTransform):
@@ -57,3 +64,39 @@ class ReadRecordBatches(beam.PTransform):
                 | f"Read{fmt.capitalize()}" >> beam.Map(
                     lambda path, strings: with_origin(read_file(path, fmt, strings), path),
                     self._strings).with_output_types(TABLE))
+
+
+def require_columns(found: Sequence[str], columns: Sequence[str], where: str,
+                    option: str = "--columns", hint: Optional[str] = None) -> None:
+    """An :class:`InputError` naming the columns missing from ``found`` and the option
+    that chooses them (``hint``: what to do instead, where that option cannot be given)."""
+    missing = [c for c in columns if c not in found]
+    if missing:
+        raise InputError(f"{where}: missing column(s) {missing}; found {list(found)} "
+                         f"({hint or f'choose them with {option}'})")
+
+
+def file_batches(path: str, fmt: str, columns: Sequence[str], batch_rows: int,
+                 option: str = "--columns", optional: Sequence[str] = (),
+                 hint: Optional[str] = None) -> Iterator[Tuple[int, pa.Table]]:
+    """(row offset, table) batches of one data file, ``batch_rows`` rows at a time
+    (``option``: what chooses ``columns``, for the error naming a missing one, or
+    ``hint``: that error's hint; ``optional``: columns read too when the file has them)."""
+    if fmt == "parquet":
+        with storage.open_read(path) as handle:
+            try:
+                parquet = pq.ParquetFile(handle)
+            except Exception as exc:
+                raise InputError(f"{path}: cannot read as parquet: {exc}") from exc
+            names = parquet.schema_arrow.names
+            require_columns(names, columns, path, option, hint)
+            read = list(columns) + [c for c in optional if c in names and c not in columns]
+            offset = 0
+            for batch in parquet.iter_batches(batch_size=batch_rows, columns=read):
+                yield offset, pa.Table.from_batches([batch])
+                offset += batch.num_rows
+        return
+    table = read_file(path, fmt)
+    require_columns(table.column_names, columns, path, option, hint)
+    for offset in range(0, max(table.num_rows, 1), batch_rows):
+        yield offset, table.slice(offset, batch_rows)

@@ -33,7 +33,7 @@ from continual_synth.transforms import packed_json, storage
 from continual_synth.transforms.files import accuracy_file_name, table_origin
 from continual_synth.transforms.invalid_records import DropSink
 from continual_synth.transforms.monitoring import PERIODS_RELEASED, Progress, count
-from continual_synth.transforms.points import require_columns
+from continual_synth.transforms.read import require_columns
 from continual_synth.transforms.periods import periods_out_of_range, record_periods
 
 __all__ = ["ROWS_PER_SHARD", "encode_stream_batch", "split_by_period", "histogram_width",

@@ -30,10 +30,10 @@ from continual_synth.pipelines.commands.options import (check_distinct_columns,
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import check_format, detect_format, list_data_files
 from continual_synth.transforms.invalid_records import sink_for
-from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
-                                               ReadPointBatches, ReleasePrivHP,
-                                               SampleSyntheticPoints, point_schema,
-                                               read_point_batches)
+from continual_synth.transforms.points import (BuildPrivHP, ReadPointBatches,
+                                               ReleasePrivHP, SampleSyntheticPoints,
+                                               point_schema, read_point_batches)
+from continual_synth.transforms.read import DEFAULT_BATCH_ROWS
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords)
 from continual_synth.transforms.write import WriteRecordBatches

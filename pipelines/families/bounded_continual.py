@@ -39,11 +39,10 @@ from continual_synth.pipelines.commands.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import (check_format, detect_format,
                                               list_data_files)
-from continual_synth.transforms.points import (DEFAULT_BATCH_ROWS, BuildPrivHP,
-                                               ReadPointBatches,
-                                               SampleSyntheticPoints, file_batches,
-                                               load_tree, point_schema, save_tree,
-                                               table_points)
+from continual_synth.transforms.points import (BuildPrivHP, ReadPointBatches,
+                                               SampleSyntheticPoints, load_tree,
+                                               point_schema, save_tree, table_points)
+from continual_synth.transforms.read import DEFAULT_BATCH_ROWS, file_batches
 from continual_synth.transforms.invalid_records import parts_folder, sink_for
 from continual_synth.transforms.periods import periods_out_of_range, record_periods
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,

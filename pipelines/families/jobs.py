@@ -34,7 +34,7 @@ from continual_synth.transforms.emit import EmitSyntheticPanel, emit_shard_perio
 from continual_synth.transforms.files import (check_dataset, check_format, detect_format,
                                               has_records, read_file)
 from continual_synth.transforms.invalid_records import DropSink, parts_folder, sink_for
-from continual_synth.transforms.points import require_columns
+from continual_synth.transforms.read import require_columns
 from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECORDS_WRITTEN,
                                                    CountPeriodsReleased, CountRecords,
                                                    counting_rejections)

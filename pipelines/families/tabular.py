@@ -45,7 +45,7 @@ from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECOR
                                                    CountPeriodsReleased, CountRecords)
 from continual_synth.transforms.invalid_records import DropSink, parts_folder, sink_for
 from continual_synth.transforms.periods import periods_out_of_range, record_periods
-from continual_synth.transforms.points import DEFAULT_BATCH_ROWS, file_batches, require_columns
+from continual_synth.transforms.read import DEFAULT_BATCH_ROWS, file_batches, require_columns
 from continual_synth.transforms.read import ReadRecordBatches
 from continual_synth.transforms.tabular import (ACCURACY, MANIFEST, TASK,
                                                 EmitSyntheticTables, PeriodWorkloadHistograms,
