@@ -55,7 +55,7 @@ setup(
         "scipy>=1.10",
         "networkx>=3",  # junction trees of the tabular ipf fit
         "mbi>=2.0",  # private-pgm: graphical-model fitting for the tabular synthesizer
-        "POT>=0.9",  # optimal transport: Wasserstein distances in `evaluate bounded`
+        "POT>=0.9",  # optimal transport: Wasserstein distances in `evaluate privhp`
     ],
     extras_require={
         "dask": ["apache-beam[dask]>=2.60", "dask>=2024.1", "distributed>=2024.1"],

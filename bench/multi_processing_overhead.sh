@@ -8,7 +8,7 @@
 #   tab/            continual-synth tabular example --output tab --periods 12
 label=${1:?label}
 declare -A CMDS
-CMDS[bounded]="bounded run --input stream.parquet --columns x,y --bounds=0:1,0:1 --epsilon 1 --depth 12 --samples 2000 --horizon 12 --seed 1"
+CMDS[bounded]="privhp run --input stream.parquet --columns x,y --bounds=0:1,0:1 --epsilon 1 --depth 12 --samples 2000 --horizon 12 --seed 1"
 CMDS[window]="window run --input panel.parquet --window 3 --horizon 12 --rho 0.5 --seed 1"
 CMDS[cumulative]="cumulative run --input panel.parquet --horizon 12 --rho 0.5 --seed 1"
 CMDS[tabular]="tabular run --input tab/cces2016-randomized-bs50.parquet --domain tab/domain.json --epsilon 1 --horizon 12 --seed 1"

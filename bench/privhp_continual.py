@@ -54,7 +54,7 @@ from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig  #
 from continual_synth.mechanisms.privhp_synthesizer import (  # noqa: E402
     ContinualPrivHPSynthesizer)
 from continual_synth.mechanisms.samplers import SeededSampler  # noqa: E402
-from continual_synth.pipelines.evaluation.evaluate_bounded import w1_sliced  # noqa: E402
+from continual_synth.pipelines.evaluation.evaluate_privhp import w1_sliced  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")

@@ -1,7 +1,7 @@
-"""Peak memory of ``bounded run --horizon T`` against the stream's size.
+"""Peak memory of ``privhp run --horizon T`` against the stream's size.
 
 ``run --horizon`` reads the stream one period at a time
-(:func:`continual_synth.pipelines.families.bounded_continual.period_accumulators`), so its peak
+(:func:`continual_synth.pipelines.families.privhp_continual.period_accumulators`), so its peak
 memory should not grow with the number of points (it follows the largest file: the
 reader buffers one file).  For each (n, T), uniform 2-D points in T parquet files (one
 per period) are released by continual PrivHP (M = 65 536 words,
@@ -34,12 +34,12 @@ CHILD = """
 import json, resource, sys, time
 from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
 from continual_synth.mechanisms.hierarchy import Bounds
-from continual_synth.pipelines.families import bounded_continual
+from continual_synth.pipelines.families import privhp_continual
 stream, out, periods = sys.argv[1], sys.argv[2], int(sys.argv[3])
 config = ContinualPrivHPConfig.create(horizon=periods, memory=65536, epsilon=1.0, dims=2,
                                       prune_k=64, depth=20)
 wall, cpu = time.time(), time.process_time()
-bounded_continual.run(config, stream, out, ["x", "y"], Bounds((0.0, 0.0), (1.0, 1.0)),
+privhp_continual.run(config, stream, out, ["x", "y"], Bounds((0.0, 0.0), (1.0, 1.0)),
                       1000, seed=1)
 print(json.dumps({"wall_s": time.time() - wall, "cpu_s": time.process_time() - cpu,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -77,7 +77,7 @@ def main():
                    "file_mb": os.path.getsize(os.path.join(stream, "p01.parquet")) / 2 ** 20}
             rows.append(row)
             print(row, flush=True)
-    lines = ["# Peak memory of `bounded run --horizon` (continual PrivHP, one period at a time)",
+    lines = ["# Peak memory of `privhp run --horizon` (continual PrivHP, one period at a time)",
              "", "python bench/privhp_run_memory.py: uniform 2-D points, one parquet file per "
              f"period in row groups of {args.row_group:,} rows, M = 65 536 words, r = 20, prune_k = 64, ε = 1, 1 000 synthetic points "
              "per period; a fresh process per n (peak RSS includes Python, numpy, pyarrow "

@@ -74,7 +74,7 @@ def positive_real(option: str, value) -> float:
 #: from about 10^308 the per-level and per-counter scales underflow to 0.  Before this
 #: limit, ``tabular run --epsilon 1e160`` failed mid-run with an OverflowError (exit 1),
 #: ``cumulative run --rho 1.7e308`` said "the privacy budget must be ... finite, got inf"
-#: and ``bounded run --epsilon 1.7e308`` "scale must be a positive finite number".
+#: and ``privhp run --epsilon 1.7e308`` "scale must be a positive finite number".
 MAX_BUDGET = 1e100
 
 

@@ -1,6 +1,6 @@
 """Expected error before a release is run, from its public parameters alone: what the
 manifest of the window, cumulative and bounded synthesizers will state (``plan window``,
-``plan cumulative``, ``plan bounded``; the tabular synthesizer's expected error is a
+``plan cumulative``, ``plan privhp``; the tabular synthesizer's expected error is a
 simulation, :mod:`continual_synth.mechanisms.tabular_planning`).
 
 * Window (Bun et al. 2024, Algorithm 1, Theorem 3.2): with probability ≥ 1 − β every
@@ -105,7 +105,7 @@ def bounded_plan(config, depth_from: Optional[Dict] = None,
     scale = {} if input_scale is None else {"w1_bound_input_scale": input_scale}
     if isinstance(config, privhp.PrivHPConfig):
         fields = privhp.release_manifest(config)
-        synthesizer = "bounded"
+        synthesizer = "privhp"
         if population is None and depth_from is not None:
             population, source = depth_from.get("expected_n"), "--expected-n (public)"
         else:
@@ -121,7 +121,7 @@ def bounded_plan(config, depth_from: Optional[Dict] = None,
                 "levels[].noise_scale")
     else:
         fields = continual_release_manifest(config)
-        synthesizer = "bounded (continual)"
+        synthesizer = "privhp (continual)"
         note = ("continual PrivHP states no W1 bound (w1_bound_note says why); the noise "
                 "each level adds is in levels[].variance_at_horizon")
     fields.pop("epsilon_spent", None)  # a release states what it has spent

@@ -559,7 +559,7 @@ W1_BOUND_NOTE = (
     "sum over sketch levels of (N_l / 2) * diam_(l-1) / w (expected count-min collisions, "
     "fully random hashes). n is a public figure (w1_bound_terms.n_source: a release's noisy "
     "total, a plan's expected n), never the exact number of points. An "
-    "expectation over the noise, not a bound on every release; evaluate bounded measures "
+    "expectation over the noise, not a bound on every release; evaluate privhp measures "
     "W1 against finitely many synthetic points, which adds sampling error. In the input's "
     "units the bound is w1_bound times w1_bound_input_scale, the widest column's width "
     "(exact in 1-D, an upper bound when the widths differ).")

@@ -6,7 +6,7 @@ protocol of :mod:`continual_synth.mechanisms.synthesizer` — one-shot
 The one-shot release is a single step: ``statistics`` is the exact PrivHP state of all
 the points (:class:`~continual_synth.mechanisms.privhp.PrivHPAccumulator`: the complete
 tree's counters and the level sketches, which the Beam CombineFn of
-:mod:`continual_synth.transforms.points` merges by addition); :meth:`PrivHPSynthesizer.
+:mod:`continual_synth.transforms.privhp` merges by addition); :meth:`PrivHPSynthesizer.
 step` adds the noise, grows and makes the tree consistent
 (:func:`~continual_synth.mechanisms.privhp.release`), debits ε in the state's ledger and
 returns a :class:`~continual_synth.mechanisms.synthesizer.PointsRelease` — the tree to

@@ -356,13 +356,13 @@ class PrivHPSynthesizer(ContinualSynthesizer):
     ``depth`` (or ``expected_n``) and ``horizon`` (continual PrivHP: a step takes one
     period's points); ``run`` releases a whole input (with its period column)."""
 
-    family = "bounded"
+    family = "privhp"
 
 
 FAMILIES = {cls.family: cls for cls in (WindowSynthesizer, CumulativeSynthesizer,
                                         TabularSynthesizer, PrivHPSynthesizer)}
 KINDS = {"window": "window", "cumulative": "cumulative", "tabular": "tabular",
-         "continual-privhp": "bounded"}
+         "continual-privhp": "privhp"}
 
 
 def load(state: str, output: Optional[str] = None,

@@ -253,22 +253,22 @@ class TabularRelease(_Release):
 class PrivHPRelease(_Release):
     """Holland et al. (2025), PrivHP, over points (records holding ``columns``):
     ``columns``, ``bounds``, ``epsilon``, ``samples``, ``depth`` (or ``expected_n``) and
-    ``bounded run``'s other options; one release of all the points (continual PrivHP,
+    ``privhp run``'s other options; one release of all the points (continual PrivHP,
     with ``horizon``, steps through the Python API or the command line)."""
 
-    family = "bounded"
+    family = "privhp"
 
     def read_columns(self):
-        from continual_synth.pipelines.commands.bounded_cli import _columns
+        from continual_synth.pipelines.commands.privhp_cli import _columns
         return _columns(self.args.columns)
 
     def synthesize(self, tables):
         from continual_synth.mechanisms.errors import InputError
         from continual_synth.mechanisms.privhp_synthesizer import PrivHPSynthesizer
-        from continual_synth.pipelines.families import bounded
-        from continual_synth.pipelines.commands.bounded_cli import config_from_args
+        from continual_synth.pipelines.families.privhp import manifest_extras
+        from continual_synth.pipelines.commands.privhp_cli import config_from_args
         from continual_synth.transforms.invalid_records import sink_for
-        from continual_synth.transforms.points import (BuildPrivHP, ReleasePrivHP,
+        from continual_synth.transforms.privhp import (BuildPrivHP, ReleasePrivHP,
                                                        SampleSyntheticPoints, batch_points)
         if self.args.horizon is not None:
             raise InputError("PrivHPRelease releases all the points once; continual PrivHP "
@@ -286,8 +286,8 @@ class PrivHPRelease(_Release):
         records = (released
                    | "Sample" >> SampleSyntheticPoints(shards, bounds, columns)
                    | "Records" >> beam.Values())
-        extras = bounded._manifest_extras(config, columns, bounds, self.args.samples, shards,
-                                          None, clip, depth_from)
+        extras = manifest_extras(config, columns, bounds, self.args.samples, shards, None,
+                                 clip, depth_from)
         manifest = released | "Manifest" >> beam.MapTuple(
             lambda state, release: {**synthesizer.manifest(state), **extras, "mode": "beam"})
         return records, manifest

@@ -99,7 +99,7 @@ TIERS = {
              "shard",
              "sipp_like", "sketch", "synthesizer_protocol", "tabular_mechanism",
              "window_mechanism", "workload_error"],
-    "pipeline": ["api", "beam_api", "bounded_jobs", "cumulative_jobs", "evaluate_tabular",
+    "pipeline": ["api", "beam_api", "privhp_jobs", "cumulative_jobs", "evaluate_tabular",
                  "evaluate_window", "job_options", "monitoring", "plan", "privhp_continual",
                  "publication", "reports", "tabular_accuracy", "tabular_jobs", "window_cli",
                  "window_jobs"],

@@ -30,7 +30,7 @@ TIMEOUT = 300.0  # seconds a group of children may take; then it is killed
 _FORKSERVER = multiprocessing.get_context("forkserver")
 _FORKSERVER.set_forkserver_preload([  # what a command imports before it runs a pipeline
     __name__, "continual_synth.pipelines.commands.cli", "continual_synth.pipelines.families.jobs",
-    "continual_synth.pipelines.families.tabular", "continual_synth.pipelines.commands.bounded_cli",
+    "continual_synth.pipelines.families.tabular", "continual_synth.pipelines.commands.privhp_cli",
     "continual_synth.pipelines.commands.tabular_cli", "continual_synth.pipelines.streaming.stream",
     "continual_synth.runners.presets"])
 

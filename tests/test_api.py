@@ -161,7 +161,7 @@ def test_the_other_synthesizers_step_as_their_command_lines(tmp_path):
          dict(domain=domain, epsilon=2.0, horizon=3, seed=2),
          ["--domain", str(tmp_path / "domain.json"), "--epsilon", "2.0", "--horizon", "3",
           "--seed", "2"]),
-        (cs.PrivHPSynthesizer, "bounded", points,
+        (cs.PrivHPSynthesizer, "privhp", points,
          dict(columns=["x", "y"], bounds=[(0, 1), (0, 1)], epsilon=2.0, samples=20, depth=4,
               horizon=3, seed=2),
          ["--columns", "x,y", "--bounds", "0:1,0:1", "--epsilon", "2.0", "--samples", "20",

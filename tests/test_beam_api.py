@@ -104,7 +104,7 @@ def test_cumulative_tabular_and_privhp_releases_equal_their_runs(tmp_path):
                              "--horizon", "3"],
          csb.TabularRelease(domain=domain, epsilon=2, horizon=3, seed=2),
          ["period", "a", "b"]),
-        ("bounded", points, ["--columns", "x,y", "--bounds", "0:1", "--epsilon", "2",
+        ("privhp", points, ["--columns", "x,y", "--bounds", "0:1", "--epsilon", "2",
                              "--samples", "50", "--depth", "5"],
          csb.PrivHPRelease(columns="x,y", bounds="0:1", epsilon=2, samples=50, depth=5,
                            seed=2), ["x", "y"]),

@@ -54,7 +54,7 @@ SMALLER = [
     (r"--periods \d+", "--periods 4"),
     (r"--horizon 100\b", "--horizon 4"),
     (r"--samples \d{4,}", "--samples 2000"),
-    (r"^(continual-synth evaluate bounded .*)$", r"\1 --ot-points 300 --projections 16"),
+    (r"^(continual-synth evaluate privhp .*)$", r"\1 --ot-points 300 --projections 16"),
 ]
 
 # commands that are not examples of ours to run here (a reason for each)
@@ -250,8 +250,8 @@ def _help_choices(command, action, option):
 
 
 def test_every_document_has_examples_found():
-    assert "docs/bounded.md" in DOCUMENTS and "docs/tabular.md" in DOCUMENTS
-    assert {example.document for example in examples()} >= {"README.md", "docs/bounded.md",
+    assert "docs/privhp.md" in DOCUMENTS and "docs/tabular.md" in DOCUMENTS
+    assert {example.document for example in examples()} >= {"README.md", "docs/privhp.md",
                                                              "docs/tabular.md"}
 
 

@@ -19,7 +19,7 @@ def test_the_site_builds_strictly(tmp_path):
                           timeout=600, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     cli = (tmp_path / "site" / "cli" / "index.html").read_text(encoding="utf-8")
-    for command in ("window step", "tabular run", "bounded init", "cumulative stream"):
+    for command in ("window step", "tabular run", "privhp init", "cumulative stream"):
         assert f"continual-synth {command}" in cli
     api = (tmp_path / "site" / "python" / "index.html").read_text(encoding="utf-8")
     for name in ("WindowSynthesizer", "TabularRelease", "load"):

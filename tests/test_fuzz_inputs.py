@@ -57,7 +57,7 @@ WINDOW = ("--window", "2", "--horizon", str(HORIZON), "--rho", "5", "--seed", "1
           "--shards", "2")
 CUMULATIVE = ("--horizon", str(HORIZON), "--rho", "5", "--seed", "1", "--shards", "2")
 TABULAR = ("--epsilon", "2", "--fit", "mw", "--seed", "1", "--horizon", str(HORIZON))
-BOUNDED = ("--columns", "x,y", "--bounds", "0:1", "--samples", "10", "--depth", "4",
+PRIVHP = ("--columns", "x,y", "--bounds", "0:1", "--samples", "10", "--depth", "4",
            "--seed", "1", "--shards", "2")
 DOMAIN = {"a": [0, 1, 2], "b": ["x", "y"]}
 
@@ -326,7 +326,7 @@ class Case:
 def run_case(kind, source, *extra, subjects, **marks) -> Case:
     name = f"{kind}-run-{' '.join(extra) or source}"
     inputs = ("--input", f"{{data}}/{source}")
-    common = {"window": WINDOW, "cumulative": CUMULATIVE, "bounded": ("--epsilon", "1", *BOUNDED),
+    common = {"window": WINDOW, "cumulative": CUMULATIVE, "privhp": ("--epsilon", "1", *PRIVHP),
               "tabular": ("--domain", "{data}/domain.json", *TABULAR)}[kind]
     return Case(name, (kind, "run", *inputs, "--output", "{out}", *overriding(common, extra)),
                 subjects, **marks)
@@ -571,7 +571,7 @@ def _tabular_cases():
 
 
 def _bounded_cases():
-    b = "bounded"
+    b = "privhp"
     cases = [run_case(b, "points.parquet", *extra, subjects=subjects) for extra, subjects in [
         (("--epsilon", "0"), ("--epsilon", "got 0")), (("--epsilon", "nan"), ("--epsilon",)),
         (("--epsilon", "inf", "--expected-n", "100"), ("--epsilon", "inf")),
@@ -603,9 +603,9 @@ def _bounded_cases():
         ("points_fifo_dir", ("points_fifo_dir/b.parquet", "FIFO (named pipe)")),
         ("loop.parquet", ("loop.parquet", "symbolic link that loops")),
     ]]
-    cases.append(Case("bounded-run-/dev/null",
+    cases.append(Case("privhp-run-/dev/null",
                       (b, "run", "--input", "/dev/null", "--output", "{out}", "--epsilon", "1",
-                       *BOUNDED), ("/dev/null", "character device")))
+                       *PRIVHP), ("/dev/null", "character device")))
     return cases
 
 
@@ -712,7 +712,7 @@ def test_the_table_is_large_enough():
     jobs = {(case.argv[0], case.argv[1]) for case in CASES}
     for kind in ("window", "cumulative", "tabular"):
         assert {(kind, "run"), (kind, "init"), (kind, "step")} <= jobs
-    assert ("bounded", "run") in jobs
+    assert ("privhp", "run") in jobs
 
 
 @pytest.mark.parametrize("outcome", _params(CASES), indirect=True)
@@ -737,7 +737,7 @@ def test_state_left_byte_identical(outcome):
 
 
 SUBPROCESS_CASES = ["window-run-strings.parquet", "window-run-truncated.parquet",
-                    "window-run---horizon 0", "bounded-run---shards 0",
+                    "window-run---horizon 0", "privhp-run---shards 0",
                     "tabular-step-t2_outside.csv",
                     # no watchdog here: a command that opened the FIFO would wait for a
                     # writer until the timeout
@@ -824,13 +824,13 @@ def _family_periods(kind: str):
         periods = [pa.table({"x": rng.random(50), "y": rng.random(50)})
                    for _ in range(HORIZON)]
         row, column, value = 11, "y", 1.5
-        options = ("--epsilon", "1", *BOUNDED, "--horizon", str(HORIZON))
+        options = ("--epsilon", "1", *PRIVHP, "--horizon", str(HORIZON))
         named = ("column 'y'", "at row {row}", "outside the bounds")
     second = periods[1]
     cells = second[column].to_pylist()
     cells[row] = value
     bad = second.set_column(second.column_names.index(column), column,
-                            pa.array(cells, type=None if kind == "bounded" else
+                            pa.array(cells, type=None if kind == "privhp" else
                                      second[column].type))
     return periods, bad, row, named, options
 
@@ -840,7 +840,7 @@ def _with_periods(tables) -> pa.Table:
                              for p, t in enumerate(tables, 1)])
 
 
-FAMILIES = ("window", "cumulative", "tabular", "bounded")
+FAMILIES = ("window", "cumulative", "tabular", "privhp")
 
 
 @pytest.mark.parametrize("kind", FAMILIES)

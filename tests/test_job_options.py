@@ -26,7 +26,7 @@ from helpers_panels import long_table, markov_codes, snapshot, sorted_records, \
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB_NAMES = ["window_run", "window_init", "window_step", "cumulative_run", "cumulative_init",
-             "cumulative_step", "tabular_run", "tabular_init", "tabular_step", "bounded_run"]
+             "cumulative_step", "tabular_run", "tabular_init", "tabular_step", "privhp_run"]
 PRIVACY = {"window": "2", "horizon": "3", "rho": "5", "neighbor": "add-remove", "seed": "4",
            "shards": "2"}
 
@@ -159,8 +159,8 @@ def test_required_options_are_named():
 
 
 def test_beam_spelling_of_names_and_flags():
-    from continual_synth.pipelines.commands.bounded_cli import BoundedRunOptions
-    parser = job_parser(BoundedRunOptions, "bounded_run")
+    from continual_synth.pipelines.commands.privhp_cli import PrivHPRunOptions
+    parser = job_parser(PrivHPRunOptions, "privhp_run")
     assert beam_spelling(["--prune_k=8", "--clip=true", "--direct_num_workers=2",
                           "--hash_seed", "3"], parser) == [
         "--prune-k=8", "--clip", "--direct_num_workers=2", "--hash-seed", "3"]
@@ -302,17 +302,17 @@ def _tabular_init(tmp_path):
 def _bounded_init(tmp_path):
     period = tmp_path / "p01.csv"
     period.write_text("x,y\n0.1,0.2\n0.7,0.4\n0.5,0.9\n")
-    return (["bounded", "init", "--horizon", "3", "--columns", "x,y", "--bounds", "0:1",
+    return (["privhp", "init", "--horizon", "3", "--columns", "x,y", "--bounds", "0:1",
              "--epsilon", "2", "--samples", "20", "--depth", "3"], str(period))
 
 
-@pytest.mark.parametrize("family", ["tabular", "bounded"])
+@pytest.mark.parametrize("family", ["tabular", "privhp"])
 def test_tabular_and_bounded_init_exists_ok_as_window_init(family, tmp_path, capsys):
-    """``tabular init`` and ``bounded init`` take ``--exists-ok`` (the scheduler modules
-    ``tabular_init`` and ``bounded_init`` as an idempotent first task), with window
+    """``tabular init`` and ``privhp init`` take ``--exists-ok`` (the scheduler modules
+    ``tabular_init`` and ``privhp_init`` as an idempotent first task), with window
     init's meaning: a state of the same settings is kept, byte for byte, even after a
     step; one of other settings is refused (exit 2) naming the setting."""
-    command, period = {"tabular": _tabular_init, "bounded": _bounded_init}[family](tmp_path)
+    command, period = {"tabular": _tabular_init, "privhp": _bounded_init}[family](tmp_path)
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
     argv = command + ["--state", state, "--seed", "1"]
     assert main(argv + ["--exists-ok"]) == 0

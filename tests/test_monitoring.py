@@ -196,21 +196,21 @@ def test_continual_bounded_run_and_step_report_their_work(tmp_path, capsys):
                          "period": np.repeat(np.arange(1, 5), 100)}), points, "parquet")
     common = ["--columns", "x,y", "--bounds", "0:1,0:1", "--epsilon", "1", "--seed", "1",
               "--samples", "50", "--depth", "6", "--horizon", "4"]
-    assert main(["bounded", "run", "--input", points, "--output", str(tmp_path / "out"),
+    assert main(["privhp", "run", "--input", points, "--output", str(tmp_path / "out"),
                  *common]) == 0
-    lines = _lines(capsys.readouterr().err, "bounded run")
+    lines = _lines(capsys.readouterr().err, "privhp run")
     assert lines[0] == f"reading {points} (periods 1..4)"
     assert [line.split(" (")[0] for line in lines if line.startswith("periods done")][-1] == \
         "periods done 4 of 4"
     assert tuple(map(int, SUMMARY.match(lines[-1]).groups())) == (400, 0, 4, 200)
     state = str(tmp_path / "state")
-    assert main(["bounded", "init", "--state", state, *common]) == 0
+    assert main(["privhp", "init", "--state", state, *common]) == 0
     period = str(tmp_path / "p1.parquet")
     write_file(pa.table({"x": rng.random(30), "y": rng.random(30)}), period, "parquet")
     capsys.readouterr()
-    assert main(["bounded", "step", "--state", state, "--input", period,
+    assert main(["privhp", "step", "--state", state, "--input", period,
                  "--output", str(tmp_path / "steps")]) == 0
-    lines = _lines(capsys.readouterr().err, "bounded step")
+    lines = _lines(capsys.readouterr().err, "privhp step")
     assert tuple(map(int, SUMMARY.match(lines[-1]).groups())) == (30, 0, 1, 50)
 
 
@@ -227,12 +227,12 @@ def test_continual_bounded_run_on_dask_prints_no_partial_counters(tmp_path):
     write_file(pa.table({"x": rng.random(400), "y": rng.random(400),
                          "period": np.repeat(np.arange(1, 5), 100)}), points, "parquet")
     ran = subprocess.run(
-        [sys.executable, "-m", "continual_synth", "bounded", "run", "--input", points,
+        [sys.executable, "-m", "continual_synth", "privhp", "run", "--input", points,
          "--output", str(tmp_path / "out"), "--columns", "x,y", "--bounds", "0:1,0:1",
          "--epsilon", "1", "--seed", "1", "--samples", "50", "--depth", "6", "--horizon",
          "4", "--runner", "dask-local"], capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stderr[-2000:]
-    lines = _lines(ran.stderr, "bounded run")
+    lines = _lines(ran.stderr, "privhp run")
     assert re.fullmatch(r"done in [\d.]+ s \(this runner reports no Beam metrics\)",
                         lines[-1]), lines[-1]
     assert not any(SUMMARY.match(line) for line in lines)

@@ -80,9 +80,9 @@ def test_plan_bounded_states_the_manifests_noise(tmp_path):
     write_file(pa.table({"x": rng.random(300), "y": rng.random(300)}), points, "csv")
     structure = ["--columns", "x,y", "--bounds", "0:1", "--epsilon", "1", "--depth", "8",
                  "--prune-k", "8"]
-    code, plan = cli("plan", "bounded", *structure, "--population", "300")
+    code, plan = cli("plan", "privhp", *structure, "--population", "300")
     assert code == 0, plan
-    code, _ = cli("bounded", "run", "--input", points, "--output", str(tmp_path / "out"),
+    code, _ = cli("privhp", "run", "--input", points, "--output", str(tmp_path / "out"),
                   *structure, "--samples", "100", "--seed", "1")
     assert code == 0
     manifest = read_manifest(str(tmp_path / "out"))
@@ -100,8 +100,8 @@ def test_plan_bounded_states_the_manifests_noise(tmp_path):
     assert manifest["w1_bound"] == pytest.approx(min(
         released["domain_diameter"],
         released["leaf"] + released["noise_points"] / released["n"]))
-    code, continual = cli("plan", "bounded", *structure, "--horizon", "5")
-    assert code == 0 and continual["synthesizer"] == "bounded (continual)"
+    code, continual = cli("plan", "privhp", *structure, "--horizon", "5")
+    assert code == 0 and continual["synthesizer"] == "privhp (continual)"
     assert all(level["variance_at_horizon"] > 0 for level in continual["levels"]
                if level["measured"])
     assert continual["w1_bound"] is None and "Theorem 3" in continual["w1_bound_note"]
@@ -167,8 +167,8 @@ def test_the_public_table_is_neither_uniform_nor_degenerate():
      "--counter"),
     (["plan", "cumulative", "--horizon", "6", "--rho", "1", "--runner", "DirectRunner"],
      "--runner"),
-    (["plan", "bounded", "--columns", "x", "--bounds", "0:1", "--epsilon", "1"], "--depth"),
-    (["plan", "bounded", "--columns", "x", "--bounds", "0:1", "--epsilon", "1", "--depth",
+    (["plan", "privhp", "--columns", "x", "--bounds", "0:1", "--epsilon", "1"], "--depth"),
+    (["plan", "privhp", "--columns", "x", "--bounds", "0:1", "--epsilon", "1", "--depth",
       "4", "--samples", "10"], "--samples"),
     (["plan", "tabular", "--domain", "DOMAIN", "--batch-size", "10", "--horizon", "5",
       "--epsilon", "1", "--selectons", "3"], "--selections"),

@@ -1,5 +1,5 @@
 """Continual PrivHP (mechanisms/continual_privhp.py, the continual synthesizer in
-mechanisms/privhp_synthesizer.py, pipelines/families/bounded_continual.py).
+mechanisms/privhp_synthesizer.py, pipelines/families/privhp_continual.py).
 
 * Calibration: each level's counter spends ε_ℓ for Δ_ℓ changed cells (Σ_ℓ = ε), and the
   empirical variance of every level's noisy prefix sum at t matches the counter's exact
@@ -13,7 +13,7 @@ mechanisms/privhp_synthesizer.py, pipelines/families/bounded_continual.py).
   non-decreasing in prune_k.
 * Empirical privacy: the threshold test of mechanisms/privacy_tester.py on a tiny
   continual case stays under ε and refutes a planted calibration bug.
-* Jobs: ``bounded run --horizon`` releases byte-identical files to ``init`` + ``step``
+* Jobs: ``privhp run --horizon`` releases byte-identical files to ``init`` + ``step``
   with the same seed; a re-run step spends nothing; bad input exits 2 and leaves the
   state untouched.
 """
@@ -404,10 +404,10 @@ def snapshot(directory):
 
 
 def step_all(stream, state, out, periods=(1, 2, 3), crash=None):
-    """``bounded step`` for each period; with ``crash`` = (period, phase) that period's
+    """``privhp step`` for each period; with ``crash`` = (period, phase) that period's
     first attempt is killed at the phase and re-run."""
     for t in periods:
-        args = ["bounded", "step", "--state", state, "--input",
+        args = ["privhp", "step", "--state", state, "--input",
                 str(stream / f"period_{t:02d}.parquet"), "--output", out]
         if crash and crash[0] == t:
             assert _killed_step(args, crash[1])
@@ -421,14 +421,14 @@ def stepped(stream, tmp_path_factory):
     """init + three steps, uninterrupted: (state dir, output dir)."""
     root = tmp_path_factory.mktemp("stepped")
     state, out = str(root / "state"), str(root / "out")
-    code, _, err = run_cli(["bounded", "init", "--state", state, "--horizon", "3"] + OPTIONS)
+    code, _, err = run_cli(["privhp", "init", "--state", state, "--horizon", "3"] + OPTIONS)
     assert code == 0, err
     step_all(stream, state, out)
     return state, out
 
 
 def test_bounded_stream_releases_what_init_plus_steps_release(stream, stepped, tmp_path):
-    """``bounded stream --watch``: periods landing out of order (3, then 1, then 2) are
+    """``privhp stream --watch``: periods landing out of order (3, then 1, then 2) are
     released in order through the same write-ahead step: the release and the ledger
     equal init + steps for the same seed."""
     import shutil
@@ -436,7 +436,7 @@ def test_bounded_stream_releases_what_init_plus_steps_release(stream, stepped, t
     watched.mkdir()
     for t in (3, 1, 2):
         shutil.copy(stream / f"period_{t:02d}.parquet", watched / f"period_{t:02d}.parquet")
-    code, stdout, err = run_cli(["bounded", "stream", "--watch", str(watched), "--state", state,
+    code, stdout, err = run_cli(["privhp", "stream", "--watch", str(watched), "--state", state,
                                  "--output", out, "--horizon", "3", "--until-period", "3",
                                  "--poll-interval", "0.2"] + OPTIONS)
     assert code == 0, err
@@ -447,7 +447,7 @@ def test_bounded_stream_releases_what_init_plus_steps_release(stream, stepped, t
 
 
 def test_period_col_of_init_and_stream(stream, stepped, tmp_path):
-    """``bounded init`` and ``bounded stream`` take ``--period-col`` as the other
+    """``privhp init`` and ``privhp stream`` take ``--period-col`` as the other
     synthesizers' do: ``stream`` reads a landed file's period from that column when its
     name holds none, a step checks it, and the manifest records it."""
     import shutil
@@ -459,7 +459,7 @@ def test_period_col_of_init_and_stream(stream, stepped, tmp_path):
     for name, t in (("march.parquet", 3), ("january.parquet", 1), ("february.parquet", 2)):
         write_file(renamed(t), str(tmp_path / name), "parquet")
         shutil.move(str(tmp_path / name), str(watched / name))
-    code, stdout, err = run_cli(["bounded", "stream", "--watch", str(watched), "--state", state,
+    code, stdout, err = run_cli(["privhp", "stream", "--watch", str(watched), "--state", state,
                                  "--output", out, "--horizon", "3", "--until-period", "3",
                                  "--poll-interval", "0.2", "--period-col", "t"] + OPTIONS)
     assert code == 0, err
@@ -468,11 +468,11 @@ def test_period_col_of_init_and_stream(stream, stepped, tmp_path):
     assert data and all(released[name] == reference[name] for name in data)
     assert json.loads(open(os.path.join(out, "manifest.json")).read())["period_col"] == "t"
     state = str(tmp_path / "state2")
-    assert run_cli(["bounded", "init", "--state", state, "--horizon", "3",
+    assert run_cli(["privhp", "init", "--state", state, "--horizon", "3",
                     "--period-col", "t"] + OPTIONS)[0] == 0
     wrong = str(tmp_path / "wrong.parquet")
     write_file(renamed(2), wrong, "parquet")  # period 2's rows given as period 1
-    code, _, err = run_cli(["bounded", "step", "--state", state, "--input", wrong,
+    code, _, err = run_cli(["privhp", "step", "--state", state, "--input", wrong,
                             "--output", str(tmp_path / "out2")])
     assert code == 2 and "column 't'" not in err and \
         "row 1 holds period 2, but the next period of this state is 1" in err, err
@@ -482,11 +482,11 @@ def test_run_equals_init_plus_steps_and_reruns_spend_nothing(stream, stepped, tm
     state, out = stepped
     out_run = str(tmp_path / "run")
     before = snapshot(out)
-    code, stdout, _ = run_cli(["bounded", "step", "--state", state, "--input",
+    code, stdout, _ = run_cli(["privhp", "step", "--state", state, "--input",
                                str(stream / "period_03.parquet"), "--output", out])
     assert code == 0 and json.loads(stdout)["status"] == "already-released"
     assert snapshot(out) == before
-    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
+    code, _, err = run_cli(["privhp", "run", "--input", str(stream / "all.csv"),
                             "--output", out_run, "--horizon", "3"] + OPTIONS)
     assert code == 0, err
     stepped_files, ran = snapshot(out), snapshot(out_run)
@@ -516,7 +516,7 @@ def test_a_state_of_an_earlier_version_says_not_recorded(stream, tmp_path):
     still steps, its manifest says "not recorded", and ``init --exists-ok`` with the
     options it was created with keeps it (the missing settings are not a difference)."""
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    init = ["bounded", "init", "--state", state, "--horizon", "3"] + OPTIONS
+    init = ["privhp", "init", "--state", state, "--horizon", "3"] + OPTIONS
     assert run_cli(init)[0] == 0
     version = os.path.join(state, "versions", "v000000.json")
     saved = json.loads(open(version).read())
@@ -534,22 +534,22 @@ def test_a_state_of_an_earlier_version_says_not_recorded(stream, tmp_path):
 def test_level_stride_option(tmp_path):
     """``--level-stride`` reaches the configuration; one-shot PrivHP refuses it."""
     state = str(tmp_path / "state")
-    code, _, err = run_cli(["bounded", "init", "--state", state, "--horizon", "3",
+    code, _, err = run_cli(["privhp", "init", "--state", state, "--horizon", "3",
                             "--level-stride", "3"] + OPTIONS)
     assert code == 0, err
     saved = json.loads(open(os.path.join(state, "versions", "v000000.json")).read())
     assert saved["config"]["stride"] == 3
-    code, _, err = run_cli(["bounded", "run", "--input", "x.csv", "--output",
+    code, _, err = run_cli(["privhp", "run", "--input", "x.csv", "--output",
                             str(tmp_path / "out"), "--level-stride", "2"] + OPTIONS)
     assert code == 2 and "--level-stride applies to continual PrivHP" in err
     with pytest.raises(SystemExit) as exc:  # argparse: "--level-stride must be an integer >= 1"
-        run_cli(["bounded", "init", "--state", str(tmp_path / "s2"), "--horizon", "3",
+        run_cli(["privhp", "init", "--state", str(tmp_path / "s2"), "--horizon", "3",
                  "--level-stride", "0"] + OPTIONS)
     assert exc.value.code == 2 and not os.path.exists(tmp_path / "s2")
 
 
 def test_run_releases_every_period_in_one_pipeline(stream, stepped, tmp_path, monkeypatch):
-    """``bounded run --horizon 3`` runs one Beam pipeline for its three releases, not one
+    """``privhp run --horizon 3`` runs one Beam pipeline for its three releases, not one
     per period (T pipelines would each start the SDK workers again under
     ``--direct_running_mode=multi_processing``, seconds each); the files are the steps'
     and no saved tree is published."""
@@ -563,7 +563,7 @@ def test_run_releases_every_period_in_one_pipeline(stream, stepped, tmp_path, mo
 
     monkeypatch.setattr(beam.Pipeline, "run", counting_run)
     out = str(tmp_path / "run")
-    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"), "--output",
+    code, _, err = run_cli(["privhp", "run", "--input", str(stream / "all.csv"), "--output",
                             out, "--horizon", "3"] + OPTIONS)
     assert code == 0, err
     assert len(runs) == 1
@@ -574,13 +574,13 @@ def test_run_releases_every_period_in_one_pipeline(stream, stepped, tmp_path, mo
 
 
 def test_run_reads_one_period_at_a_time(stream, stepped, tmp_path, monkeypatch):
-    """``bounded run --horizon`` never holds the whole stream: with a counting reader, at
+    """``privhp run --horizon`` never holds the whole stream: with a counting reader, at
     the release of period t it has read at most the points of periods 1..t plus one
     batch (the input is ordered by period); interleaved periods release the same files;
     a bad point in the last batch exits 2 and publishes nothing."""
-    from continual_synth.pipelines.families import bounded_continual
+    from continual_synth.pipelines.families import privhp_continual
     read, seen = {"points": 0}, []
-    file_batches, save_tree = bounded_continual.file_batches, bounded_continual._save_tree
+    file_batches, save_tree = privhp_continual.file_batches, privhp_continual._save_tree
 
     def counting_batches(path, fmt, columns, batch_rows, *option):
         for offset, table in file_batches(path, fmt, columns, batch_rows, *option):
@@ -592,10 +592,10 @@ def test_run_reads_one_period_at_a_time(stream, stepped, tmp_path, monkeypatch):
         seen.append((release.period, read["points"]))
         return save_tree(release, *args)
 
-    monkeypatch.setattr(bounded_continual, "file_batches", counting_batches)
-    monkeypatch.setattr(bounded_continual, "_save_tree", noting_release)
+    monkeypatch.setattr(privhp_continual, "file_batches", counting_batches)
+    monkeypatch.setattr(privhp_continual, "_save_tree", noting_release)
     out = str(tmp_path / "ordered")
-    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"), "--output",
+    code, _, err = run_cli(["privhp", "run", "--input", str(stream / "all.csv"), "--output",
                             out, "--horizon", "3", "--batch-rows", "256"] + OPTIONS)
     assert code == 0, err
     cumulative = np.cumsum([900, 1000, 1100])
@@ -611,7 +611,7 @@ def test_run_reads_one_period_at_a_time(stream, stepped, tmp_path, monkeypatch):
         preserve_index=False)])
     write_file(table, str(tmp_path / "shuffled.csv"), "csv")
     out = str(tmp_path / "shuffled")
-    code, _, err = run_cli(["bounded", "run", "--input", str(tmp_path / "shuffled.csv"),
+    code, _, err = run_cli(["privhp", "run", "--input", str(tmp_path / "shuffled.csv"),
                             "--output", out, "--horizon", "3", "--batch-rows", "256"]
                            + OPTIONS)
     assert code == 0, err
@@ -621,7 +621,7 @@ def test_run_reads_one_period_at_a_time(stream, stepped, tmp_path, monkeypatch):
     bad.loc[len(bad) - 1, "x"] = 11.0
     write_file(pa.Table.from_pandas(bad, preserve_index=False), str(tmp_path / "bad.csv"),
                "csv")
-    code, _, err = run_cli(["bounded", "run", "--input", str(tmp_path / "bad.csv"),
+    code, _, err = run_cli(["privhp", "run", "--input", str(tmp_path / "bad.csv"),
                             "--output", str(tmp_path / "bad"), "--horizon", "3",
                             "--batch-rows", "256"] + OPTIONS)
     assert code == 2 and "outside the bounds" in err and f"row {len(bad)}" in err, err
@@ -641,7 +641,7 @@ def test_a_step_killed_after_its_commit_then_rerun_releases_the_same_files(
     it re-emits from the saved tree without drawing noise, and every file and the
     manifest are byte-identical to the uninterrupted init + steps."""
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    assert run_cli(["bounded", "init", "--state", state, "--horizon", "3"] + OPTIONS)[0] == 0
+    assert run_cli(["privhp", "init", "--state", state, "--horizon", "3"] + OPTIONS)[0] == 0
     step_all(stream, state, out, crash=(2, "committed"))
     assert release_snapshot(out) == release_snapshot(stepped[1])
     assert not [p for p in os.listdir(out) if p.startswith(".")]
@@ -649,18 +649,18 @@ def test_a_step_killed_after_its_commit_then_rerun_releases_the_same_files(
 
 def test_bad_period_input_exits_2_and_leaves_the_state(stream, tmp_path):
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    assert run_cli(["bounded", "init", "--state", state, "--horizon", "2"] + OPTIONS)[0] == 0
+    assert run_cli(["privhp", "init", "--state", state, "--horizon", "2"] + OPTIONS)[0] == 0
     bad = str(tmp_path / "bad.csv")
     write_file(pa.table({"x": [1.0, 11.0], "y": [1.0, 1.0]}), bad, "csv")
     before = snapshot(os.path.join(state, "versions"))
-    code, _, err = run_cli(["bounded", "step", "--state", state, "--input", bad,
+    code, _, err = run_cli(["privhp", "step", "--state", state, "--input", bad,
                             "--output", out])
     assert code == 2 and "outside the bounds" in err and "row 2" in err
     assert snapshot(os.path.join(state, "versions")) == before
-    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
+    code, _, err = run_cli(["privhp", "run", "--input", str(stream / "all.csv"),
                             "--output", str(tmp_path / "r"), "--horizon", "2"] + OPTIONS)
     assert code == 2 and "row 1901 holds period 3; periods must be 1..2" in err
-    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
+    code, _, err = run_cli(["privhp", "run", "--input", str(stream / "all.csv"),
                             "--output", str(tmp_path / "r"), "--counter", "block"] + OPTIONS)
     assert code == 2 and "--horizon" in err
 
@@ -670,29 +670,29 @@ def test_a_steps_errors_say_the_state_fixes_the_columns_and_bounds(stream, tmp_p
     on a point outside the bounds or a missing column is that a new state is needed,
     where ``run``'s still says which option to give."""
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    assert run_cli(["bounded", "init", "--state", state, "--horizon", "2"] + OPTIONS)[0] == 0
+    assert run_cli(["privhp", "init", "--state", state, "--horizon", "2"] + OPTIONS)[0] == 0
     outside, missing = str(tmp_path / "outside.csv"), str(tmp_path / "missing.csv")
     write_file(pa.table({"x": [1.0, 11.0], "y": [1.0, 1.0]}), outside, "csv")
     write_file(pa.table({"x": [1.0, 2.0], "z": [1.0, 1.0]}), missing, "csv")
-    code, _, err = run_cli(["bounded", "step", "--state", state, "--input", outside,
+    code, _, err = run_cli(["privhp", "step", "--state", state, "--input", outside,
                             "--output", out])
     assert code == 2 and "outside the bounds" in err and "pass --clip" not in err, err
     assert "the state was made with --bounds 0:10,0:10 and without --clip" in err
-    assert "a new state ('bounded init') is needed to change them" in err
-    code, _, err = run_cli(["bounded", "step", "--state", state, "--input", missing,
+    assert "a new state ('privhp init') is needed to change them" in err
+    code, _, err = run_cli(["privhp", "step", "--state", state, "--input", missing,
                             "--output", out])
     assert code == 2 and "missing column(s) ['y']" in err and "choose them" not in err, err
-    assert "the state was made with --columns x,y" in err and "'bounded init'" in err
-    code, _, err = run_cli(["bounded", "run", "--input", outside, "--output",
+    assert "the state was made with --columns x,y" in err and "'privhp init'" in err
+    code, _, err = run_cli(["privhp", "run", "--input", outside, "--output",
                             str(tmp_path / "r")] + OPTIONS)
     assert code == 2 and "(widen --bounds or pass --clip)" in err, err
-    code, _, err = run_cli(["bounded", "run", "--input", missing, "--output",
+    code, _, err = run_cli(["privhp", "run", "--input", missing, "--output",
                             str(tmp_path / "r")] + OPTIONS)
     assert code == 2 and "(choose them with --columns)" in err, err
 
 
-@pytest.mark.parametrize("command", ["init", "run", "stream", "job bounded_init",
-                                     "job bounded_run"])
+@pytest.mark.parametrize("command", ["init", "run", "stream", "job privhp_init",
+                                     "job privhp_run"])
 def test_a_period_col_among_the_columns_is_refused_before_anything(stream, tmp_path,
                                                                     monkeypatch, command):
     """``--period-col x`` with ``--columns x,y`` would read x as the period and as a
@@ -700,11 +700,11 @@ def test_a_period_col_among_the_columns_is_refused_before_anything(stream, tmp_p
     file whose x holds 1 everywhere, taking every point at x = 1), and run failing after
     reading the data with a message about the period's type.  Init, run --horizon, stream and
     the job modules exit 2 naming both options, before reading or writing anything."""
-    from continual_synth.pipelines.families import bounded_continual
+    from continual_synth.pipelines.families import privhp_continual
     code, err = refused_before_reading(
-        monkeypatch, tmp_path, "bounded", command, str(stream / "all.csv"),
+        monkeypatch, tmp_path, "privhp", command, str(stream / "all.csv"),
         ["--horizon", "3", "--period-col", "x"] + OPTIONS,
-        readers=[(bounded_continual, "period_accumulators")])
+        readers=[(privhp_continual, "period_accumulators")])
     assert code == 2 and "--columns and --period-col must name different columns: both " \
         "name 'x'" in err, err
     assert not (tmp_path / "state").exists() and not (tmp_path / "out").exists()
@@ -751,43 +751,43 @@ BAD_STEP_PERIODS = {
 
 @pytest.mark.parametrize("case", sorted(BAD_STEP_PERIODS))
 def test_a_step_checks_its_files_period_column(stream, tmp_path, case):
-    """``bounded step`` (and ``bounded stream``, the same job) refuses a period column
+    """``privhp step`` (and ``privhp stream``, the same job) refuses a period column
     that does not hold the next period, as window, cumulative and tabular steps do; it
     read the points only, and released period 2 from a file whose row 5 said 99."""
     transform, message = BAD_STEP_PERIODS[case]
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    assert run_cli(["bounded", "init", "--state", state, "--horizon", "3"] + OPTIONS)[0] == 0
+    assert run_cli(["privhp", "init", "--state", state, "--horizon", "3"] + OPTIONS)[0] == 0
     step_all(stream, state, out, periods=(1,))
     bad = str(tmp_path / "period2.parquet")
     write_file(transform(read_file(str(stream / "period_02.parquet"))), bad, "parquet")
     before = tree_snapshot(str(tmp_path))
-    code, _, err = run_cli(["bounded", "step", "--state", state, "--input", bad,
+    code, _, err = run_cli(["privhp", "step", "--state", state, "--input", bad,
                             "--output", out])
     assert code == 2 and f"period2.parquet: {message}" in err, err
     assert tree_snapshot(str(tmp_path)) == before
-    # without a period column the file is period 2's points (docs/bounded.md)
+    # without a period column the file is period 2's points (docs/privhp.md)
     plain = str(tmp_path / "plain.parquet")
     write_file(read_file(str(stream / "period_02.parquet")).drop_columns(["period"]), plain,
                "parquet")
-    code, stdout, err = run_cli(["bounded", "step", "--state", state, "--input", plain,
+    code, stdout, err = run_cli(["privhp", "step", "--state", state, "--input", plain,
                                  "--output", out])
     assert code == 0 and json.loads(stdout)["period"] == 2, err
 
 
 def test_run_refuses_a_float_period_column_as_every_synthesizer_does(stream, tmp_path):
-    """``bounded run --horizon`` took 2.0 as period 2 where window, cumulative and tabular
+    """``privhp run --horizon`` took 2.0 as period 2 where window, cumulative and tabular
     runs and every step refuse a period column that is not of an integer type."""
     floats = str(tmp_path / "floats.parquet")
     table = read_file(str(stream / "all.csv"))
     write_file(_as(table, pa.float64(), float), floats, "parquet")
-    code, _, err = run_cli(["bounded", "run", "--input", floats, "--output",
+    code, _, err = run_cli(["privhp", "run", "--input", floats, "--output",
                             str(tmp_path / "r"), "--horizon", "3"] + OPTIONS)
     assert code == 2 and ("floats.parquet: column 'period' must hold whole-number periods in "
                           "an integer column, found type double") in err, err
     assert not os.path.exists(tmp_path / "r")
     nulls = str(tmp_path / "nulls.parquet")
     write_file(_fifth_row(table, None), nulls, "parquet")
-    code, _, err = run_cli(["bounded", "run", "--input", nulls, "--output",
+    code, _, err = run_cli(["privhp", "run", "--input", nulls, "--output",
                             str(tmp_path / "r"), "--horizon", "3"] + OPTIONS)
     assert code == 2 and ("nulls.parquet: column 'period' has 1 empty (null) value(s), the "
                           "first at row 5") in err, err
@@ -795,7 +795,7 @@ def test_run_refuses_a_float_period_column_as_every_synthesizer_does(stream, tmp
 
 def test_continual_manifest_says_where_the_depth_came_from(stream, tmp_path):
     options = [o for o in OPTIONS if o not in ("--depth", "10")] + ["--expected-n", "3000"]
-    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"), "--output",
+    code, _, err = run_cli(["privhp", "run", "--input", str(stream / "all.csv"), "--output",
                             str(tmp_path / "r"), "--horizon", "3"] + options)
     assert code == 0, err
     manifest = json.loads(open(tmp_path / "r" / "manifest.json").read())
@@ -808,10 +808,10 @@ def test_continual_manifest_says_where_the_depth_came_from(stream, tmp_path):
 
 def test_a_failed_first_run_leaves_no_output_directory(stream, tmp_path):
     out = tmp_path / "never"
-    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
+    code, _, err = run_cli(["privhp", "run", "--input", str(stream / "all.csv"),
                             "--output", str(out), "--horizon", "2"] + OPTIONS)
     assert code == 2 and not out.exists()
-    code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"), "--output",
+    code, _, err = run_cli(["privhp", "run", "--input", str(stream / "all.csv"), "--output",
                             str(out), "--horizon", "3", "--period-col", "wave"] + OPTIONS)
     assert code == 2 and "--period-col" in err and not out.exists()
 
@@ -824,7 +824,7 @@ def test_a_period_without_points_steps_as_run_releases_it(stream, tmp_path):
                               for t in (1, 3)])
     whole = str(tmp_path / "gap.parquet")
     write_file(table, whole, "parquet")
-    code, _, err = run_cli(["bounded", "run", "--input", whole, "--output",
+    code, _, err = run_cli(["privhp", "run", "--input", whole, "--output",
                             str(tmp_path / "run"), "--horizon", "3"] + OPTIONS)
     assert code == 0, err
     empty = str(tmp_path / "empty.csv")
@@ -832,10 +832,10 @@ def test_a_period_without_points_steps_as_run_releases_it(stream, tmp_path):
     wrong = str(tmp_path / "wrong.csv")
     write_file(table.slice(0, 0).rename_columns(["x", "z", "period"]), wrong, "csv")
     state, out = str(tmp_path / "state"), str(tmp_path / "out")
-    assert run_cli(["bounded", "init", "--state", state, "--horizon", "3"] + OPTIONS)[0] == 0
+    assert run_cli(["privhp", "init", "--state", state, "--horizon", "3"] + OPTIONS)[0] == 0
     for path in (str(stream / "period_01.parquet"), wrong, empty,
                  str(stream / "period_03.parquet")):
-        code, _, err = run_cli(["bounded", "step", "--state", state, "--input", path,
+        code, _, err = run_cli(["privhp", "step", "--state", state, "--input", path,
                                 "--output", out])
         if path == wrong:
             assert code == 2 and "missing column(s) ['y']" in err
@@ -849,17 +849,17 @@ def test_a_period_without_points_steps_as_run_releases_it(stream, tmp_path):
 def test_stream_resumes_a_state_saved_before_the_stride(tmp_path):
     """A state written before ``stride`` existed (no such key) compares equal to the same
     options given now (stride 1, three rows); other options are named field by field."""
-    from continual_synth.pipelines.families import bounded_continual
+    from continual_synth.pipelines.families import privhp_continual
     from continual_synth.pipelines.streaming import stream as stream_jobs
     from continual_synth.pipelines.release.lifecycle import StateError
     state = str(tmp_path / "state")
     old = OPTIONS + ["--level-stride", "1", "--sketch-depth", "3"]
-    assert run_cli(["bounded", "init", "--state", state, "--horizon", "3"] + old)[0] == 0
+    assert run_cli(["privhp", "init", "--state", state, "--horizon", "3"] + old)[0] == 0
     version = os.path.join(state, "versions", "v000000.json")
     document = json.loads(open(version).read())
     del document["config"]["stride"]
     open(version, "w").write(json.dumps(document))
-    job = bounded_continual.ContinualPrivHPJob()
+    job = privhp_continual.ContinualPrivHPJob()
     given = json.loads(json.dumps(document))
     given["config"]["stride"] = 1
     assert stream_jobs.open_state(state, given, job.canonical)["config"] == document["config"]
@@ -869,26 +869,26 @@ def test_stream_resumes_a_state_saved_before_the_stride(tmp_path):
 
 
 def test_evaluate_a_continual_release_at_one_period(stream, stepped, tmp_path):
-    """``evaluate bounded`` reads one period's files (default the last) against the
+    """``evaluate privhp`` reads one period's files (default the last) against the
     truth's rows of periods 1..t."""
-    code, stdout, err = run_cli(["evaluate", "bounded", "--truth", str(stream / "all.csv"),
+    code, stdout, err = run_cli(["evaluate", "privhp", "--truth", str(stream / "all.csv"),
                                  "--synthetic", stepped[1], "--columns", "x,y"])
     assert code == 0, err
     last = json.loads(stdout)
     assert last["period"] == 3 and last["truth_rows"] == "period <= 3"
     assert last["synthetic_points"] == 300 and last["truth_points"] == 900 + 1000 + 1100
-    code, stdout, err = run_cli(["evaluate", "bounded", "--truth", str(stream / "all.csv"),
+    code, stdout, err = run_cli(["evaluate", "privhp", "--truth", str(stream / "all.csv"),
                                  "--synthetic", stepped[1], "--columns", "x,y", "--period", "1"])
     first = json.loads(stdout)
     assert first["period"] == 1 and first["truth_points"] == 900
-    code, _, err = run_cli(["evaluate", "bounded", "--truth", str(stream / "all.csv"),
+    code, _, err = run_cli(["evaluate", "privhp", "--truth", str(stream / "all.csv"),
                             "--synthetic", stepped[1], "--columns", "x,y", "--period", "7"])
     assert code == 2 and "holds periods 1..3" in err
     truth = pa.concat_tables([pq.read_table(str(stream / f"period_{t:02d}.parquet"))
                               for t in (1, 2, 3)])
     floats = truth.set_column(2, "period", truth.column("period").cast(pa.float64()))
     write_file(floats, str(tmp_path / "floats.parquet"), "parquet")  # periods 1.0, 2.0, ...
-    code, _, err = run_cli(["evaluate", "bounded", "--truth", str(tmp_path / "floats.parquet"),
+    code, _, err = run_cli(["evaluate", "privhp", "--truth", str(tmp_path / "floats.parquet"),
                             "--synthetic", stepped[1], "--columns", "x,y"])
     assert code == 2 and "integer column, found type double" in err, err
 
@@ -902,23 +902,23 @@ def test_evaluate_a_continual_release_at_one_period(stream, stepped, tmp_path):
     ("one-shot", ["--columns", "y,y"], "--columns names a column twice: ['y', 'y']")])
 def test_evaluate_refuses_columns_that_name_one_column_before_reading(
         stream, stepped, tmp_path, monkeypatch, release, options, said):
-    """bounded run, init and step refuse a --columns that names a column twice, or a
-    --period-col among them (continual PrivHP).  So does evaluate bounded: not the W1 of
+    """privhp run, init and step refuse a --columns that names a column twice, or a
+    --period-col among them (continual PrivHP).  So does evaluate privhp: not the W1 of
     (x, x) against (x, x) with exit 0 for ``--columns x,x``, nor a failure on what it
     read for ``--columns x,period`` or ``--period-col x``; it exits 2 with run's words,
     before reading any points and writing no report (a one-shot release has no period
     column to check)."""
-    from continual_synth.pipelines.evaluation import evaluate_bounded
+    from continual_synth.pipelines.evaluation import evaluate_privhp
     synthetic = stepped[1]
     if release == "one-shot":
         synthetic = str(tmp_path / "one-shot")
-        code, _, err = run_cli(["bounded", "run", "--input", str(stream / "all.csv"),
+        code, _, err = run_cli(["privhp", "run", "--input", str(stream / "all.csv"),
                                 "--output", synthetic] + OPTIONS)
         assert code == 0, err
     for name in ("read_dataset", "read_files", "load_points"):
-        monkeypatch.setattr(evaluate_bounded, name, lambda *a, **k: pytest.fail("points read"))
+        monkeypatch.setattr(evaluate_privhp, name, lambda *a, **k: pytest.fail("points read"))
     report = tmp_path / "report"
-    code, _, err = run_cli(["evaluate", "bounded", "--truth", str(stream / "all.csv"),
+    code, _, err = run_cli(["evaluate", "privhp", "--truth", str(stream / "all.csv"),
                             "--synthetic", synthetic, "--report", str(report), *options])
     assert code == 2 and err.strip().splitlines()[-1] == f"continual-synth: error: {said}", err
     assert not report.exists()
@@ -976,25 +976,25 @@ def test_empirical_privacy_of_a_tiny_continual_case(counter):
 
 def test_a_quiet_bounded_period_is_released_by_the_event_stream_as_step_releases_it(
         stream, tmp_path):
-    """``bounded stream`` on an event source: period 2, in which no point arrived, is
+    """``privhp stream`` on an event source: period 2, in which no point arrived, is
     released (empty) when the watermark passes its end, through the same step as a 0-row
     file with the point columns, so the release and the synthesizer state equal ``init``
     + ``step`` over period 1's file, an empty file and period 3's file."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
     from apache_beam.testing.test_stream import TestStream as BeamTestStream
-    from continual_synth.pipelines.families.bounded_continual import ContinualPrivHPJob
+    from continual_synth.pipelines.families.privhp_continual import ContinualPrivHPJob
     from continual_synth.pipelines.release.lifecycle import load_state
     from continual_synth.pipelines.streaming.stream import _stopping, event_pipeline
     from continual_synth.transforms.stream_sources import PeriodClock
     length = 10.0
     empty = str(tmp_path / "empty.parquet")
     write_file(read_file(str(stream / "period_01.parquet")).slice(0, 0), empty, "parquet")
-    init = ["bounded", "init", "--horizon", "3"] + OPTIONS
+    init = ["privhp", "init", "--horizon", "3"] + OPTIONS
     steps_state, steps_out = str(tmp_path / "steps-state"), str(tmp_path / "steps-out")
     assert run_cli(init + ["--state", steps_state])[0] == 0
     for path in (str(stream / "period_01.parquet"), empty, str(stream / "period_03.parquet")):
-        code, _, err = run_cli(["bounded", "step", "--state", steps_state, "--input", path,
+        code, _, err = run_cli(["privhp", "step", "--state", steps_state, "--input", path,
                                 "--output", steps_out])
         assert code == 0, err
     events = BeamTestStream()

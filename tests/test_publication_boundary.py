@@ -90,16 +90,16 @@ CASES = {
                                "--neighbor", "add-remove", "--missing-value", "0"]),
     "tabular": ("tabular", tabular_pair,
                 ["--epsilon", "4", "--horizon", str(PERIODS)]),
-    "bounded": ("bounded", points_pair,
+    "privhp": ("privhp", points_pair,
                 ["--columns", "x,y", "--bounds", "0:1", "--epsilon", "4", "--depth", "4",
                  "--samples", "30", "--horizon", str(PERIODS)]),
     # one-shot PrivHP: a whole run only
-    "bounded-one-shot": ("bounded", points_pair,
+    "privhp-one-shot": ("privhp", points_pair,
                          ["--columns", "x,y", "--bounds", "0:1", "--epsilon", "4",
                           "--depth", "4", "--samples", "30"]),
 }
 MODES = ("run", "steps", "watch")
-ONLY_RUN = {"bounded-one-shot"}
+ONLY_RUN = {"privhp-one-shot"}
 
 
 def write_inputs(root: str, table: pa.Table) -> Dict[str, object]:

@@ -74,9 +74,9 @@ def run_commands(root):
         "tabular run --infer-domain": (["tabular", "run", "--input",
                                         str(root / "stream.parquet"), "--infer-domain",
                                         *tabular[2:]], None),
-        "bounded run": (["bounded", "run", "--input", str(root / "points.parquet"),
+        "privhp run": (["privhp", "run", "--input", str(root / "points.parquet"),
                          *POINTS], None),
-        "bounded run --horizon": (["bounded", "run", "--input", str(root / "points.parquet"),
+        "privhp run --horizon": (["privhp", "run", "--input", str(root / "points.parquet"),
                                    "--horizon", "3", *POINTS], None),
         "job window_run": ([f"--input={root / 'panel.parquet'}",
                             *[f"{a}={b}" for a, b in zip(WINDOW[::2], WINDOW[1::2])]],
@@ -86,8 +86,8 @@ def run_commands(root):
 
 
 @pytest.mark.parametrize("command", ["window run", "cumulative run", "tabular run",
-                                     "tabular run --infer-domain", "bounded run",
-                                     "bounded run --horizon", "job window_run", "demo"])
+                                     "tabular run --infer-domain", "privhp run",
+                                     "privhp run --horizon", "job window_run", "demo"])
 def test_a_release_goes_into_a_new_or_empty_folder(inputs, tmp_path, monkeypatch, command):
     """Guards against an --output holding other files being accepted, the release written
     beside them, and a data file among them listed in the manifest's ``files`` as the

@@ -1,13 +1,13 @@
 """Reports a statistician reads: plots say what each line is, show the
 privacy and the neighbouring relation, share y-axes where panels are compared, keep
-what a bound does not cover off its axis; `evaluate bounded` reads W1 against its floor."""
+what a bound does not cover off its axis; `evaluate privhp` reads W1 against its floor."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from continual_synth.pipelines.evaluation import plots
-from continual_synth.pipelines.evaluation.evaluate_bounded import wasserstein_summary
+from continual_synth.pipelines.evaluation.evaluate_privhp import wasserstein_summary
 
 WINDOW_MANIFEST = {"rho": 0.05, "epsilon": 1.4715947562, "delta": 1e-6, "neighbor": "replace"}
 
@@ -118,9 +118,9 @@ def test_the_joint_panels_share_one_colour_scale_and_span_the_bounds(figures, tm
                                                                       monkeypatch):
     """The 2-D histograms share one colour scale (else a sparser panel looks as bright),
     with a colour bar, over the release's box rather than the points' range."""
-    from continual_synth.pipelines.evaluation import evaluate_bounded
-    monkeypatch.setattr(evaluate_bounded, "save_figure", plots.save_figure)  # the fixture's
-    plot_points = evaluate_bounded.plot_points
+    from continual_synth.pipelines.evaluation import evaluate_privhp
+    monkeypatch.setattr(evaluate_privhp, "save_figure", plots.save_figure)  # the fixture's
+    plot_points = evaluate_privhp.plot_points
     rng = np.random.default_rng(3)
     truth = rng.uniform(0.0, 0.9, size=(4000, 2))
     synthetic = rng.normal(0.5, 0.05, size=(1000, 2))  # far denser where it lies

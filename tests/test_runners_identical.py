@@ -28,7 +28,7 @@ from continual_synth.mechanisms.panel_synthesizers import (CumulativeSynthesizer
 from continual_synth.mechanisms.tabular_synthesizer import TabularSynthesizer  # noqa: E402
 from continual_synth.mechanisms.window import WindowConfig  # noqa: E402
 from continual_synth.pipelines.families import jobs, tabular  # noqa: E402
-from continual_synth.pipelines.families.bounded import run_bounded  # noqa: E402
+from continual_synth.pipelines.families.privhp import run_privhp  # noqa: E402
 from continual_synth.runners.presets import (DASK_RUNNER, QUIET_WORKERS_ENV,  # noqa: E402
                                              local_dask_cluster, quiet_own_cluster)
 from continual_synth.transforms.files import list_data_files, read_file, write_file  # noqa: E402
@@ -140,16 +140,16 @@ def points(tmp_path_factory):
     return path
 
 
-def bounded_run(points, out, args):
+def privhp_run(points, out, args):
     config = privhp.PrivHPConfig(epsilon=1.0, dims=2, prune_k=8, depth=10, sketch_width=128,
                                  sketch_depth=3)
-    run_bounded(points, out, ["lon", "lat"], Bounds.parse("-10:10,0:100", 2), config, 500,
+    run_privhp(points, out, ["lon", "lat"], Bounds.parse("-10:10,0:100", 2), config, 500,
                 seed=SEED, num_shards=SHARDS, batch_rows=400, beam_args=args)
 
 
 @pytest.mark.parametrize("job,data", [(window_run, "panel"), (cumulative_run, "panel"),
-                                      (tabular_run, "stream"), (bounded_run, "points")],
-                         ids=["window run", "cumulative run", "tabular run", "bounded run"])
+                                      (tabular_run, "stream"), (privhp_run, "points")],
+                         ids=["window run", "cumulative run", "tabular run", "privhp run"])
 def test_every_runner_releases_the_same(job, data, request, beam_args, tmp_path):
     path = request.getfixturevalue(data)
     releases = []

@@ -540,7 +540,7 @@ SCHEDULE_T = 5  # the horizon of the schedule tests
 #: the schedule tests' seed: one for which the neighbours' synthetic records differ in
 #: every family (with seed 5 the tabular synthesizer's releases happen to coincide)
 SCHEDULE_SEED = 1
-BOUNDED_INIT = ["bounded", "init", "--horizon", str(SCHEDULE_T), "--columns", "x,y",
+PRIVHP_INIT = ["privhp", "init", "--horizon", str(SCHEDULE_T), "--columns", "x,y",
                 "--bounds", "0:1,0:1", "--epsilon", "1", "--samples", "200", "--depth", "8",
                 "--memory", "1000", "--seed", str(SCHEDULE_SEED), "--shards", "2"]
 
@@ -549,7 +549,7 @@ def schedule_family(family: str):
     """``(job, create_state(state_dir), record(period, i, rng), distinct_rows)`` of a
     family over the horizon SCHEDULE_T, seed SCHEDULE_SEED (a panel with
     ``--missing-value``)."""
-    from continual_synth.pipelines.families.bounded_continual import ContinualPrivHPJob
+    from continual_synth.pipelines.families.privhp_continual import ContinualPrivHPJob
 
     def at(period, i):
         return ORIGIN + (period - 1) * LENGTH + (i + 1) * LENGTH / 64
@@ -561,9 +561,9 @@ def schedule_family(family: str):
                                         "b": [None, "x", "y"][int(rng.integers(0, 3))],
                                         "c": int(rng.integers(0, 2)), "ts": at(period, i)},
                 False)
-    if family == "bounded":
+    if family == "privhp":
         return (ContinualPrivHPJob(),
-                lambda state: main([*BOUNDED_INIT, "--state", state]),
+                lambda state: main([*PRIVHP_INIT, "--state", state]),
                 lambda period, i, rng: {"x": float(rng.random()), "y": float(rng.random()),
                                         "ts": at(period, i)},
                 False)
@@ -604,7 +604,7 @@ def release_content(out: str) -> pa.Table:
     return table.sort_by([(name, "ascending") for name in table.column_names])
 
 
-@pytest.mark.parametrize("family", ["tabular", "bounded", "window", "cumulative"])
+@pytest.mark.parametrize("family", ["tabular", "privhp", "window", "cumulative"])
 def test_neighbouring_inputs_release_the_same_periods_at_the_same_watermarks(
         tmp_path, capsys, monkeypatch, family):
     """What a release publishes may depend on the data only through noise, and that

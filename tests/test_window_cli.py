@@ -251,7 +251,7 @@ def test_evaluate_refuses_a_report_in_the_release_or_the_truth(string_panel, cli
     assert snapshot(str(tmp_path)) == before
 
 
-@pytest.mark.parametrize("evaluate", ["window", "cumulative", "tabular", "bounded"])
+@pytest.mark.parametrize("evaluate", ["window", "cumulative", "tabular", "privhp"])
 @pytest.mark.parametrize("where", ["other-release", "inside-other-release", "deep-inside",
                                    "linked"])
 def test_evaluate_refuses_a_report_in_any_other_release(string_panel, cli_release, tmp_path,
@@ -272,7 +272,7 @@ def test_evaluate_refuses_a_report_in_any_other_release(string_panel, cli_releas
     options = {"window": ["--id-col", "pid", "--period-col", "month", "--value-col", "status"],
                "cumulative": ["--id-col", "pid", "--period-col", "month", "--value-col",
                               "status"],
-               "tabular": [], "bounded": ["--columns", "x,y"]}[evaluate]
+               "tabular": [], "privhp": ["--columns", "x,y"]}[evaluate]
     before = snapshot(str(tmp_path))
     code = main(["evaluate", evaluate, "--truth", panel, "--synthetic", out,
                  "--report", str(report), *options])
@@ -329,15 +329,15 @@ def test_state_and_new_outputs_outside_every_release(string_panel, cli_release, 
     (["window", "run", "--window", "2", "--horizon", "4"], ["--rho", "1.7e308"]),
     (["window", "init", "--window", "2", "--horizon", "4"], ["--rho", "1e101"]),
     (["cumulative", "run", "--horizon", "4"], ["--rho", "1.7e308"]),
-    (["bounded", "run", "--columns", "x,y", "--bounds", "0:1,0:1", "--samples", "10",
+    (["privhp", "run", "--columns", "x,y", "--bounds", "0:1,0:1", "--samples", "10",
       "--depth", "4"], ["--epsilon", "1.7e308"]),
-    (["bounded", "run", "--columns", "x,y", "--bounds", "0:1,0:1", "--samples", "10",
+    (["privhp", "run", "--columns", "x,y", "--bounds", "0:1,0:1", "--samples", "10",
       "--depth", "1"], ["--level-epsilons", "1,1e101", "--epsilon", "2"])])
 def test_a_budget_past_the_largest_is_refused_by_every_job(tmp_path, capsys, job, budget):
     """Every job takes at most errors.MAX_BUDGET (1e100, whose noise is nil), as
     ``tabular`` does: exit 2 naming the option, before anything is read.  Guards against
     ``cumulative run --rho 1.7e308`` saying "the privacy budget must be a positive finite
-    number, got inf" (a value the user did not give, no option named), ``bounded run
+    number, got inf" (a value the user did not give, no option named), ``privhp run
     --epsilon 1.7e308`` "scale must be a positive finite number, got np.float64(0.0)",
     and ``window run`` running."""
     place = ["--state", str(tmp_path / "s")] if "init" in job else [

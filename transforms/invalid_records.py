@@ -2,7 +2,7 @@
 
 A family's rule (the panels' :func:`~continual_synth.transforms.validate.validate_panel_batch`,
 the tabular :func:`~continual_synth.transforms.tabular.encode_stream_batch`, the points'
-:func:`~continual_synth.transforms.points.read_point_batches`) runs its checks in order over
+:func:`~continual_synth.transforms.privhp.read_point_batches`) runs its checks in order over
 a whole batch, each giving a mask of the records it finds invalid (Arrow and numpy masks,
 nothing per record but the invalid ones).  What is invalid is what concerns one record: a
 value outside the alphabet or domain, an empty id or value, a period out of range or not a

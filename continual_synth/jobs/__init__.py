@@ -7,8 +7,8 @@ and Dataflow's launchers)::
         --horizon=12 --rho=0.05 --runner=DirectRunner --direct_num_workers=2
 
 ``window_run``, ``window_init``, ``window_step``, ``cumulative_run``, ``cumulative_init``,
-``cumulative_step``, ``tabular_run``, ``tabular_init``, ``tabular_step``, ``bounded_run``, ``bounded_init`` and ``bounded_step``
-are ``continual-synth window run`` … ``bounded run``: the same options class
+``cumulative_step``, ``tabular_run``, ``tabular_init``, ``tabular_step``, ``privhp_run``, ``privhp_init`` and ``privhp_step``
+are ``continual-synth window run`` … ``privhp run``: the same options class
 (:func:`continual_synth.pipelines.commands.cli.job_options`), the same validation, the same
 result printed as JSON, exit status 2 and a one-line message on bad input.  Option names
 may be written with underscores (``--id_col``), as Beam writes its own; a flag may be

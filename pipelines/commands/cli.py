@@ -2,9 +2,9 @@
 
     continual-synth window | cumulative  run | init | step | stream   (panel_cli)
     continual-synth tabular  run | init | step | stream | example     (tabular_cli)
-    continual-synth bounded  run | init | step | stream               (bounded_cli)
-    continual-synth evaluate window | cumulative | tabular | bounded
-    continual-synth plan window | cumulative | bounded | tabular      (plan_cli)
+    continual-synth privhp  run | init | step | stream               (privhp_cli)
+    continual-synth evaluate window | cumulative | tabular | privhp
+    continual-synth plan window | cumulative | privhp | tabular      (plan_cli)
     continual-synth demo --output DIR
 
 Each family's module declares one :class:`~continual_synth.pipelines.commands.family.
@@ -42,10 +42,10 @@ from continual_synth.pipelines.commands.options import (NON_NEGATIVE_INT,  # noq
 def families():
     """Every synthesizer family's :class:`~continual_synth.pipelines.commands.family.Family`
     record, in the order of ``--help``."""
-    from continual_synth.pipelines.commands.bounded_cli import BOUNDED
+    from continual_synth.pipelines.commands.privhp_cli import PRIVHP
     from continual_synth.pipelines.commands.panel_cli import CUMULATIVE, WINDOW
     from continual_synth.pipelines.commands.tabular_cli import TABULAR
-    return {family.name: family for family in (WINDOW, CUMULATIVE, TABULAR, BOUNDED)}
+    return {family.name: family for family in (WINDOW, CUMULATIVE, TABULAR, PRIVHP)}
 
 
 def job_options() -> Dict[str, type]:
@@ -125,10 +125,19 @@ def _command_options(parser: argparse.ArgumentParser, args) -> List[str]:
     return [option for action in parser._actions for option in action.option_strings]
 
 
+#: command words that name a family by a name it no longer has → its name
+RENAMED = {"bounded": "privhp"}
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     from continual_synth.pipelines.release import logs
     argv, verbose = logs.strip_verbose(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    words = [arg for arg in argv if not arg.startswith("-")][:2]
+    renamed = [word for word in words if word in RENAMED]
+    if renamed:
+        parser.error(f"the command '{renamed[0]}' is now '{RENAMED[renamed[0]]}' "
+                     f"(continual-synth {' '.join(RENAMED.get(w, w) for w in words)} …)")
     args, beam_args = parser.parse_known_args(argv)
     args.verbose = verbose or getattr(args, "verbose", False)
     if beam_args and not beam_args[0].startswith("--"):

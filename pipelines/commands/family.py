@@ -2,7 +2,7 @@
 
 Each family module (:mod:`~continual_synth.pipelines.commands.panel_cli` for the window and
 cumulative synthesizers, :mod:`~continual_synth.pipelines.commands.tabular_cli`,
-:mod:`~continual_synth.pipelines.commands.bounded_cli`) declares a :class:`Family`: its
+:mod:`~continual_synth.pipelines.commands.privhp_cli`) declares a :class:`Family`: its
 Beam jobs' options classes, the state document its options describe, its incremental job
 (:class:`~continual_synth.pipelines.release.lifecycle.IncrementalJob`: the period's
 statistics, the synthesizer's step, the emission), its whole-stream ``run`` and its

@@ -3,13 +3,13 @@ run, from public parameters only (no private data is read).
 
     continual-synth plan window --window K --horizon T --rho R [--population N] [...]
     continual-synth plan cumulative --horizon T --rho R [--counter tree] [--population N] [...]
-    continual-synth plan bounded --columns x,y --bounds 0:1,0:1 --epsilon E
+    continual-synth plan privhp --columns x,y --bounds 0:1,0:1 --epsilon E
                                  (--depth R | --expected-n M) [--population N]
                                  [--horizon T] [...]
     continual-synth plan tabular --domain DOMAIN.json --batch-size B --horizon T --epsilon E
                                  [--repeats 2] [--seed 0] [tabular run's rule options]
 
-Each prints one JSON document.  Window, cumulative and bounded state what the release's
+Each prints one JSON document.  Window, cumulative and privhp state what the release's
 manifest will (:mod:`continual_synth.mechanisms.planning`); tabular simulates the
 release's synthesizer on a public synthetic table of the stream's shape
 (:mod:`continual_synth.mechanisms.tabular_planning`).  The options shared with a
@@ -34,8 +34,8 @@ REPEATS = 2
 
 
 def add_commands(commands) -> None:
-    """Add ``plan window|cumulative|bounded|tabular``."""
-    from continual_synth.pipelines.commands.bounded_cli import add_structure_options
+    """Add ``plan window|cumulative|privhp|tabular``."""
+    from continual_synth.pipelines.commands.privhp_cli import add_structure_options
     from continual_synth.pipelines.commands.panel_cli import (
         add_budget_options, add_cumulative_parameters, add_window_parameters)
     from continual_synth.pipelines.commands.tabular_cli import add_model_options
@@ -58,14 +58,14 @@ def add_commands(commands) -> None:
     cumulative.add_argument("--population", type=POSITIVE_INT, default=None,
                             help=POPULATION_HELP)
 
-    bounded = plans.add_parser("bounded", formatter_class=HelpFormatter,
+    privhp = plans.add_parser("privhp", formatter_class=HelpFormatter,
                                help="every level's noise, the memory and Theorem 3's "
                                     "expected-W1 bound, as the manifest states them")
-    add_structure_options(bounded, release=False)
-    bounded.add_argument("--population", type=POSITIVE_INT, default=None,
+    add_structure_options(privhp, release=False)
+    privhp.add_argument("--population", type=POSITIVE_INT, default=None,
                          help="the number of points n you expect (public): state the "
                               "expected-W1 bound at this n (default: --expected-n)")
-    bounded.add_argument("--horizon", type=POSITIVE_INT, default=None,
+    privhp.add_argument("--horizon", type=POSITIVE_INT, default=None,
                          help="continual PrivHP over T periods (default: one-shot PrivHP)")
 
     tabular = plans.add_parser("tabular", formatter_class=HelpFormatter,
@@ -88,7 +88,7 @@ def add_commands(commands) -> None:
     tabular.add_argument("--last", type=POSITIVE_INT, default=10,
                          help="average the metrics over the last N periods (default 10, "
                               "as evaluate tabular)")
-    for parser in (window, cumulative, bounded, tabular):
+    for parser in (window, cumulative, privhp, tabular):
         group_advanced(parser)
 
 
@@ -107,8 +107,8 @@ def plan(args, beam_args: List[str]) -> dict:
     if args.action == "cumulative":
         from continual_synth.pipelines.commands.panel_cli import config_from_args
         return planning.cumulative_plan(config_from_args(args, "cumulative"), args.population)
-    if args.action == "bounded":
-        from continual_synth.pipelines.commands.bounded_cli import config_from_args
+    if args.action == "privhp":
+        from continual_synth.pipelines.commands.privhp_cli import config_from_args
         _, bounds, config, depth_from = config_from_args(args)
         return planning.bounded_plan(config, depth_from, args.population,
                                      max(hi - lo for lo, hi in zip(bounds.low, bounds.high)))

@@ -31,7 +31,7 @@ def incremental_job(kind: str) -> IncrementalJob:
         from continual_synth.pipelines.families.tabular import TabularJob
         return TabularJob()
     if kind == "continual-privhp":
-        from continual_synth.pipelines.families.bounded_continual import ContinualPrivHPJob
+        from continual_synth.pipelines.families.privhp_continual import ContinualPrivHPJob
         return ContinualPrivHPJob()
     raise ValueError(f"no synthesizer family keeps states of kind {kind!r}; "
                      f"known: {', '.join(KINDS)}")

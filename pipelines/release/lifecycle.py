@@ -121,8 +121,8 @@ def sealed(state: Dict, previous: Optional[bytes]) -> Dict:
     return {**{key: value for key, value in state.items() if key != CHAIN}, CHAIN: chain}
 
 
-# The command family of a state's ``kind`` (for messages: "run 'continual-synth bounded init'").
-COMMAND_OF_KIND = {"continual-privhp": "bounded"}
+# The command family of a state's ``kind`` (for messages: "run 'continual-synth privhp init'").
+COMMAND_OF_KIND = {"continual-privhp": "privhp"}
 
 
 class StateDir:
@@ -566,7 +566,7 @@ class Ownership:
 
 
 #: the names a release's data files start with (every synthesizer's: ``synthetic-t0001-
-#: s00000.parquet``, a one-shot ``bounded run``'s ``synthetic-s00000.parquet``)
+#: s00000.parquet``, a one-shot ``privhp run``'s ``synthetic-s00000.parquet``)
 RELEASE_FILE_PREFIX = "synthetic-"
 #: the names of everything a release directory holds besides its manifest: the data
 #: files and the accuracy files of a tabular release (``accuracy-t0001.json``)

@@ -85,10 +85,8 @@ second one is refused at start; its steps take the state's step ownership as any
 does.  ``--until-period P`` stops cleanly after releasing P; SIGTERM stops after the step in
 progress (the lifecycle's write-ahead commit makes any other stop, kill -9 included,
 recoverable too).  Any :class:`~continual_synth.pipelines.release.lifecycle.IncrementalJob`
-can be streamed: :func:`watch` takes the job and the document its ``init`` would create.
-Wiring ``bounded stream`` (continual PrivHP) is one call once its ``IncrementalJob`` and
-initial document exist: add :func:`add_stream_arguments` to its parser and dispatch
-``run_stream(BoundedJob(), bounded.initial_document(...), args, beam_args)``.
+can be streamed: :func:`watch` takes the job and the document its ``init`` would create
+(:func:`~continual_synth.pipelines.commands.family.drive` does so for every family).
 """
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def state_hints(columns: Sequence[str], bounds: Bounds) -> Tuple[str, str]:
     """The hints of a step's missing column and out-of-bounds point: ``step`` takes no
     ``--columns``, ``--bounds`` or ``--clip`` (its state keeps those ``init`` was given),
     so the hint is that a new state is needed, not to pass them."""
-    remake = "a new state ('bounded init') is needed to change them"
+    remake = "a new state ('privhp init') is needed to change them"
     box = ",".join(f"{lo:g}:{hi:g}" for lo, hi in zip(bounds.low, bounds.high))
     return (f"the state was made with --columns {','.join(columns)}: {remake}",
             f"the state was made with --bounds {box} and without --clip: {remake}")

@@ -1,5 +1,5 @@
-"""Continual PrivHP jobs: ``bounded init`` + ``bounded step`` (incremental, write-ahead)
-and ``bounded run --horizon T`` (the whole stream at once, a period column, read one
+"""Continual PrivHP jobs: ``privhp init`` + ``privhp step`` (incremental, write-ahead)
+and ``privhp run --horizon T`` (the whole stream at once, a period column, read one
 period at a time).
 
 After every period t the release is ``samples`` synthetic points of all the points seen
@@ -7,7 +7,7 @@ so far (:class:`~continual_synth.mechanisms.privhp_synthesizer.ContinualPrivHPSy
 written as ``synthetic-tNNNN-sSSSSS.<format>`` (one file per shard; the files of earlier
 periods stay).  The step follows :func:`continual_synth.pipelines.release.lifecycle.
 incremental_step`: the period's exact PrivHP state is built by a Beam pipeline
-(:class:`~continual_synth.transforms.points.BuildPrivHP`), the counters are fed with the
+(:class:`~continual_synth.transforms.privhp.BuildPrivHP`), the counters are fed with the
 noise of ``period_sampler(seed, t)``, and the new counter state and the grown tree are
 written (private) under the run's folder before the state version commits; a re-run
 after the commit re-emits the same points from the saved tree.  ``run`` draws exactly
@@ -33,13 +33,13 @@ from continual_synth.mechanisms.privhp_synthesizer import (ContinualPrivHPState,
                                                            ContinualPrivHPSynthesizer)
 from continual_synth.mechanisms.synthesizer import PointsRelease
 from continual_synth.pipelines.release import lifecycle, logs, release_dir
-from continual_synth.pipelines.families.bounded import check_columns
+from continual_synth.pipelines.families.privhp import check_columns
 from continual_synth.pipelines.release.lifecycle import IncrementalJob, StateDir
 from continual_synth.pipelines.commands.options import pipeline_options
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import (check_format, detect_format,
                                               list_data_files)
-from continual_synth.transforms.points import (BuildPrivHP, ReadPointBatches,
+from continual_synth.transforms.privhp import (BuildPrivHP, ReadPointBatches,
                                                SampleSyntheticPoints, load_tree,
                                                point_schema, save_tree, table_points)
 from continual_synth.transforms.read import DEFAULT_BATCH_ROWS, file_batches
@@ -55,7 +55,7 @@ __all__ = ["KIND", "RECORDED_DEFAULTS", "initial_document", "ContinualPrivHPJob"
 
 KIND = "continual-privhp"
 #: settings a state records for the manifest, absent from states of earlier versions; a
-#: step's file may hold the period column (``bounded stream`` reads a landed file's period
+#: step's file may hold the period column (``privhp stream`` reads a landed file's period
 #: from it too): if present it must hold the period the step ingests, as in every step
 RECORDED_DEFAULTS = {"period_col": "period", "horizon_source": "--horizon"}
 
@@ -106,7 +106,7 @@ def initial_document(config: ContinualPrivHPConfig, columns: Sequence[str], boun
 
 
 class ContinualPrivHPJob(IncrementalJob):
-    """The write-ahead step of continual PrivHP (``bounded step`` and ``bounded stream``)."""
+    """The write-ahead step of continual PrivHP (``privhp step`` and ``privhp stream``)."""
 
     kind = KIND
 
@@ -205,7 +205,7 @@ def _period_statistics(structure: privhp.PrivHPConfig, input_path: str,
                        step_period=None, sink=None) -> privhp.PrivHPAccumulator:
     """The exact PrivHP state of one period's points (a Beam pipeline; an empty period
     gives the zero state; ``counted``: the sketch levels filled; ``step_period``, ``sink``:
-    see :func:`~continual_synth.transforms.points.read_point_batches`)."""
+    see :func:`~continual_synth.transforms.privhp.read_point_batches`)."""
     result = storage.join(run_dir, "statistics.npz")
     reader = ReadPointBatches(input_path, columns, bounds, clip, in_format, allow_empty=True,
                               step_period=step_period, sink=sink)
@@ -228,7 +228,7 @@ def _period_statistics(structure: privhp.PrivHPConfig, input_path: str,
 
 def _save_tree(release: PointsRelease, path: str) -> PointsRelease:
     """``release`` with its tree saved at ``path`` and named by it (read by the tasks
-    that sample it: :class:`~continual_synth.transforms.points.SampleSyntheticPoints`)."""
+    that sample it: :class:`~continual_synth.transforms.privhp.SampleSyntheticPoints`)."""
     save_tree(release.tree, path)
     return dataclasses.replace(release, tree=path)
 

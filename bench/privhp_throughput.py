@@ -1,15 +1,15 @@
-"""Throughput of ``bounded run`` (PrivHP through the Beam pipeline) in points per second.
+"""Throughput of ``privhp run`` (PrivHP through the Beam pipeline) in points per second.
 
 Generates n points in d = 2 (a mixture of clusters) as Parquet files, then times
 
-* the Beam pipeline (:func:`continual_synth.pipelines.families.bounded.run_bounded`, DirectRunner,
+* the Beam pipeline (:func:`continual_synth.pipelines.families.privhp.run_privhp`, DirectRunner,
   read + validate + CombineFn pass + release + sampling + write), once per Beam
   configuration given by ``--beam`` (e.g. the default in-process runner, and
   ``--direct_num_workers 2 --direct_running_mode multi_processing``), and
 * the pure-numpy path (read all points, one pass, release, sampling; no writing) for
   comparison.
 
-    python bench/bounded_throughput.py [--n 3000000] [--files 4] [--samples 1000000]
+    python bench/privhp_throughput.py [--n 3000000] [--files 4] [--samples 1000000]
 
 Writes bench/results/privhp_throughput.{json,md}.
 """
@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.hierarchy import Bounds
-from continual_synth.pipelines.families.bounded import run_bounded, synthesize_numpy
+from continual_synth.pipelines.families.privhp import run_privhp, synthesize_numpy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -84,7 +84,7 @@ def main():
         for i, name in enumerate(chosen):
             out = os.path.join(work, f"release-{i}")
             with Timer() as timer:
-                manifest = run_bounded(data, out, ["x", "y"], bounds, config, args.samples,
+                manifest = run_privhp(data, out, ["x", "y"], bounds, config, args.samples,
                                        seed=1, beam_args=BEAM_CONFIGS[name])
             seconds = timer.wall
             rows.append({"path": f"Beam: {name}", "seconds": seconds,
@@ -97,7 +97,7 @@ def main():
                 "cpu_count": os.cpu_count(),
                 "note": "wall time of the whole job, including reading, the one-pass combine, "
                         "noise and growth, sampling and writing the synthetic points"}
-        lines = [f"# PrivHP `bounded run` throughput (n = {n:,} points, d = 2, {args.files} "
+        lines = [f"# PrivHP `privhp run` throughput (n = {n:,} points, d = 2, {args.files} "
                  f"Parquet files, {args.samples:,} synthetic points, prune_k = {args.prune_k},"
                  f" r = {args.depth}, w × j = {args.sketch_width} × {args.sketch_depth}, "
                  f"{os.cpu_count()} cores)", "",

@@ -1,4 +1,4 @@
-"""The ``bounded run`` job: PrivHP (Holland et al. 2025) over a file or directory of points.
+"""The ``privhp run`` job: PrivHP (Holland et al. 2025) over a file or directory of points.
 
 One Beam pipeline: read and validate point batches → exact PrivHP state by a CombineFn
 → the synthesizer's one step (:class:`~continual_synth.mechanisms.privhp_synthesizer.
@@ -9,7 +9,7 @@ moved into place with ``manifest.json`` last only when the whole pipeline has su
 an error leaves the output directory without a release.
 
 :func:`synthesize_numpy` is the same mechanism without Beam (all points in memory); with
-the same seed it releases exactly the same points as :func:`run_bounded`.
+the same seed it releases exactly the same points as :func:`run_privhp`.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from continual_synth.pipelines.commands.options import (check_distinct_columns,
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import check_format, detect_format, list_data_files
 from continual_synth.transforms.invalid_records import sink_for
-from continual_synth.transforms.points import (BuildPrivHP, ReadPointBatches,
+from continual_synth.transforms.privhp import (BuildPrivHP, ReadPointBatches,
                                                ReleasePrivHP, SampleSyntheticPoints,
                                                point_schema, read_point_batches)
 from continual_synth.transforms.read import DEFAULT_BATCH_ROWS
@@ -38,8 +38,8 @@ from continual_synth.transforms.monitoring import (RECORDS_READ, SYNTHETIC_RECOR
                                                    CountPeriodsReleased, CountRecords)
 from continual_synth.transforms.write import WriteRecordBatches
 
-__all__ = ["DEFAULT_SHARDS", "check_columns", "run_bounded", "read_unit_points",
-           "synthesize_numpy"]
+__all__ = ["DEFAULT_SHARDS", "check_columns", "manifest_extras", "run_privhp",
+           "read_unit_points", "synthesize_numpy"]
 
 DEFAULT_SHARDS = 8
 
@@ -58,7 +58,7 @@ def check_columns(columns: Sequence[str], bounds: Bounds,
                          f"{bounds.dims} pair(s)")
 
 
-def _manifest_extras(config: privhp.PrivHPConfig, columns, bounds: Bounds, samples: int,
+def manifest_extras(config: privhp.PrivHPConfig, columns, bounds: Bounds, samples: int,
                      num_shards: int, out_format: str, clip: bool,
                      depth_from: Optional[Dict]) -> Dict:
     extras = {
@@ -79,7 +79,7 @@ def _manifest_extras(config: privhp.PrivHPConfig, columns, bounds: Bounds, sampl
     return extras
 
 
-def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds: Bounds,
+def run_privhp(input_path: str, output_dir: str, columns: Sequence[str], bounds: Bounds,
                 config: privhp.PrivHPConfig, samples: int, *, seed: Optional[int] = None,
                 in_format: Optional[str] = None, out_format: str = "parquet",
                 clip: bool = False, num_shards: int = DEFAULT_SHARDS,
@@ -103,7 +103,7 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
     def write(staging: str, plan_path: str) -> None:
         def save_manifest(state, release):
             manifest = synthesizer.manifest(state)
-            manifest.update(_manifest_extras(config, columns, bounds, samples, num_shards,
+            manifest.update(manifest_extras(config, columns, bounds, samples, num_shards,
                                              out_format, clip, depth_from))
             release_dir.write_json_atomic(plan_path, manifest)
 
@@ -123,7 +123,7 @@ def run_bounded(input_path: str, output_dir: str, columns: Sequence[str], bounds
         logs.record_metrics(pipeline)
 
     logs.LOGGER.info("reading %s", input_path)
-    return lifecycle.release_whole_run(output_dir, write, {"mode": "bounded run"},
+    return lifecycle.release_whole_run(output_dir, write, {"mode": "privhp run"},
                                        f"{input_path}: the pipeline finished without a "
                                        f"manifest")
 

@@ -1,24 +1,24 @@
-"""The ``continual-synth bounded`` commands (PrivHP, Holland et al. 2025).
+"""The ``continual-synth privhp`` commands (PrivHP, Holland et al. 2025).
 
-    continual-synth bounded run --input POINTS --output DIR --columns x,y --bounds 0:1,0:1
+    continual-synth privhp run --input POINTS --output DIR --columns x,y --bounds 0:1,0:1
                                 --epsilon E --samples N [--prune-k K] [--depth R | --expected-n M]
                                 [--memory COUNTERS | --sketch-width W] [--sketch-depth J]
                                 [--neighbor add-remove|replace]
                                 [--budget-split sqrt|sqrt-sensitivity|uniform | --level-epsilons e0,..,er]
                                 [--seed S] [--format parquet|csv|avro] [--input-format F] [--clip]
                                 [--shards 8] [--hash-seed 0] [Beam options]
-    continual-synth bounded run  ... --horizon T [--period-col period] [--counter auto]
+    continual-synth privhp run  ... --horizon T [--period-col period] [--counter auto]
                                 [--level-stride 2]
-    continual-synth bounded init --state STATE --horizon T [run's options, no --input/--output]
+    continual-synth privhp init --state STATE --horizon T [run's options, no --input/--output]
                                 [--exists-ok]
-    continual-synth bounded step --state STATE --input PERIOD_FILE --output DIR [--period P]
-    continual-synth bounded stream --watch DIR --state STATE --output DIR --horizon T
+    continual-synth privhp step --state STATE --input PERIOD_FILE --output DIR [--period P]
+    continual-synth privhp stream --watch DIR --state STATE --output DIR --horizon T
                                 [init's options] [--until-period P] [--poll-interval S]
-    continual-synth evaluate bounded --truth POINTS --synthetic DIR --columns x,y [--report DIR]
+    continual-synth evaluate privhp --truth POINTS --synthetic DIR --columns x,y [--report DIR]
                                      [--period P]
 
 Declared as one :class:`~continual_synth.pipelines.commands.family.Family` record,
-:data:`BOUNDED`, from which :mod:`continual_synth.pipelines.commands.cli` builds and runs
+:data:`PRIVHP`, from which :mod:`continual_synth.pipelines.commands.cli` builds and runs
 the commands (``init``, ``step`` and ``stream`` are continual PrivHP's; ``run`` is one-shot
 PrivHP, or continual PrivHP with ``--horizon``).
 """
@@ -36,9 +36,9 @@ from continual_synth.pipelines.commands.options import (FORMATS, NON_NEGATIVE_IN
                                                         OutputOptions, REPORT_HELP,
                                                         StepOptions, add_job_options)
 
-__all__ = ["MAX_SHARD_VALUES", "add_structure_options", "BoundedReleaseOptions",
-           "BoundedRunOptions", "BoundedInitOptions", "add_evaluate_arguments",
-           "config_from_args", "prepare", "initialised", "run", "evaluate", "BOUNDED"]
+__all__ = ["MAX_SHARD_VALUES", "add_structure_options", "PrivHPReleaseOptions",
+           "PrivHPRunOptions", "PrivHPInitOptions", "add_evaluate_arguments",
+           "config_from_args", "prepare", "initialised", "run", "evaluate", "PRIVHP"]
 
 MAX_SHARD_VALUES = 2 ** 25  # float64 coordinates sampled in one shard (256 MiB)
 
@@ -50,7 +50,7 @@ def _columns(text: str) -> List[str]:
 def add_structure_options(parser, release: bool = True) -> None:
     """PrivHP's parameters: the columns and bounds, ε, the hierarchy, the sketches and the
     budget split, and with ``release`` what a release draws and writes (the synthetic
-    points, the sampler's seed, the format, clipping, shards; ``plan bounded`` has none
+    points, the sampler's seed, the format, clipping, shards; ``plan privhp`` has none
     of these)."""
     parser.add_argument("--columns", required=True,
                         help="comma-separated numeric columns, e.g. x,y")
@@ -119,7 +119,7 @@ def add_structure_options(parser, release: bool = True) -> None:
                              "default 2 (1 = every level, as in states saved before the option)")
 
 
-class BoundedReleaseOptions(JobOptions):
+class PrivHPReleaseOptions(JobOptions):
     """The options of a PrivHP release (``run`` and ``init``)."""
 
     @classmethod
@@ -127,8 +127,8 @@ class BoundedReleaseOptions(JobOptions):
         add_structure_options(parser)
 
 
-class BoundedRunOptions(InvalidRecordsOptions, OutputOptions, InputOptions,
-                        BoundedReleaseOptions):
+class PrivHPRunOptions(InvalidRecordsOptions, OutputOptions, InputOptions,
+                        PrivHPReleaseOptions):
     description = "bounded-memory synthesizer (PrivHP): one pass over the points, then N " \
                   "synthetic points (with --horizon: continual PrivHP over a period column)"
 
@@ -155,7 +155,7 @@ def _add_state_options(parser) -> None:
                              "from it when the file's name holds none")
 
 
-class BoundedInitOptions(InvalidRecordsOptions, InitOptions, BoundedReleaseOptions):
+class PrivHPInitOptions(InvalidRecordsOptions, InitOptions, PrivHPReleaseOptions):
     description = "continual PrivHP: create the state of an incremental release"
 
     @classmethod
@@ -164,15 +164,15 @@ class BoundedInitOptions(InvalidRecordsOptions, InitOptions, BoundedReleaseOptio
 
 
 def _add_stream_options(parser) -> None:
-    """``bounded stream``: continual PrivHP's options (those of ``init``)."""
-    add_job_options(parser, BoundedReleaseOptions)
+    """``privhp stream``: continual PrivHP's options (those of ``init``)."""
+    add_job_options(parser, PrivHPReleaseOptions)
     _add_state_options(parser)
 
 
 def add_evaluate_arguments(ev) -> None:
-    """``evaluate bounded``: the truth, the release, the columns and the OT's sizes."""
+    """``evaluate privhp``: the truth, the release, the columns and the OT's sizes."""
     ev.add_argument("--truth", required=True, help="the real points (file or directory)")
-    ev.add_argument("--synthetic", required=True, help="a bounded run's release directory")
+    ev.add_argument("--synthetic", required=True, help="a privhp run's release directory")
     ev.add_argument("--columns", required=True, help="comma-separated columns, e.g. x,y")
     ev.add_argument("--report", default=None, help=REPORT_HELP)
     ev.add_argument("--input-format", default=None, choices=FORMATS,
@@ -194,7 +194,7 @@ def add_evaluate_arguments(ev) -> None:
 def config_from_args(args):
     from continual_synth.mechanisms import privhp
     from continual_synth.mechanisms.hierarchy import Bounds
-    from continual_synth.pipelines.families.bounded import check_columns
+    from continual_synth.pipelines.families.privhp import check_columns
     columns = _columns(args.columns)
     bounds = Bounds.parse(args.bounds, max(len(columns), 1))
     check_columns(columns, bounds)
@@ -254,9 +254,9 @@ def config_from_args(args):
 def prepare(args):
     """Continual PrivHP's configuration the options describe and the state document of
     its ``init`` (``init`` and ``stream`` always have a horizon)."""
-    from continual_synth.pipelines.families import bounded_continual
+    from continual_synth.pipelines.families import privhp_continual
     columns, bounds, config, depth_from = config_from_args(args)
-    return config, bounded_continual.initial_document(
+    return config, privhp_continual.initial_document(
         config, columns, bounds, args.samples, seed=args.seed, out_format=args.out_format,
         clip=args.clip, num_shards=args.shards, depth_from=depth_from,
         period_col=args.period_col, **invalid_records_option(args))
@@ -270,7 +270,7 @@ def initialised(args, config) -> dict:
 
 
 def run(args, beam_args: List[str]) -> dict:
-    """``bounded run``: one-shot PrivHP, or with ``--horizon`` continual PrivHP over the
+    """``privhp run``: one-shot PrivHP, or with ``--horizon`` continual PrivHP over the
     period column, in one job."""
     columns, bounds, config, depth_from = config_from_args(args)
     common = dict(seed=args.seed, in_format=args.input_format, out_format=args.out_format,
@@ -278,14 +278,14 @@ def run(args, beam_args: List[str]) -> dict:
                   beam_args=beam_args, depth_from=depth_from,
                   invalid_records=args.invalid_records)
     if args.horizon is not None:
-        from continual_synth.pipelines.families import bounded_continual
-        manifest = bounded_continual.run(config, args.input, args.output, columns, bounds,
+        from continual_synth.pipelines.families import privhp_continual
+        manifest = privhp_continual.run(config, args.input, args.output, columns, bounds,
                                          args.samples, period_col=args.period_col, **common)
         return {"status": "released", "output": args.output, "periods": config.horizon,
                 **{k: manifest[k] for k in ("epsilon", "neighbor", "memory_counters",
                                             "sampler", "for_publication")}}
-    from continual_synth.pipelines.families.bounded import run_bounded
-    manifest = run_bounded(args.input, args.output, columns, bounds, config, args.samples,
+    from continual_synth.pipelines.families.privhp import run_privhp
+    manifest = run_privhp(args.input, args.output, columns, bounds, config, args.samples,
                            **common)
     keys = ("epsilon", "neighbor", "budget_split", "memory_counters", "samples",
             "sampler", "for_publication", "clip")
@@ -295,9 +295,9 @@ def run(args, beam_args: List[str]) -> dict:
 
 
 def evaluate(args) -> dict:
-    """``evaluate bounded``: the summary's figures."""
-    from continual_synth.pipelines.evaluation.evaluate_bounded import evaluate_bounded
-    summary = evaluate_bounded(args.truth, args.synthetic, _columns(args.columns),
+    """``evaluate privhp``: the summary's figures."""
+    from continual_synth.pipelines.evaluation.evaluate_privhp import evaluate_privhp
+    summary = evaluate_privhp(args.truth, args.synthetic, _columns(args.columns),
                                args.report, in_format=args.input_format,
                                ot_points=args.ot_points, projections=args.projections,
                                seed=args.seed, period=args.period,
@@ -305,12 +305,12 @@ def evaluate(args) -> dict:
     return {k: v for k, v in summary.items() if not isinstance(v, (list, dict))}
 
 
-BOUNDED = Family(
-    name="bounded", help="bounded-memory one-pass synthetic points (PrivHP, Holland et al. "
+PRIVHP = Family(
+    name="privhp", help="bounded-memory one-pass synthetic points (PrivHP, Holland et al. "
                          "2025)",
-    jobs={"run": BoundedRunOptions, "init": BoundedInitOptions, "step": StepOptions},
+    jobs={"run": PrivHPRunOptions, "init": PrivHPInitOptions, "step": StepOptions},
     stream_options=_add_stream_options, kind="continual-privhp", prepare=prepare,
     initialised=initialised, run=run,
-    evaluations={"bounded": (add_evaluate_arguments, evaluate,
+    evaluations={"privhp": (add_evaluate_arguments, evaluate,
                              "1-Wasserstein distance between synthetic and real points, "
                              "with plots")})

@@ -1,5 +1,5 @@
-"""End-to-end tests of ``bounded run`` / ``evaluate bounded`` (pipelines/families/bounded.py,
-transforms/points.py, pipelines/commands/bounded_cli.py, pipelines/evaluation/evaluate_bounded.py).
+"""End-to-end tests of ``privhp run`` / ``evaluate privhp`` (pipelines/families/privhp.py,
+transforms/privhp.py, pipelines/commands/privhp_cli.py, pipelines/evaluation/evaluate_privhp.py).
 
 The Beam pipeline must release exactly what the pure-numpy path releases with the same
 seed (however the input is split into files and batches: the combine merges exact
@@ -19,7 +19,7 @@ import pytest
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.hierarchy import Bounds
-from continual_synth.pipelines.families.bounded import run_bounded, synthesize_numpy
+from continual_synth.pipelines.families.privhp import run_privhp, synthesize_numpy
 from continual_synth.pipelines.commands.cli import main
 from continual_synth.transforms.files import list_data_files, read_dataset, read_file, write_file
 
@@ -59,7 +59,7 @@ def no_release(output_dir):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bounded")
+    root = tmp_path_factory.mktemp("privhp")
     points = make_points(6000, 1)
     single = str(root / "points.parquet")
     write_file(points_table(points), single, "parquet")
@@ -72,13 +72,13 @@ def data(tmp_path_factory):
 def test_beam_release_equals_numpy_path_with_the_same_seed(data):
     root, points, single, split = data
     out = str(root / "beam")
-    manifest = run_bounded(single, out, COLUMNS, BOUNDS, CONFIG, 5000, seed=4, num_shards=3,
+    manifest = run_privhp(single, out, COLUMNS, BOUNDS, CONFIG, 5000, seed=4, num_shards=3,
                            batch_rows=700)
     _, expected = synthesize_numpy(single, COLUMNS, BOUNDS, CONFIG, 5000, seed=4, num_shards=3)
     np.testing.assert_array_equal(released_points(out), expected)
     # three CSV files read in 500-row batches: other bundles, same exact state, same release
     out2 = str(root / "beam_split")
-    run_bounded(split, out2, COLUMNS, BOUNDS, CONFIG, 5000, seed=4, num_shards=3,
+    run_privhp(split, out2, COLUMNS, BOUNDS, CONFIG, 5000, seed=4, num_shards=3,
                 batch_rows=500)
     np.testing.assert_array_equal(released_points(out2), expected)
     assert manifest["sampler"] == "seeded" and manifest["for_publication"] is False
@@ -108,19 +108,19 @@ def test_bad_input_is_refused_and_nothing_is_written(data, tmp_path):
     write_file(points_table(bad), path, "parquet")
     out = str(tmp_path / "out")
     with pytest.raises(InputError, match=r"column 'lat' value 150 at row 124 is outside"):
-        run_bounded(path, out, COLUMNS, BOUNDS, CONFIG, 100, seed=1, batch_rows=100)
+        run_privhp(path, out, COLUMNS, BOUNDS, CONFIG, 100, seed=1, batch_rows=100)
     assert no_release(out)
     nan = points.copy()
     nan[7, 0] = np.nan
     path = str(tmp_path / "nan.csv")
     write_file(points_table(nan), path, "csv")
     with pytest.raises(InputError, match=r"column 'lon'.*row 8"):
-        run_bounded(path, out, COLUMNS, BOUNDS, CONFIG, 100, seed=1)
+        run_privhp(path, out, COLUMNS, BOUNDS, CONFIG, 100, seed=1)
     assert no_release(out)
     with pytest.raises(InputError, match=r"missing column\(s\) \['height'\]"):
-        run_bounded(single, out, ["lon", "height"], BOUNDS, CONFIG, 100, seed=1)
+        run_privhp(single, out, ["lon", "height"], BOUNDS, CONFIG, 100, seed=1)
     with pytest.raises(InputError, match=r"column 'label' must be numeric"):
-        run_bounded(single, out, ["lon", "label"], BOUNDS, CONFIG, 100, seed=1)
+        run_privhp(single, out, ["lon", "label"], BOUNDS, CONFIG, 100, seed=1)
     assert no_release(out)
 
 
@@ -132,13 +132,13 @@ def test_clip_is_recorded_without_a_non_private_count(data, tmp_path):
     path = str(tmp_path / "clip.avro")
     write_file(points_table(bad), path, "avro")
     out = str(tmp_path / "out")
-    manifest = run_bounded(path, out, COLUMNS, BOUNDS, CONFIG, 300, seed=2, clip=True,
+    manifest = run_privhp(path, out, COLUMNS, BOUNDS, CONFIG, 300, seed=2, clip=True,
                            out_format="avro", num_shards=2)
     assert manifest["clip"] is True and "clipped_points" not in manifest  # not private
     assert "not released" in manifest["clip_note"]
     assert read_dataset(out).num_rows == 300
     with pytest.raises(InputError, match="already holds a release"):
-        run_bounded(path, out, COLUMNS, BOUNDS, CONFIG, 300, seed=2, clip=True)
+        run_privhp(path, out, COLUMNS, BOUNDS, CONFIG, 300, seed=2, clip=True)
 
 
 def run_cli(args):
@@ -156,7 +156,7 @@ def run_cli(args):
 def test_cli_run_and_evaluate(data, tmp_path):
     root, points, single, _ = data
     out = str(tmp_path / "release")
-    code, stdout, err = run_cli(["bounded", "run", "--input", single, "--output", out,
+    code, stdout, err = run_cli(["privhp", "run", "--input", single, "--output", out,
                                  "--columns", "lon,lat", "--bounds=-10:10,0:100",
                                  "--epsilon", "2", "--prune-k", "16", "--expected-n", "6000",
                                  "--sketch-width", "128", "--sketch-depth", "2",
@@ -174,7 +174,7 @@ def test_cli_run_and_evaluate(data, tmp_path):
     assert scales[0] == pytest.approx(2 / eps_l) and scales[-1] == pytest.approx(4 / eps_l)
     assert len(list_data_files(out)) == 8
     report = str(tmp_path / "report")
-    code, stdout, err = run_cli(["evaluate", "bounded", "--truth", single, "--synthetic", out,
+    code, stdout, err = run_cli(["evaluate", "privhp", "--truth", single, "--synthetic", out,
                                  "--columns", "lon,lat", "--report", report,
                                  "--ot-points", "800", "--projections", "32"])
     assert code == 0, err
@@ -201,7 +201,7 @@ def test_cli_run_and_evaluate(data, tmp_path):
 ])
 def test_cli_errors_exit_2_with_a_clear_message(data, tmp_path, extra, message):
     _, _, single, _ = data
-    args = ["bounded", "run", "--input", single, "--output", str(tmp_path / "o"),
+    args = ["privhp", "run", "--input", single, "--output", str(tmp_path / "o"),
             "--columns", "lon,lat", "--bounds=-10:10,0:100", "--epsilon", "1",
             "--samples", "10", "--seed", "1"]
     code, _, err = run_cli(overriding(args, extra))  # extra's options replace args's
@@ -218,8 +218,8 @@ def test_evaluate_one_dimension_is_exact(tmp_path):
     os.makedirs(tmp_path / "syn")
     write_file(pa.table({"v": synthetic}), str(tmp_path / "syn" / "synthetic-s00000.parquet"),
                "parquet")
-    from continual_synth.pipelines.evaluation.evaluate_bounded import evaluate_bounded
-    summary = evaluate_bounded(str(tmp_path / "truth.parquet"), str(tmp_path / "syn"), ["v"])
+    from continual_synth.pipelines.evaluation.evaluate_privhp import evaluate_privhp
+    summary = evaluate_privhp(str(tmp_path / "truth.parquet"), str(tmp_path / "syn"), ["v"])
     assert summary["w1"] == pytest.approx(0.25, rel=1e-9)
     assert summary["w1_method"].startswith("exact")
 
@@ -235,7 +235,7 @@ def test_evaluate_without_points_names_the_file(tmp_path, empty):
     write_file(points["synthetic"], str(tmp_path / "syn" / "synthetic-s00000.parquet"),
                "parquet")
     (tmp_path / "syn" / "manifest.json").write_text("{}")
-    code, _, err = run_cli(["evaluate", "bounded", "--truth", str(tmp_path / "truth.parquet"),
+    code, _, err = run_cli(["evaluate", "privhp", "--truth", str(tmp_path / "truth.parquet"),
                             "--synthetic", str(tmp_path / "syn"), "--columns", "v"])
     assert code == 2
     where = {"truth": "truth.parquet", "synthetic": "syn"}[empty]
@@ -246,7 +246,16 @@ def test_default_sampler_is_opendp_and_fit_for_publication(data, tmp_path):
     _, points, _, _ = data
     path = str(tmp_path / "small.parquet")
     write_file(points_table(points[:500]), path, "parquet")
-    manifest = run_bounded(path, str(tmp_path / "out"), COLUMNS, BOUNDS, CONFIG, 200,
+    manifest = run_privhp(path, str(tmp_path / "out"), COLUMNS, BOUNDS, CONFIG, 200,
                            num_shards=2)
     assert manifest["sampler"] == "opendp" and manifest["for_publication"] is True
     assert read_dataset(str(tmp_path / "out")).num_rows == 200
+
+
+def test_the_old_command_name_says_the_new_one(tmp_path):
+    """``bounded`` was this family's command word: it is refused, naming ``privhp``, and
+    nothing is written."""
+    code, _, err = run_cli(["bounded", "run", "--input", str(tmp_path / "p.parquet"),
+                            "--output", str(tmp_path / "out")])
+    assert code == 2 and "is now 'privhp'" in err and "continual-synth privhp run" in err
+    assert not os.path.exists(tmp_path / "out")

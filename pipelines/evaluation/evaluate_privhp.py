@@ -1,4 +1,4 @@
-"""``evaluate bounded``: how close a PrivHP release is to the real points.
+"""``evaluate privhp``: how close a PrivHP release is to the real points.
 
 The utility measure of Holland et al. (2025) is the 1-Wasserstein distance W1 between
 the synthetic and the real empirical measures (Euclidean ground metric, the input's
@@ -22,7 +22,7 @@ says whether the release's W1 at that size is within the floor (the mean paired
 difference not significantly above 0, one-sided 2.5 %, with the ratio and the few draws
 the test rests on) or how many times the floor it is.
 
-A continual release (``bounded step`` / ``run --horizon``: files ``synthetic-tNNNN-*``,
+A continual release (``privhp step`` / ``run --horizon``: files ``synthetic-tNNNN-*``,
 one set per period) is evaluated at one period t (``period``; default the last released):
 its synthetic points against the real points of periods 1..t — the truth's rows with
 ``period_col`` ≤ t when it has that column, else the truth as given (the summary says
@@ -51,11 +51,11 @@ from continual_synth.pipelines.evaluation.plots import (privacy_subtitle, save_f
 from continual_synth.transforms import storage
 from continual_synth.transforms.files import read_dataset, read_files, release_files
 from continual_synth.transforms.periods import period_values
-from continual_synth.transforms.points import table_points
+from continual_synth.transforms.privhp import table_points
 
 __all__ = ["SLICED_MAX_POINTS", "FLOOR_DRAWS", "FLOOR_DRAWS_1D", "PERIOD_FILE",
            "load_points", "finite_points", "w1_exact_1d", "w1_emd", "w1_sliced",
-           "wasserstein_summary", "continual_files", "evaluate_bounded", "plot_points"]
+           "wasserstein_summary", "continual_files", "evaluate_privhp", "plot_points"]
 
 SLICED_MAX_POINTS = 100_000
 FLOOR_DRAWS = 3  # draws of the OT floor (d > 1: two exact transports of --ot-points each)
@@ -225,7 +225,7 @@ def continual_files(synthetic_dir: str, period: Optional[int]
     return sorted(by_period[chosen]), chosen
 
 
-def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str],
+def evaluate_privhp(truth_path: str, synthetic_dir: str, columns: Sequence[str],
                      report_dir: Optional[str] = None, *, in_format: Optional[str] = None,
                      ot_points: int = 4000, projections: int = 128, seed: int = 0,
                      period: Optional[int] = None, period_col: str = "period") -> Dict:
@@ -233,7 +233,7 @@ def evaluate_bounded(truth_path: str, synthetic_dir: str, columns: Sequence[str]
     A continual release is compared at ``period`` (see the module docstring)."""
     columns = list(columns)
     files, chosen = continual_files(synthetic_dir, period)
-    # before any points are read, as bounded run checks them (with --period-col for a
+    # before any points are read, as privhp run checks them (with --period-col for a
     # continual release, whose truth is read by period)
     check_distinct_columns([("--columns", columns)]
                            + ([("--period-col", [period_col])] if files is not None else []))

@@ -1,6 +1,0 @@
-"""``python -m continual_synth.jobs.bounded_run --key=value …``: ``continual-synth bounded run``
-for platforms (see :mod:`continual_synth.jobs`)."""
-from continual_synth.launch import job_main
-
-if __name__ == "__main__":
-    job_main("bounded_run")

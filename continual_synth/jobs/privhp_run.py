@@ -1,0 +1,6 @@
+"""``python -m continual_synth.jobs.privhp_run --key=value …``: ``continual-synth privhp run``
+for platforms (see :mod:`continual_synth.jobs`)."""
+from continual_synth.launch import job_main
+
+if __name__ == "__main__":
+    job_main("privhp_run")
