@@ -56,12 +56,10 @@ the true data; none is a release):
   the T periods (their share of ε included);
 * ``exact counters + selection``: the selections too are the utilities' argmax.  The step
   is the selection's noise (the selection share's budget);
-* ``selection Δ = 1``: ours with the counters' noise as run and the exponential
-  mechanism's noise halved.  The utility (docs/tabular.md, "Selection utility") scales the
-  model to the target's true size |T|, which moves with the record, hence Δ = 2; scaled
-  to the public size estimate |g_{t−1}| + B̂ instead it would have Δ = 1, the same size
-  error in every candidate's score.  As run here (the Δ = 2 utility, half its noise) this
-  is not private: it measures what that change would buy;
+* ``utility at |T|``: ours with ``utility_size="target"``: the selection's utility
+  scales the model to the target's own size |T|, which moves with the record (Δ = 2),
+  instead of the default's public size estimate (Δ = 1, half the selection noise at the
+  same budget; docs/tabular.md, "Rules");
 * ``structure``: g_T's final structure (the workloads its junction tree was fitted to)
   fitted by the same IPF to the true marginals of those workloads and the true one-way
   margins: what the structure and the fit alone allow;
@@ -301,9 +299,6 @@ class OracleSampler:
     """A period's sampler for the attribution.  ``mode="exact"``: its discrete Laplace
     draws (every counter entry and wide measurement of the tabular synthesizer) are zero;
     ``"argmax"``: that, and the exponential mechanism returns the utilities' argmax;
-    ``"delta1"``: only the exponential mechanism changes, run with half the sensitivity
-    (Δ = 1: the noise a utility scaled to a public size estimate would need; see the
-    module docstring);
     ``"record"``: nothing changes (the same draws), and each selection's utilities are
     summarised in ``record``: their spread against the Gumbel noise's scale 2Δ/ε′, and
     whether the draw was the argmax."""
@@ -316,15 +311,13 @@ class OracleSampler:
 
     def discrete_laplace(self, scale, size):
         noise = self._sampler.discrete_laplace(scale, size)  # keeps the draws' sequence
-        return (noise if self._mode in ("record", "delta1")
+        return (noise if self._mode == "record"
                 else np.zeros(int(size), dtype=np.int64))
 
     def exponential_mechanism(self, utilities, epsilon, sensitivity):
         u = np.asarray(utilities, dtype=np.float64).ravel()
         if self._mode == "argmax":
             return int(np.argmax(u))
-        if self._mode == "delta1":
-            sensitivity = sensitivity / 2
         chosen = self._sampler.exponential_mechanism(utilities, epsilon, sensitivity)
         if self._record is not None and u.size > 1:
             self._record.append({"spread": float((u.max() - np.median(u))
@@ -403,14 +396,14 @@ def anatomy(ours, codes, period_of, domain, workloads, truth, epsilon, seed) -> 
         "argmax_share": float(np.mean([r["argmax"] for r in record])),
         "uniform_argmax_share": float(np.mean([1 / r["candidates"] for r in record])),
         "selections": len(record)}
-    for name, oracle in (("exact_counters", "exact"), ("exact_counters_selection", "argmax"),
-                         ("selection_delta1", "delta1")):
+    for name, oracle in (("exact_counters", "exact"), ("exact_counters_selection", "argmax")):
         run = run_ours(codes, period_of, domain, workloads, epsilon, seed, oracle=oracle)
         out[name] = {**score_model(truth, run["model"], workloads),
                      "release": score(truth, run["codes"], domain, workloads),
                      "seconds": round(run["seconds"], 1)}
         print(json.dumps({"anatomy": name, "epsilon": epsilon, **out[name]}), flush=True)
-    for name, options in (("margins_none", {"margins": "none"}),
+    for name, options in (("utility_target", {"utility_size": "target"}),
+                          ("margins_none", {"margins": "none"}),
                           ("share_0", {"selection_share": 0.001}),
                           ("share_0.3", {"selection_share": 0.3})):
         run = run_ours(codes, period_of, domain, workloads, epsilon, seed, options=options)
@@ -575,7 +568,7 @@ def markdown(rows, args) -> str:
         lines += ["", "Attribution: AvgWE of ours' model g_T under each oracle (mean over ours' "
                   "seeds, `n`; the module docstring defines them), AIM one-shot beside:", "",
                   "| table | ε | AIM | ours release | ours model | exact counters | "
-                  "+ exact selection | selection Δ = 1 | structure oracle | margins none | "
+                  "+ exact selection | utility at \|T\| | structure oracle | margins none | "
                   "share 0 | "
                   "share 0.3 | records seen | direct (measured) | model (measured) | "
                   "selection spread / noise | argmax drawn (uniform) | n |",
@@ -603,7 +596,7 @@ def markdown(rows, args) -> str:
                 f"{np.mean(aim) if aim else float('nan'):.5f} | "
                 f"{m(lambda r: r['ours']['AvgWE']):.5f} | {a('model'):.5f} | "
                 f"{a('exact_counters'):.5f} | {a('exact_counters_selection'):.5f} | "
-                f"{opt('selection_delta1')} | "
+                f"{opt('utility_target')} | "
                 f"{a('structure'):.5f} | {a('margins_none'):.5f} | {opt('share_0')} | "
                 f"{opt('share_0.3')} | "
                 f"{m(lambda r: r['anatomy']['records_seen_mean']):.3f} | "

@@ -176,14 +176,15 @@ def test_adaptive_remainder_tells_a_random_order_from_a_sorted_one(epsilon):
 
 def test_adaptive_remainder_lowers_the_error_of_a_random_order_stream():
     """ε = 2, 60 periods of 100 records in random order, 4 sampler seeds: the mean
-    per-cell error of the final model with the adaptive remainder below 0.85× the
-    increment remainder's (measured 0.68-0.72× on four record seeds; Adult in random
-    order, batches of 200: 0.83× and 0.77× at ε = 1 and 2, 3 seeds,
-    bench/results/tabular_tables_adult_adaptive_notes.md)."""
+    per-cell error of the final model with the adaptive remainder below 0.9× the
+    increment remainder's (Adult in random order, batches of 200: 0.83× and 0.77× at
+    ε = 1 and 2, 3 seeds, bench/results/tabular_tables_adult_adaptive_notes.md).  The
+    selection at a public size estimate (``utility_size``, its default) narrows the gap
+    here: it lowers the increment remainder's error more than the adaptive's."""
     codes = records()
     errors = {r: np.mean([fold(codes, 2.0, r, seed)[1] for seed in range(4)])
               for r in ("adaptive", "increment")}
-    assert errors["adaptive"] < 0.85 * errors["increment"], errors
+    assert errors["adaptive"] < 0.9 * errors["increment"], errors
 
 
 def test_saved_states_without_the_drift_statistic_load():

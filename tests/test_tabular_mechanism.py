@@ -98,7 +98,11 @@ def test_calibration_values():
     cfg = config(epsilon=2.0, selections=4, selection_share=0.5)
     assert cfg.selection_epsilon == pytest.approx(0.25)
     assert cfg.measure_epsilon == pytest.approx(0.25)
-    assert cfg.utility_sensitivity == pytest.approx(2.0)     # aim: ‖e_c − P_i(h)‖_1 ≤ 2
+    # aim at a public size estimate: one record is one cell of T_i
+    assert cfg.utility_sensitivity == pytest.approx(1.0)
+    assert cfg.utility_sensitivity_at(False) == pytest.approx(2.0)  # ‖e_c − P_i(h)‖_1 ≤ 2
+    target = config(epsilon=2.0, selections=4, utility_size="target")
+    assert target.utility_sensitivity == target.utility_sensitivity_at(True) == 2.0
     paper = config(epsilon=2.0, selections=4, utility="paper")
     assert paper.utility_sensitivity == pytest.approx(1 / 4)  # smallest workload: c × e
     assert cfg.laplace_scale == pytest.approx(4.0)
@@ -230,6 +234,42 @@ def test_count_discount_selects_the_largest_discounted_utility_at_large_epsilon(
     old = config().to_dict()
     del old["selection_discount"]
     assert tabular.TabularConfig.from_dict(old).selection_discount == "none"
+
+
+def test_utility_size_estimate_selects_with_sensitivity_one_once_a_size_is_public():
+    """``utility_size="estimate"`` (the proposed method's default): the first selection
+    of period 1 has no public size and scores the model at the target's own size (Δ = 2);
+    every later one at the public estimate n̂ (Δ = 1), the same n̂ for every candidate
+    (:func:`tabular.selection_size`).  The baseline and the paper's utility keep
+    ``"target"``, and a configuration saved before the option steps as it was made."""
+    cfg = config(epsilon=1.0, selections=2, horizon=3)
+    assert cfg.utility_size == "estimate"
+    assert config(method="baseline").utility_size == "target"
+    assert config(utility="paper").utility_size == "target"
+    with pytest.raises(ParameterError, match="utility_size"):
+        config(utility="paper", utility_size="estimate")
+    old = cfg.to_dict()
+    del old["utility_size"]
+    assert tabular.TabularConfig.from_dict(old).utility_size == "target"
+    drawn, inner = [], SeededSampler(3)
+
+    class Recording:   # the sampler's draws, each selection's Δ noted
+        def __getattr__(self, name):
+            return getattr(inner, name)
+
+        def exponential_mechanism(self, utilities, epsilon, sensitivity):
+            drawn.append(sensitivity)
+            return inner.exponential_mechanism(utilities, epsilon, sensitivity)
+
+    state = tabular.initial_state(cfg)
+    for hists in (workload_histograms(b, DOMAIN, WORKLOADS) for b in stream(3, 40, 5)):
+        state, _ = tabular.step(cfg, state, hists, Recording())
+    assert drawn[0] == 2.0 and len(drawn) > 1 and set(drawn[1:]) == {1.0}
+    assert tabular.selection_size(cfg, None, None) is None
+    assert tabular.selection_size(cfg, 250.0, 240.0) == 250.0   # the period's own first
+    assert tabular.selection_size(cfg, None, 240.0) == 240.0
+    assert tabular.selection_size(cfg, 0.0, 240.0) == 240.0
+    assert tabular.selection_size(config(utility_size="target"), 250.0, 240.0) is None
 
 
 @pytest.mark.parametrize("method", ["proposed", "baseline"])
@@ -709,7 +749,7 @@ def test_coverage_measures_a_many_valued_attribute_no_batch_can_show():
     assert none_city == 0 and none_tv > 0.4
     fair = sum(state.selection_counts) / len(cfg.workloads)
     assert city >= fair - 1
-    assert tv < 0.6 * none_tv, (tv, none_tv)
+    assert tv < 0.65 * none_tv, (tv, none_tv)
     assert tabular.manifest_fields(cfg, state)["coverage"] == "reachable"
     assert tabular.manifest_fields(cfg, state)["attributes_never_measured"] == []
 

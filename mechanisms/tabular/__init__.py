@@ -49,7 +49,8 @@ from __future__ import annotations
 # every module's names, the private ones too (tests and benchmarks reach some of them)
 from continual_synth.mechanisms.tabular.config import (ALGORITHMS, METHODS,
                                                        BIAS_CORRECTIONS, BIAS_NOISES,
-                                                       COVERAGES, UTILITIES, REMAINDERS,
+                                                       COVERAGES, UTILITIES, UTILITY_SIZES,
+                                                       REMAINDERS,
                                                        COMBINES, MARGINS, BASELINE_STARTS,
                                                        SELECTION_DISCOUNTS, MODEL_GROWTHS,
                                                        SELECTION_SCHEDULES, WIDE_FITS,
@@ -79,7 +80,7 @@ from continual_synth.mechanisms.tabular.selection import (_log_factorials, _samp
                                                           starved_cover, _staleness,
                                                           _count_discounted,
                                                           balanced_selections,
-                                                          period_selections)
+                                                          period_selections, selection_size)
 from continual_synth.mechanisms.tabular.structure import (informative, _departure, yielding,
                                                           room_for)
 from continual_synth.mechanisms.tabular.wide import (_wide_set, _wide_extras, _project)
@@ -90,7 +91,8 @@ from continual_synth.mechanisms.tabular.manifest import (_periods_by_selections,
                                                          manifest_fields, never_measured)
 
 __all__ = ["ALGORITHMS", "METHODS", "BIAS_CORRECTIONS", "BIAS_NOISES", "COVERAGES",
-           "UTILITIES", "REMAINDERS", "COMBINES", "MARGINS", "BASELINE_STARTS",
+           "UTILITIES", "UTILITY_SIZES", "REMAINDERS", "COMBINES", "MARGINS",
+           "BASELINE_STARTS",
            "SELECTION_DISCOUNTS", "MODEL_GROWTHS", "SELECTION_SCHEDULES", "WIDE_FITS",
            "STRUCTURES", "WIDE_RATIO", "WIDE_CELLS", "WIDE_NOISE", "PAPER_SELECTIONS",
            "AUTO_SELECTIONS_MAX", "WIDE_SELECTIONS", "RULES", "DEFAULT_SELECTION_SHARES",
@@ -100,5 +102,6 @@ __all__ = ["ALGORITHMS", "METHODS", "BIAS_CORRECTIONS", "BIAS_NOISES", "COVERAGE
            "TabularRelease", "initial_state", "check_step", "period_cost", "INCREMENT_PULL",
            "DRIFT_DISCOUNT", "DRIFT_WARMUP", "EXCHANGEABLE_BELOW", "DRIFTING_ABOVE",
            "drift_estimate", "stationary_weight", "estimate_noise", "starved_cover",
-           "balanced_selections", "period_selections", "informative", "yielding",
+           "balanced_selections", "period_selections", "selection_size", "informative",
+           "yielding",
            "room_for", "step", "manifest_fields", "never_measured"]

@@ -81,6 +81,9 @@ COVERAGES = ("reachable", "none")
 UTILITIES = ("aim", "paper")
 
 
+UTILITY_SIZES = ("estimate", "target")
+
+
 REMAINDERS = ("adaptive", "increment", "model", "paper")
 
 
@@ -146,12 +149,12 @@ RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remaind
                  "combine": "last", "refresh": 0, "baseline_start": "previous", "margins": None,
                  "selection_share": None, "selection_discount": "none",
                  "model_growth": None, "bias_noise": None, "coverage": None,
-                 "structure": None},
+                 "structure": None, "utility_size": None},
          "paper": {"utility": "paper", "bias_correction": "paper", "remainder": "paper",
                    "combine": "average", "refresh": 0, "baseline_start": "uniform",
                    "margins": "none", "selection_share": 0.5, "selection_discount": "none",
                    "model_growth": "fixed", "bias_noise": "counter", "coverage": "none",
-                   "structure": "measured"}}
+                   "structure": "measured", "utility_size": "target"}}
 
 
 # Share s of each period's ε spent on its k selections (the rest on its k measurements).
@@ -166,7 +169,7 @@ DEFAULT_SELECTION_SHARES = {"proposed": 0.1, "baseline": 0.5}
 SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5, "selection_discount": "none",
                          "model_growth": "fixed", "selection_schedule": "fixed",
                          "bias_noise": "counter", "coverage": "none",
-                         "structure": "measured"}
+                         "structure": "measured", "utility_size": "target"}
 
 
 RELATION = "event-level add/remove of one record"
@@ -264,6 +267,7 @@ class TabularConfig:
     bias_noise: Optional[str] = None
     coverage: Optional[str] = None
     structure: Optional[str] = None
+    utility_size: Optional[str] = None
     wide_cells: Optional[int] = None
     wide_ratio: float = WIDE_RATIO
     wide_fit: str = "inside"
@@ -328,6 +332,11 @@ class TabularConfig:
                              "measured workload's bias falls)")
         if self.utility not in UTILITIES:
             raise InputError(f"utility must be one of {UTILITIES}, got {self.utility!r}")
+        self._resolve_choice("utility_size", UTILITY_SIZES,
+                             "estimate" if self.utility == "aim" and self.method == "proposed"
+                             else "target", "estimate", self.utility == "aim",
+                             "scaling the model to a public size estimate is the aim "
+                             "utility's (the paper's compares counts at the model's size)")
         if self.combine not in COMBINES:
             raise InputError(f"combine must be one of {COMBINES}, got {self.combine!r}")
         if self.remainder not in REMAINDERS:
@@ -531,9 +540,18 @@ class TabularConfig:
 
     @property
     def utility_sensitivity(self) -> float:
-        """Δ of the utilities (see the module docstring): 2 for ``aim``, max_i 1/|W_i|
-        for ``paper``."""
-        return 2.0 if self.utility == "aim" else 1.0 / min(self.cells)
+        """Δ of the utilities (:mod:`.selection`): 1 for ``aim`` scaled to a public size
+        estimate (``utility_size="estimate"``), 2 for ``aim`` scaled to the target's own
+        size, max_i 1/|W_i| for ``paper``."""
+        return self.utility_sensitivity_at(True)
+
+    def utility_sensitivity_at(self, sized: bool) -> float:
+        """Δ of a selection whose utilities have a public size estimate (``sized``) or
+        not: under ``utility_size="estimate"`` the selections made before any size is
+        public (period 1's first) fall back to the target's own size, Δ = 2."""
+        if self.utility != "aim":
+            return 1.0 / min(self.cells)
+        return 1.0 if self.utility_size == "estimate" and sized else 2.0
 
     @property
     def model_cells(self) -> int:
@@ -614,7 +632,7 @@ class TabularConfig:
                 "model_growth": self.model_growth,
                 "selection_schedule": self.selection_schedule,
                 "bias_noise": self.bias_noise, "coverage": self.coverage,
-                "structure": self.structure,
+                "structure": self.structure, "utility_size": self.utility_size,
                 **({} if self.selection_ceiling == self.selections else
                    {"selection_ceiling": int(self.selection_ceiling)}),
                 **({} if self.wide_cells is None else

@@ -70,6 +70,8 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "selection_epsilon": config.selection_epsilon,
         "measurement_epsilon": config.measure_epsilon,
         "utility_sensitivity": config.utility_sensitivity,
+        "utility_sensitivity_unsized": config.utility_sensitivity_at(False),
+        "utility_size": config.utility_size,
         "bias_correction": config.bias_correction,
         "bias_noise": config.bias_noise,
         "coverage": config.coverage,

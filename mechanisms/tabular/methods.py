@@ -44,7 +44,7 @@ from continual_synth.mechanisms.tabular.remainder import (DRIFT_WARMUP, _carry_i
 from continual_synth.mechanisms.tabular.selection import (_bias, _count_discounted,
                                                           _staleness, _utilities,
                                                           estimate_noise, period_selections,
-                                                          starved_cover)
+                                                          selection_size, starved_cover)
 from continual_synth.mechanisms.tabular.structure import informative, room_for, yielding
 from continual_synth.mechanisms.tabular.wide import _project, _wide_extras, _wide_set
 
@@ -117,6 +117,7 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
     k = config.selections if selections is None else selections
     selected, chosen, sums, variances, iterates = [], [], [], [], []
     steered = False  # whether the last iterate is a steering fit
+    total = None     # the fits' size: this period's noisy size once a measurement is made
     for slot in range(k):   # slot l − 1 (``selected`` also holds the wide extras)
         structure = fitter.structure(h)
         open_ = [i for i in range(len(workloads)) if i not in selected
@@ -141,11 +142,13 @@ def _select_measure_fit(config, sampler, targets, start, bias, measure, measurem
             # a refresh slot: a public choice (no data used)
             j = min(candidates, key=lambda i: _staleness(workloads, counts, selected, i))
         else:
-            u = _utilities(config, targets, h, candidates, bias, batch)
+            size = selection_size(config, total, size_of(batch) if batch > 0 else None)
+            u = _utilities(config, targets, h, candidates, bias, batch, size)
             if config.selection_discount == "count":
                 u = _count_discounted(u, counts, candidates)
             j = candidates[sampler.exponential_mechanism(
-                u, config.selection_epsilon_at(k), config.utility_sensitivity)]
+                u, config.selection_epsilon_at(k),
+                config.utility_sensitivity_at(size is not None))]
         wide = _wide_set(config, j, wide_cap)
         extras = _wide_extras(config, fitter, structure, j, wide, selected + (fed or []), limit)
         selected.append(j)

@@ -11,10 +11,18 @@ monotone).  Utilities:
 * ``paper`` (§7.2 item 3): u_i = ‖T_i − W_i(h_{t,l−1})‖_1/|W_i| − b_i with
   T_i = W_i(∇f_t + g_{t−1}) (§6.4) and b_i = |W_i|.  One record moves ‖·‖_1 by at most
   1, so Δ = 1/min_i |W_i| (the paper's "1/4 for 2-way workloads" for binary attributes).
-* ``aim``: u_i = ‖T_i − |T|·P_i(h)‖_1 − b_i, the model's distribution P_i(h) at the
-  target's size (at l = 1, h = g_{t−1}, the paper's difference is the batch alone and
-  cannot see g_{t−1}'s error).  One record moves T_i by 1 in one cell and |T|·P_i(h) by
-  P_i(h) (L1 norm 1): Δ = 2 for every workload.
+* ``aim``: u_i = ‖T_i − n̂·P_i(h)‖_1 − b_i, the model's distribution P_i(h) at a size n̂
+  (at l = 1, h = g_{t−1}, the paper's difference is the batch alone and cannot see
+  g_{t−1}'s error).  ``utility_size="estimate"`` (the proposed method's default): n̂ is a
+  public estimate of |T| (:func:`selection_size`: the noisy size so far, this period's
+  batch read from its measurements made so far or from the earlier periods'), fixed
+  before the selection reads the period's records; one record moves T_i by 1 in one
+  cell and n̂·P_i(h) not at all, Δ = 1.  ``"target"`` (the baseline's default, and the
+  proposed method's first selection of period 1, before any size is public): n̂ = |T|,
+  the target's own size, which the record moves too: T_i by 1 in one cell and
+  |T|·P_i(h) by P_i(h) (L1 norm 1), Δ = 2.  The public size shifts every candidate's
+  score by about the same amount (its error in the batch size), which the exponential
+  mechanism does not see, and halves the noise its draw adds at the same ε'.
 
 Bias b_i (``bias_correction``): ``noise+sampling`` (default) is AIM's expected L1 norm of
 the measurement noise, √(2/π)·σ_i·|W_i| (McKenna et al. 2022), plus E‖X − B·P_i(h)‖_1
@@ -74,22 +82,45 @@ def _sampling_deviations(p: np.ndarray, batch: int) -> np.ndarray:
     return 2 * nu * (1 - p) * pmf
 
 
-def _utilities(config, targets, model, candidates, bias, batch: int = 0) -> np.ndarray:
-    """u_i for i in ``candidates``: ``aim`` — ‖T_i − |T|·P_i(h)‖_1 − b_i (the model's
-    distribution at the target's size), minus the batch's sampling deviation under
-    ``noise+sampling`` (a public estimate ``batch`` of the batch size); ``paper`` —
-    ‖T_i − W_i(h)‖_1/|W_i| − b_i."""
+def _utilities(config, targets, model, candidates, bias, batch: int = 0,
+               size: Optional[float] = None) -> np.ndarray:
+    """u_i for i in ``candidates``: ``aim`` — ‖T_i − n̂·P_i(h)‖_1 − b_i, the model's
+    distribution at ``size`` = n̂, a public estimate of |T| (``utility_size="estimate"``;
+    :func:`selection_size`), or at the target's own size |T| (``"target"``, or no
+    estimate), minus the batch's sampling deviation under ``noise+sampling`` (a public
+    estimate ``batch`` of the batch size); ``paper`` — ‖T_i − W_i(h)‖_1/|W_i| − b_i."""
     workloads, cells = config.workloads, config.cells
     out = np.empty(len(candidates))
     tables = model.probabilities_of([workloads[i] for i in candidates])
     for n, (i, p) in enumerate(zip(candidates, tables)):
         if config.utility == "aim":
-            out[n] = np.abs(targets[i] - p * targets[i].sum()).sum() - bias[i]
+            scale = targets[i].sum() if size is None else size
+            out[n] = np.abs(targets[i] - p * scale).sum() - bias[i]
         else:
             out[n] = np.abs(targets[i] - p * model.total).sum() / cells[i] - bias[i]
     if config.utility == "aim" and config.bias_correction == "noise+sampling":
         out -= _sampling_biases(tables, batch)
     return out
+
+
+def selection_size(config, measured: Optional[float], previous: Optional[float]
+                   ) -> Optional[float]:
+    """n̂, the public estimate of the target's size |T| a selection scales the model to
+    under ``utility_size="estimate"``: the period's current size estimate, the one its
+    fits take — the noisy size so far with this period's batch read from the period's
+    measurements made so far (``measured``: the size of h_{t,l−1}, l ≥ 2), else from the
+    earlier periods (``previous``: the size before this period plus the mean batch so
+    far); None (the target's own size) under ``"target"``, or while neither is known or
+    positive (period 1's first selection).  Both are post-processing of releases and of
+    this period's earlier measurements, so fixed before the selection reads the period's
+    records: a record then moves T_i by 1 in one cell and n̂·P_i(h) not at all: Δ = 1
+    (:meth:`~continual_synth.mechanisms.tabular.TabularConfig.utility_sensitivity_at`)."""
+    if config.utility != "aim" or config.utility_size != "estimate":
+        return None
+    for size in (measured, previous):
+        if size is not None and size > 0:
+            return float(size)
+    return None
 
 
 def estimate_noise(sds: Sequence[float], entries: Sequence[int]) -> List[float]:

@@ -71,6 +71,12 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                              "measurements, where that many would carry information (a "
                              "public choice; for many-valued attributes on small batches); "
                              "none: the utility alone selects (docs/tabular.md, Coverage)")
+    parser.add_argument("--utility-size", choices=["estimate", "target"], default=None,
+                        help="estimate: a selection scores the model at a public estimate "
+                             "of the target's size (earlier releases' noisy sizes and the "
+                             "period's measurements so far), sensitivity 1 (default for the "
+                             "proposed method with --rule aim); target: at the target's own "
+                             "size, sensitivity 2 (docs/tabular.md, Rules)")
     parser.add_argument("--structure", choices=["informative", "measured"], default=None,
                         help="informative: a measured pair joins the fitted model only when "
                              "its measurement departs from independence by more than its "
@@ -255,6 +261,8 @@ def synthesizer_from_args(args, input_path: Optional[str] = None, domain=None):
         options["coverage"] = args.coverage
     if args.structure is not None:
         options["structure"] = args.structure
+    if args.utility_size is not None:
+        options["utility_size"] = args.utility_size
     if args.wide_cells is not None:
         options["wide_cells"] = args.wide_cells
     selections = args.selections

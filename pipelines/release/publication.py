@@ -177,6 +177,9 @@ _TABULAR = {
     "selection_epsilon": _public("--epsilon and --selection-share"),
     "measurement_epsilon": _public("--epsilon and --selection-share"),
     "utility_sensitivity": _public("the utility's sensitivity"),
+    "utility_sensitivity_unsized": _public("the utility's sensitivity before any size is "
+                                           "public"),
+    "utility_size": _public("--utility-size"),
     "bias_correction": _public("--rule"),
     "bias_noise": _public("--rule"),
     "coverage": _public("--coverage"),
