@@ -409,7 +409,7 @@ def anatomy(ours, codes, period_of, domain, workloads, truth, epsilon, seed) -> 
         run = run_ours(codes, period_of, domain, workloads, epsilon, seed, options=options)
         out[name] = {**score_model(truth, run["model"], workloads),
                      "seconds": round(run["seconds"], 1)}
-    synthesizer, state = ours["synthesizer"], ours["state"]
+    synthesizer = ours["synthesizer"]
     fitter = synthesizer.config.fitter()
     structure = fitter.structure(ours["model"])
     exact = [Measurement(w, truth[workloads.index(w)].ravel().astype(float))
