@@ -44,7 +44,7 @@ T: 92/ε² per unit sensitivity, against 63 for ``block`` with 3 words per cell,
 ``honaker`` and 216 for ``tree``).  The variance of a cell at t is the counter's exact
 ``variance(t)``; one-shot PrivHP at the same ε has 2q/(1−q)² (≈ 1.84/ε²): the price of
 releasing T times.  ``anchored`` (Simple II plus one node of all T periods at T, least-
-squares combined) lowers the variance at T and raises it at every t < T: it favours the
+squares combined) lowers the variance at T and raises it before T: it favours the
 last release over the others (bench/results/privhp_continual_anchored.md), so it is an
 option, not ``auto``.
 

@@ -547,7 +547,7 @@ class Fitter:
         ``iterations`` times over the measurements in their order (the pooled margins
         last, so that each sweep ends on them: they pool every selected workload's
         measurement: ordering the steps by clique to save messages would fit the pooled
-        margins first and costs accuracy), until every measured marginal is
+        margins first and cost accuracy), until every measured marginal is
         matched to the tolerance or the largest mismatch stops changing by more than
         that (inconsistent noisy measurements: IPF's limit cycle).  The tolerance is
         ``IPF_TOLERANCE`` of the total or ``RECORD_TOLERANCE`` records, whichever is
