@@ -62,11 +62,12 @@ PACKAGE = ["mechanisms", "transforms", "pipelines", "runners", "continual_synth"
 NUMBER = r"(?<![\w.])\d+(?:\.\d+)?"
 PERCENT = rf"{NUMBER} ?%"
 TIMING = rf"{NUMBER} ?(?:ns|µs|us|ms|s|min)\b"
-#: figures that are measurements wherever they stand in a comment or docstring
+#: figures that are measurements wherever they stand in a comment or docstring (a factor
+#: times a power of ten, 1.2 × 10⁹, is a number's notation, not a ratio)
 MEASURED = {
     "a measured ratio": re.compile(
-        r"(?<![\w.])\d+\.\d+(?: ?[-–] ?\d+(?:\.\d+)?)? ?×"   # 1.44×, 1.9-2.3×
-        r"|(?<![\w.])\d+ ?[-–] ?\d+(?:\.\d+)? ?×"),            # 2-3×
+        r"(?:(?<![\w.])\d+\.\d+(?: ?[-–] ?\d+(?:\.\d+)?)?"     # 1.44×, 1.9-2.3×
+        r"|(?<![\w.])\d+ ?[-–] ?\d+(?:\.\d+)?) ?×(?! ?10[⁰¹²³⁴⁵⁶⁷⁸⁹^*])"),  # 2-3×
     "a measured percentage": re.compile(
         rf"\bwithin {PERCENT}|{PERCENT} (?:above|below|smaller|larger|faster|slower|fewer"
         r"|more|less|lower|higher|of (?:the |its )?\d)"),
@@ -256,6 +257,7 @@ def test_the_scan_finds_measured_figures():
         "replace"]
     assert figure_hits_in("x.py", "# exceeded in 5.4-5.7 % of the runs under replace\n") == []
     for line in ["b = 2×Δ/ε", "≈ 4× in variance", "(2 × 2, 4 × 6 and 8 × 12 cells)",
+                 "1.2 × 10⁹ records", "2.5×10^-4 of the total",
                  "a poverty rate of about 11 %", "one-σ (two-sided 68%) bounds",
                  "one-sided 2.5 %", "Student's 97.5 % quantile", "√(2/π)·σ per cell",
                  "variance at T: 92/ε² per unit sensitivity, against 63 for block"]:
