@@ -31,9 +31,8 @@ composition over the measured levels (all of 0..r at stride 1) the stream of rel
 
 Split.  The default split is ``uniform`` (ε_ℓ = ε/(r+1) at stride 1), not one-shot PrivHP's
 ``sqrt`` (:meth:`PrivHPConfig.epsilons`; any split can still be given): with the
-least-squares step every level's noise also informs the levels above it, and on the
-benchmark's data the uniform split lowers the last period's W1 against ``sqrt`` at every
-depth and prune_k (bench/results/privhp_continual_tuning.md).
+least-squares step every level's noise also informs the levels above it, so the deep
+levels need no larger share of ε (the default: bench/results/privhp_continual_tuning.md).
 
 Counter.  Pure ε needs discrete Laplace noise; among the library's pure-ε counters the
 k-ary tree (Andersson et al. 2025) has the least maximum variance over t = 1..T
@@ -45,9 +44,9 @@ T: 92/ε² per unit sensitivity, against 63 for ``block`` with 3 words per cell,
 ``honaker`` and 216 for ``tree``).  The variance of a cell at t is the counter's exact
 ``variance(t)``; one-shot PrivHP at the same ε has 2q/(1−q)² (≈ 1.84/ε²): the price of
 releasing T times.  ``anchored`` (Simple II plus one node of all T periods at T, least-
-squares combined) lowers the variance at T to 0.38× Simple II's for 1.56× before T (T = 50,
-final share 0.2): measured, the last period's W1 improves and the other periods' worsen
-(bench/results/privhp_continual_anchored.md), so it is an option, not ``auto``.
+squares combined) lowers the variance at T and raises it before T: it favours the
+last release over the others (bench/results/privhp_continual_anchored.md), so it is an
+option, not ``auto``.
 
 Stride (Qardaji, Yang and Li 2013, "Understanding hierarchical methods for
 differentially private histograms": with constrained inference a hierarchy of fan-out
@@ -57,17 +56,16 @@ L_e − s, … on the exact ones), so each measured level gets ε·s/(r + 1) or 
 ε/(r + 1) — variance s² times smaller — and a level between is the sum of its measured
 descendants (:func:`noisy_structure`; exact levels through the least-squares step with
 infinite variance, sketch levels by :class:`ChildrenSum`).  In d = 2 the default s = 2
-makes the measured levels a quadtree (every measured level halves both axes); it lowers
-the last period's W1 in every configuration of bench/results/privhp_continual_grid.md,
-where s = 3 and 4 do no better (bench/results/privhp_continual_grid_strides_j3.md).  Only
-the measured levels compose: ε = Σ_{ℓ measured} ε_ℓ.  States saved before the option have
-s = 1 (every level).
+makes the measured levels a quadtree (every measured level halves both axes) (the
+default: bench/results/privhp_continual_grid.md; larger strides:
+bench/results/privhp_continual_grid_strides_j3.md).  Only the measured levels compose:
+ε = Σ_{ℓ measured} ε_ℓ.  A saved state without a stride has s = 1 (every level).
 
 Sketch rows.  The default count-min depth is j = 2, not one-shot PrivHP's 3: a sketch
 level's sensitivity is j, and a continual counter's noise at t is about t times one-shot's
 in variance, so the balance between collisions (fewer with more rows) and noise (more with
-more rows) moves to fewer rows (measured with s = 2 in
-bench/results/privhp_continual_grid.md); any j can still be given.
+more rows) moves to fewer rows (the default: bench/results/privhp_continual_grid.md);
+any j can still be given.
 
 Memory.  The counters hold ``words_per_cell`` floats per cell (the counter's state:
 1 for ``simple``, 2 per tree level for ``kary``, …), never anything per point or per
@@ -76,9 +74,9 @@ cells with one-shot PrivHP's rule (:func:`~continual_synth.mechanisms.privhp.
 sketch_width_for`), so the words used are ≤ M, ≤ the plain continual tree of the same
 depth, and non-decreasing in prune_k.  With s > 1 only the measured levels hold counters,
 so the words used are fewer still (about half at s = 2): the structure stays the one-shot
-structure of the same budget (its sketch width and exact levels), which does better than
-widening the sketches into the freed words (at s = 2 on the benchmark's data, the last
-period's W1 1.44× one-shot PrivHP's against 1.47× widened).
+structure of the same budget (its sketch width and exact levels), and the freed words are
+not spent on wider sketches, so a stride changes where the noise goes and not which
+cells collide.
 Pure numpy; no Beam.
 """
 from __future__ import annotations

@@ -926,11 +926,11 @@ class KaryTreeCounter(StreamCounter):
     every one of the h levels (its nodes are first children) → L1 = L2² = E·h;
     σ² = E·h/(2ρ), b = E·h/ε.
     Variance: Var(S̃^t − S^t) = (Σ_i digit_i(t))·v.  Under ε, with the default arity, the
-    maximum std is 1.9-2.3× below the binary tree's (≈ 4× in variance) and 1.5-1.8× below
-    ``honaker``'s for T = 10² … 2^16 (bench/results/counters_error.md).  Below T ≈ 2 000 the
-    best k exceeds √T, the tree has two levels and the counter is the block counter
-    (k = 32 at T = 1024); beyond, three or more levels win (k = 22 at T = 10⁴: max std
-    0.84× the block counter's; 0.69× at 2^16).  Under ρ it beats only the tree.
+    maximum std is below the binary tree's and ``honaker``'s for T = 10² … 2^16 (the
+    comparison: bench/results/counters_error.md).  For short horizons the best k exceeds
+    √T, the tree has two levels and the counter is the block counter (k = 32 at T = 1024);
+    for longer ones three or more levels have the lower maximum variance (k = 22 at
+    T = 10⁴).  Under ρ it beats only the tree.
     """
 
     kind = "kary"
@@ -1107,9 +1107,9 @@ class SqrtFactorisationCounter(_ToeplitzFactorisation):
 
 # BLT parameters (θ_1..θ_4, ω_1..ω_4) for d = 4 buffers, optimised by
 # ``optimise_blt_parameters(2**m, 4)`` for m = 1..16 (warm-started from m − 1); a horizon T
-# uses the entry of m = ⌈log2 T⌉.  Against the square-root factorisation, checked at every
-# T ≤ 2048 and every 97th T up to 2^16: max std at most 0.8 % above, mean std at most 0.3 %
-# above and mostly below (bench/results/counters_error.md; tests re-check at 2^10 … 2^16).
+# uses the entry of m = ⌈log2 T⌉.  Their max and mean std track the square-root
+# factorisation's at every T ≤ 2^16 (the comparison: bench/results/counters_error.md; the
+# tests re-check it at 2^10 … 2^16).
 _BLT_TABLE_D4 = {
     1: ((0.00217785762, 0.204626143372, 0.367952792497, 0.498796780771),
          (0.098508770894, 0.098501228148, 0.098501026572, 0.098504149473)),
@@ -1254,8 +1254,8 @@ class BLTCounter(_ToeplitzFactorisation):
     → σ² = Δ²/(2ρ); variance σ²·Σ_{k<t} b_k², b = cumulative sums of the first column of
     C⁻¹ (:func:`blt_inverse_coefficients`).
     Parameters: :func:`blt_parameters` (θ, ω minimising log max std + log mean std at
-    2^⌈log2 T⌉, optimised numerically; shipped for d = 4, T ≤ 2^16).  Max std within 0.8 %
-    of ``sqrt-factorisation`` at every T ≤ 2^16, mean std within 0.3 % (mostly below).
+    2^⌈log2 T⌉, optimised numerically; shipped for d = 4, T ≤ 2^16).  Max and mean std
+    track ``sqrt-factorisation``'s at every T ≤ 2^16 (bench/results/counters_error.md).
     The state keeps θ and ω, so a restored counter uses the same factorisation.
     """
 

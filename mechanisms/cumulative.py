@@ -39,9 +39,8 @@ discrete Gaussian's proxy σ², not its smaller exact variance; union over the T
 pairs).  The paper's Corollary B.1 is printed beside it, labelled as
 the paper's, only where the paper states it: tree counters, App. B's split, add-remove
 (under replace one person moves two entries per counter, the calibrated noise doubles in
-variance and the corollary, which depends on ρ alone, no longer bounds the error: in the
-Figure 7 setting it is exceeded in 5.4-5.7 % of 1 000 runs under replace, above β = 5 %,
-against 1.0 % under add-remove; bench/results/fig7_cumulative_error*.txt).
+variance and the corollary, which depends on ρ alone, no longer bounds the error at level
+β: bench/results/fig7_cumulative_error*.txt).
 """
 from __future__ import annotations
 

@@ -102,10 +102,9 @@ def marginal_table(table: np.ndarray, table_attrs: Sequence[str],
                    attrs: Sequence[str]) -> np.ndarray:
     """Σ of ``table`` (one axis per attribute of ``table_attrs``) over every attribute
     not in ``attrs``, axes in ``attrs`` order.  One single-operand ``einsum``: on the
-    junction-tree fits' clique tables (6-7 axes, 10⁴-10⁵ cells) it is 2-3× numpy's
-    ``sum`` over several axes, whose pairwise reduction walks short strided axes
-    (27 648 cells to 2 axes: 89 µs against 36 µs).  ``table`` itself when nothing is
-    summed out and the order is the same."""
+    junction-tree fits' clique tables (6-7 axes, 10⁴-10⁵ cells) it is faster than numpy's
+    ``sum`` over several axes, whose pairwise reduction walks short strided axes.
+    ``table`` itself when nothing is summed out and the order is the same."""
     table_attrs, attrs = tuple(table_attrs), tuple(attrs)
     if attrs == table_attrs:
         return table

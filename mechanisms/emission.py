@@ -33,8 +33,8 @@ def shard_sizes(num_synthetic: int, num_shards: int) -> np.ndarray:
 
     The power of two is for the workers: a shard is one emission task, and 2M people make
     5 shards of 400 000 by the first rule, which 2 workers can only split 3 : 2 (the
-    larger half then finishes well after the other: bench/results/dask_scaling.md); 8
-    shards of 250 000 split evenly over 2, 4 or 8."""
+    worker with 3 sets the wall time: bench/results/dask_scaling.md); 8 shards of
+    250 000 split evenly over 2, 4 or 8."""
     needed = max(1, -(-int(num_synthetic) // PEOPLE_PER_SHARD))
     used = int(min(num_shards, 1 << (needed - 1).bit_length()))
     base, extra = divmod(int(num_synthetic), used)
@@ -69,9 +69,8 @@ def assign_group_values(group: np.ndarray, extension: np.ndarray,
 
     The members of each group, in the order they are held, receive the group's values
     (``extension[g, c]`` copies of each c) in a uniformly random order: a Fisher-Yates
-    shuffle of each group's segment, O(n), where a sort by (group, random key) cost
-    O(n log n): 7.8 ms against 41 ms for a 250 000-person shard, 78 ms against 510 ms
-    for 2M people; a 2M x 12 ``window run`` used 10.0-10.4 user CPU s against 11.3-12.1.
+    shuffle of each group's segment, O(n), rather than a sort by (group, random key),
+    O(n log n).
     """
     groups, width = extension.shape
     small = groups <= np.iinfo(np.int16).max  # numpy's stable sort of int16 is a radix sort

@@ -102,7 +102,7 @@ def nonnegative_target(values) -> np.ndarray:
     empty cells gains mass in all of them and loses it from the populated ones; the
     projection subtracts one threshold from every cell (the *Norm-Sub* of Wang et al.
     2020, for the same problem in local DP) and keeps the total, an unbiased estimate
-    (the two compared on CCES in bench/results/tabular_floor.md); without noise it
+    (the comparison: bench/results/tabular_floor.md); without noise it
     changes nothing.  Post-processing of private measurements: no budget."""
     y = np.asarray(values, dtype=np.float64)
     total = float(y.sum())
@@ -225,7 +225,7 @@ def _newton_solve(q: np.ndarray, qr: np.ndarray, qc: np.ndarray,
     the longer side: an (n − 1) × (n − 1) or m × m solve instead of an (m + n − 1)-square
     one (a 105 × 16 pair: 15 × 15 against 120 × 120).  Raises LinAlgError where H is
     singular (a margin of Q at 0) or so near it that the step is not finite (the caller
-    then takes the gradient step; a NaN step used to end the raking early, and printed
+    then takes the gradient step: a NaN step would end the raking early, and print
     numpy's "invalid value encountered in matmul")."""
     m, n = q.shape
     g_a, g_b = gradient[:m], gradient[m:-1]
@@ -547,7 +547,7 @@ class Fitter:
         ``iterations`` times over the measurements in their order (the pooled margins
         last, so that each sweep ends on them: they pool every selected workload's
         measurement: ordering the steps by clique to save messages would fit the pooled
-        margins first and costs accuracy), until every measured marginal is
+        margins first and cost accuracy), until every measured marginal is
         matched to the tolerance or the largest mismatch stops changing by more than
         that (inconsistent noisy measurements: IPF's limit cycle).  The tolerance is
         ``IPF_TOLERANCE`` of the total or ``RECORD_TOLERANCE`` records, whichever is
@@ -604,7 +604,7 @@ class Fitter:
                                       float(np.abs(table.sum(axis=0) - margins[1]).max())))
                     t = rake_pair(table, *margins).reshape(-1)
                 worst = max(worst, errors[-1])
-                # np.zeros: numpy's zeros_like costs 4× as much on these small arrays
+                # np.zeros, not zeros_like: the cheaper call on these small arrays
                 ratio = np.divide(t, current, out=np.zeros(t.shape, t.dtype),
                                   where=current > 0)
                 propagation.step(home, w, ratio, current)

@@ -1,6 +1,6 @@
 """Pooled one-way margins for the proposed tabular synthesizer (Kumar, Strohmer and
 Vershynin 2024, Algorithm 3; our departure from it, ``TabularConfig.margins="pooled"``,
-docs/tabular.md "Pooled one-way margins", measured in bench/results/tabular_floor.md).
+docs/tabular.md "Pooled one-way margins"; the comparison: bench/results/tabular_floor.md).
 
 Why.  Algorithm 3 measures a workload W_j only in the periods that select it, and the
 fit sees W_j's counter C_j(t) plus an imputed remainder for all the other periods.  An

@@ -23,12 +23,10 @@ commands.options.pipeline_options`); ``--runner PrismRunner`` still selects Pris
 ``consolidate_monitoring_infos(itertools.chain(new, old))`` — a generator, consumed only
 when the pipeline ends.  A batch pipeline runs a few bundles per stage; a streaming one
 (the ``stream --watch`` watcher) nests one more generator, holding that bundle's
-metrics, every bundle, for as long as it runs.  Before its clock was paced
-(``transforms/ticks.py``) the watcher ran about 270 bundles a second whatever
-``--poll-interval`` said: an idle ``window stream`` grew by 206 MiB in 30 s at the default
-5 s (314 → 1 134 MiB in two minutes at 0.1 s), and the stream's 120-period benchmark from
-283 to 699 MiB (Beam 2.77).  Paced, it runs one bundle a tick, and the chain would still
-grow by one every tick without this.  Beam's own function, given as a
+metrics, every bundle, for as long as it runs, so an idle ``window stream`` grows
+without bound.  Its clock is paced (``transforms/ticks.py``: one bundle a tick, whatever
+the bundle rate would be unpaced), and the chain would still grow by one every tick
+without this.  Beam's own function, given as a
 list, merges the same metrics without the chain.
 """
 from __future__ import annotations

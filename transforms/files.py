@@ -38,11 +38,11 @@ __all__ = ["FORMATS", "PARQUET_DICTIONARY_PAGE_BYTES", "check_format", "detect_f
 FORMATS = ("parquet", "csv", "avro")
 # Parquet's dictionary page limit per column chunk.  A column with more distinct values
 # than fit falls back to plain encoding, which every reader reads: the writer then stops
-# hashing its values.  pyarrow's default (1 MiB: 131 072 distinct int64) hashed every
-# synthetic id of a 250 000-person shard file before falling back, 25 ms of the file's
-# 26; at 64 KiB (8 192 int64) the file takes 9 ms, is 20 % smaller, and columns with
-# fewer distinct values (periods, categories, codes) stay dictionary-encoded
-# (bench/results/perf_orders_2m.md).
+# hashing its values.  pyarrow's default (1 MiB: 131 072 distinct int64) hashes every
+# synthetic id of a 250 000-person shard file before falling back, most of the file's
+# write time; at 64 KiB (8 192 int64) the id column falls back early, the file is smaller,
+# and columns with fewer distinct values (periods, categories, codes) stay
+# dictionary-encoded (the limit: bench/results/perf_orders_2m.md).
 PARQUET_DICTIONARY_PAGE_BYTES = 1 << 16
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".avro": "avro"}
 

@@ -2,15 +2,16 @@
 (``versions/vNNNNNN.json``) and of the fitted model a step hands to its emission.
 
 A state can hold large numeric arrays (the tabular synthesizer's clique marginals reach
-10^5 values).  Written as decimal floats with indentation such a state took about a
-second to encode and a third of one to parse, twice per step.  Here every numeric array
+10^5 values).  Written as decimal floats with indentation, every value is formatted
+and parsed as text, twice per step.  Here every numeric array
 (a numpy array, or a rectangular list of numbers) of at least :data:`PACK_MIN` values is
 written as::
 
     {"__array__": "<f8", "shape": [...], "base64": "<the values' bytes, little-endian>"}
 
-which is exact (the bits themselves, not a decimal rendering), about half the size and
-tens of times faster both ways.  The document is compact JSON (no indentation).  Reading
+which is exact (the bits themselves, not a decimal rendering), about half the size
+(a value's 8 bytes take about 11 characters of base64) and faster both ways (one copy of
+the buffer, no per-value formatting).  The document is compact JSON (no indentation).  Reading
 restores packed arrays as the nested lists the unpacked document would have held, so a
 reader sees the same document either way, and documents written before packing (plain
 lists) read unchanged.  A list mixing integers and floats comes back as floats (the

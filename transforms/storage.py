@@ -13,9 +13,9 @@ same store as the pipelines.
 
 Beam's S3 filesystem opens a new ``boto3`` session, and a client in it, for every call
 (every listing, open, exists, rename …); a session loads botocore's service models again,
-about 0.1 CPU s.  A ``window step`` of 50 000 people with its state and output on S3
-made 62-152 such calls, 13-35 s of the step on a 2-core machine.  :func:`reuse_s3_clients`
-gives Beam's client one session per thread and one client per set of settings instead.
+which costs far more CPU than the call, and a step with its state and output on S3 makes
+such calls for every file it lists, opens or renames.  :func:`reuse_s3_clients` gives
+Beam's client one session per thread and one client per set of settings instead.
 """
 from __future__ import annotations
 

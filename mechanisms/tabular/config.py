@@ -5,8 +5,8 @@ follow from them (:class:`TabularConfig`).
 Two rule sets (:data:`RULES`; each rule is also its own option): ``paper``, Algorithm 3
 as printed (to reproduce the paper), and ``aim`` (the default), the rules below that
 depart from it where the printed ones stay far from the sampling floor even without
-noise (``bench/results/tabular_floor.md``).  A configuration saved before an option
-existed keeps the rule it was calibrated for (:data:`SAVED_CONFIG_DEFAULTS`).
+noise (``bench/results/tabular_floor.md``).  A saved configuration without an option
+keeps the rule it was calibrated for (:data:`SAVED_CONFIG_DEFAULTS`).
 
 Budget split and privacy (Algorithms 2-3, Theorem 6.1).  Each period's ε goes s·ε to
 its k selections (s·ε/k each) and (1 − s)·ε to its k measurements ((1 − s)·ε/k each), s
@@ -112,14 +112,14 @@ STRUCTURES = ("informative", "measured")
 
 
 # wide_ratio's default: a workload's projected cell sums at most 8 noisy cells of the wide
-# set (8 against 4: bench/results/tabular_wide_measurements.md)
+# set (the default: bench/results/tabular_wide_measurements.md)
 WIDE_RATIO = 8.0
 
 
 # TabularSynthesizer.create's wide_cells for the proposed method with the simple counter
 # and the aim rules (the command line's default --wide-cells): the largest wide set, in
-# cells (measured on Adult in bench/results/tabular_wide_measurements.md and on tables it
-# was not tuned to in bench/results/tabular_wide_untuned.md)
+# cells (the default: bench/results/tabular_wide_measurements.md; on other tables:
+# bench/results/tabular_wide_untuned.md)
 WIDE_CELLS = 64
 
 
@@ -160,12 +160,12 @@ RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remaind
 # Share s of each period's ε spent on its k selections (the rest on its k measurements).
 # The paper's is 1/2; AIM (McKenna et al. 2022) gives selection a tenth, which the proposed
 # method takes.  The baseline's selections see one batch, whose errors are small next to
-# the selection noise, and s = 0.1 does not help it consistently, so it keeps the paper's
-# 1/2 (both measured in bench/results/tabular_tables_adult_share.md).
+# the selection noise, so they keep the paper's 1/2 (both defaults:
+# bench/results/tabular_tables_adult_share.md).
 DEFAULT_SELECTION_SHARES = {"proposed": 0.1, "baseline": 0.5}
 
 
-# What a configuration saved before an option existed meant: no pool, the paper's split.
+# What a saved configuration without an option means: no pool, the paper's split.
 SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5, "selection_discount": "none",
                          "model_growth": "fixed", "selection_schedule": "fixed",
                          "bias_noise": "counter", "coverage": "none",
@@ -573,10 +573,10 @@ class TabularConfig:
         selections fill a fixed-size junction tree with large cliques for good; grown
         with the horizon, the same cells end up holding more of the workloads.  Public
         (t, T and the workloads' sizes).  The default only in the wide regime of
-        :func:`auto_selections` (k = 24 at ε ≳ 38), where it is measured to help: with
-        k = 12 or at ε = 1 (k = 3) it costs accuracy, and on a small sorted stream with a
-        tight ``max_cells`` it leaves the model too small for most of the stream
-        (bench/results/tabular_selections.md).  The price: early in a long horizon the
+        :func:`auto_selections` (k = 24 at ε ≳ 38): with k = 12 or at ε = 1 (k = 3) the
+        smaller early models cost accuracy, and on a small sorted stream with a tight
+        ``max_cells`` the model stays too small for most of the stream (the default:
+        bench/results/tabular_selections.md).  The price: early in a long horizon the
         model is small (at t = T/10 a tenth of ``max_cells``)."""
         if self.model_growth != "horizon":
             return self.model_cells

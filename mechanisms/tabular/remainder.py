@@ -79,8 +79,8 @@ def _drift_update(drift: Tuple[float, float, float], sums, measured, batch: floa
     E z_a = 1 on an exchangeable stream (records in random order); a period whose shares
     are p_t adds κ_a·‖p_t − S_a‖² to it, so Δ̂ = Σ(z − 1)/Σκ estimates the mean squared
     distance ‖p_t − S‖² between a period's shares and the stream's: 0 when the periods
-    are exchangeable, above ``DRIFTING_ABOVE`` on Adult sorted by every attribute
-    (bench/results/tabular_tables_adult_adaptive_notes.md).  Dividing by κ keeps
+    are exchangeable, above ``DRIFTING_ABOVE`` on a stream sorted by an attribute (the
+    threshold: bench/results/tabular_tables_adult_adaptive_notes.md).  Dividing by κ keeps
     Δ̂ on that scale when the noise swamps the sampling (small batches, small ε: z is
     then near 1 on any stream, and z alone would call a sorted stream exchangeable).
     Δ̂ is the κ-weighted mean of the attributes' d_a = (z_a − 1)/κ_a, with each weight
@@ -141,8 +141,8 @@ def _shrunk_share(counter: np.ndarray, imputed: np.ndarray, variance: float) -> 
     ‖Ĉ − R̂‖² were R̂ the truth (σ² the counter's per-cell variance).
 
     With ``selection_schedule="drift"`` a counter's feeds can differ in noise (σ² is then
-    their sum).  Weighing them by their precision instead does worse
-    (bench/results/tabular_selection_schedule.md)."""
+    their sum, and the feeds count equally, as the counter sums them:
+    bench/results/tabular_selection_schedule.md)."""
     positive = np.maximum(counter, 0.0)
     mass = float(positive.sum())
     if mass <= 0:
@@ -175,9 +175,9 @@ def _carry_increment(config, state, g, batch, selected, increments, fed=()) -> N
     start δ_{t−1}) to the period's noisy increments ∇C_j(t) of the selected workloads,
     each shrunk toward δ_{t−1}'s answer by λ_j = B̂_t / (B̂_t + E‖noise‖_1) (E‖noise‖_1 =
     √(2/π)·σ·|W_j|, σ² the increment's per-cell variance): at ε → ∞ the measured batch,
-    at small ε a running average over the periods.  (A positive-part weight that also
-    discounts the batch's sampling deviation does worse on CCES:
-    bench/results/tabular_floor.md.)  What a workload's counter did not
+    at small ε a running average over the periods.  (λ_j discounts the noise only, not
+    the batch's sampling deviation: bench/results/tabular_floor.md.)  What a workload's
+    counter did not
     see is thus the sum of the batches as they were estimated at their own time (the
     drift of an ordered stream is carried, and a marginal measured once is carried to
     the later periods).  Post-processing of the counters' outputs (no budget)."""

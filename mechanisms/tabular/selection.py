@@ -137,7 +137,7 @@ def estimate_noise(sds: Sequence[float], entries: Sequence[int]) -> List[float]:
     per cell, which the utility sees as σ_i^{next}/(τ_i + 1).  AIM's bias (McKenna et al.
     2022) is that expected noise of what the measurement leaves; AIM measures a workload
     once, so there it is the measurement's own noise.  The counter's whole σ_i^{next}
-    (``"counter"``, the rule of ``--rule paper`` and of states saved before the option)
+    (``"counter"``, the rule of ``--rule paper`` and of saved states without the option)
     reads it in counts, and it grows as √(τ_i + 1) the more a workload is measured, until
     no batch can show more: the utilities of much-measured workloads all fall below 0
     and the exponential mechanism chooses by the bias (cells × √measurements), not by
@@ -258,8 +258,7 @@ def balanced_selections(config: TabularConfig, batch: float, typical=np.mean) ->
     period has.  One cell's share, measured by k workloads at (1 − s)·ε/k each, carries
     information ∝ k·B²/(B·p + k²·σ₁²) (σ₁² the per-cell noise variance at k = 1): ∝ 1/k
     while the noise dominates, ∝ k while the sampling does; the best k is where the two
-    are equal.  Against the best fixed k of 1, 2 and 3 on CCES and Adult:
-    bench/results/tabular_selections_k1.md."""
+    are equal (the comparison with a fixed k: bench/results/tabular_selections_k1.md)."""
     if batch <= 0:
         return 1
     cells = float(typical(config.cells))

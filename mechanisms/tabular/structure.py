@@ -52,19 +52,20 @@ def informative(fitter, structure: Sequence[Workload], workload: Workload,
     its one-way margins reach the fit through the pooled margins either way.  It also
     keeps such pairs from filling the model's size limit (``max_cells``), where they
     would lock out strongly dependent pairs for good (bench/results/tabular_structure.md).
-    An independent pair joins in 8-12 % of its tests (2 × 2, 4 × 6 and 8 × 12 cells, in
-    simulation), and then stays until a selected workload needs its room
-    (:func:`yielding`): over many tests the rule delays such pairs rather than keeping
-    them out for good.  The test reads the periods W's counter measured as a sample of
-    the stream.  In a stream sorted by a place they may all lie in one
-    precinct, a table of one row, which is a product whatever the pair's dependence: on
-    MplsStops sorted by neighbourhood the tied pair precinct × neighbourhood stays out
-    longer, and more released records fall in absent precinct-neighbourhood
-    combinations, though AvgWE falls (bench/results/tabular_structure.md).  Restricting
-    the test to the periods the drift test reads as exchangeable, or to counters whose
-    margins match the stream's, does worse.  At ε → ∞, N → 0 and every measured pair joins, as in the
-    paper's A_Dataset, which fits every measurement (``structure="measured"``); at the
-    size limit a pair of no shown dependence then gives way (:func:`yielding`).
+    An independent pair joins when noise and sampling happen to push D above N, and then
+    stays until a selected workload needs its room (:func:`yielding`): over many tests
+    the rule delays such pairs rather than keeping them out for good.  The test reads the
+    periods W's counter measured as a sample of the stream.  In a stream sorted by a
+    place they may all lie in one precinct, a table of one row, which is a product
+    whatever the pair's dependence: on MplsStops sorted by neighbourhood the tied pair
+    precinct × neighbourhood stays out longer, and more released records fall in absent
+    precinct-neighbourhood combinations, though AvgWE falls
+    (bench/results/tabular_structure.md).  The test reads every period the counter saw,
+    whatever the drift test reads (at small ε the drift estimate can read an exchangeable
+    stream as drifting) and whether or not the counter's margins match the model's (same
+    file).  At ε → ∞, N → 0 and every measured pair joins, as in the paper's A_Dataset,
+    which fits every measurement (``structure="measured"``); at the size limit a pair of
+    no shown dependence then gives way (:func:`yielding`).
     Post-processing of the counter's output with its public variance: no budget."""
     if len(workload) != 2 or fitter.fits(structure, workload, 0):
         return True
@@ -106,7 +107,7 @@ def yielding(fitter, structure: Sequence[Workload], index: Dict[Workload, int],
     fills the size limit (``max_cells``) with the pairs selected first: a nearly
     independent pair can hold the room a strongly dependent pair then cannot get, and
     that pair's error stays the largest (MaxWE).  Using this sampling null to keep such
-    pairs out from the start (a stricter :func:`informative`) cures that but raises
+    pairs out from the start (a stricter :func:`informative`) would cure that but raise
     AvgWE elsewhere, since a weak but real dependence is still worth its room when the
     room is free; here a pair leaves only when a selected workload needs the room
     (bench/results/tabular_structure.md).  Post-processing of

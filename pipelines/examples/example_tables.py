@@ -68,7 +68,7 @@ yet used); ``ordered`` sorts the rows lexicographically by their domain codes (c
 domain order, values in domain-list order, so ``null`` sorts last) with a stable sort, and
 gives period t the next B rows; ``stored`` keeps the table's own row order (the
 "indices" of the quotation; Adult's files are in no attribute's order, and Kumar et
-al.'s ordered and randomized figures agree within 10 % in every Table 1-2 cell, which a
+al.'s ordered and randomized figures agree closely in every Table 1-2 cell, which a
 lexicographic sort does not give: ``bench/results/tabular_tables_adult_stored.md``).
 Every period has exactly B records; the default number
 of periods is ⌊n/B⌋ (64 600 / 50 = 1 292 and 64 600 / 200 = 323, so no record is left
