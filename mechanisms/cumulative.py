@@ -62,7 +62,7 @@ from continual_synth.mechanisms.counters import (
     make_counter,
     max_variance,
 )
-from continual_synth.mechanisms.panel import PUBLIC_INPUTS
+from continual_synth.mechanisms.panel import RELATIONS, privacy_fields
 from continual_synth.mechanisms.samplers import MAX_VARIANCE_TABLE_SIGMA2, Sampler
 
 __all__ = ["ALGORITHM", "MAX_HORIZON", "BUDGET_SPLITS", "appendix_b_weights",
@@ -368,19 +368,13 @@ def step(state: CumulativeState, counts: np.ndarray, sampler: Sampler,
 def manifest_fields(state: CumulativeState) -> Dict:
     """The privacy and accuracy facts of a cumulative release, for ``manifest.json``."""
     config = state.config
-    spent = state.ledger.spent
-    epsilon = accounting.zcdp_to_approx_dp(spent, config.delta) if spent > 0 else 0.0
-    relation = ("replace one person's whole sequence" if config.neighbor == "replace"
-                else "add or remove one person")
     return {
         "algorithm": ALGORITHM,
         "paper": "Bun, Gaboardi, Neunhoeffer, Zhang (2024), Algorithm 2, App. A-B",
         "horizon": config.horizon, "alphabet": [0, 1], "neighbor": config.neighbor,
-        "counter": config.counter, "rho": config.rho, "rho_spent": spent,
-        "counter_rhos": config.counter_rhos.tolist(), "epsilon": epsilon, "delta": config.delta,
-        "privacy_statement": (f"{spent:.6g}-zCDP so far (of {config.rho:.6g}) for neighbouring "
-                              f"panels that {relation}; this implies ({epsilon:.4g}, "
-                              f"{config.delta:g})-DP; " + PUBLIC_INPUTS[config.neighbor]),
+        "counter": config.counter, "rho": config.rho,
+        "counter_rhos": config.counter_rhos.tolist(), "delta": config.delta,
+        **privacy_fields(state.ledger.spent, config.rho, config.delta, config.neighbor),
         "population": ("public (replace relation: neighbours have the same n)"
                        if config.neighbor == "replace" else
                        "declared public by the user" if config.public_population else
@@ -393,7 +387,8 @@ def manifest_fields(state: CumulativeState) -> Dict:
         "error_bound": config.variance_bound,
         "error_bound_note": (f"with probability >= 1 - beta every released count of people "
                              f"with at least b >= 1 ones by period t is within error_bound of the "
-                             f"truth, for neighbouring panels that {relation} (counters' "
+                             f"truth, for neighbouring panels that "
+                             f"{RELATIONS[config.neighbor]} (counters' "
                              f"exact variances, union bound; Lemma 4.2)"),
         "error_bound_by_split": config.error_bound_by_split,
         **_corollary_fields(config),

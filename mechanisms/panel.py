@@ -13,10 +13,11 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
+from continual_synth.mechanisms import accounting
 from continual_synth.mechanisms.errors import InputError, row_label
 from continual_synth.mechanisms.record_checks import Problems
 
-__all__ = ["PUBLIC_INPUTS", "shown", "encode_values", "pivot", "pivot_people",
+__all__ = ["PUBLIC_INPUTS", "RELATIONS", "privacy_fields", "shown", "encode_values", "pivot", "pivot_people",
            "count_scope", "advance_suffix", "window_histograms", "decode_windows"]
 
 #: what a panel release treats as public, by neighbouring relation (the end of every
@@ -27,6 +28,22 @@ PUBLIC_INPUTS = {
                 "people n (neighbours under replace have the same n)"),
     "add-remove": "public, not protected: the horizon T and the alphabet",
 }
+
+#: what two neighbouring panels differ by, by relation (the manifests' wording)
+RELATIONS = {"replace": "replace one person's whole sequence",
+             "add-remove": "add or remove one person"}
+
+
+def privacy_fields(spent: float, rho: float, delta: float, neighbor: str) -> dict:
+    """A panel manifest's accounting: ``rho_spent`` (zCDP so far), its (ε, δ) reading
+    ``epsilon`` (:func:`~continual_synth.mechanisms.accounting.zcdp_to_approx_dp`, CKS
+    2020 Proposition 12) and the ``privacy_statement`` naming the neighbouring relation
+    and what is public."""
+    epsilon = accounting.zcdp_to_approx_dp(spent, delta) if spent > 0 else 0.0
+    return {"rho_spent": spent, "epsilon": epsilon,
+            "privacy_statement": (f"{spent:.6g}-zCDP so far (of {rho:.6g}) for neighbouring "
+                                  f"panels that {RELATIONS[neighbor]}; this implies ({epsilon:.4g}, "
+                                  f"{delta:g})-DP; " + PUBLIC_INPUTS[neighbor])}
 
 
 def shown(value) -> str:

@@ -35,7 +35,7 @@ from continual_synth.mechanisms.errors import (MAX_NOISE_RECORDS, ParameterError
                                                format_bytes, privacy_budget, probability,
                                                whole_number)
 from continual_synth.mechanisms.consistency import consistent_extension
-from continual_synth.mechanisms.panel import PUBLIC_INPUTS
+from continual_synth.mechanisms.panel import privacy_fields
 from continual_synth.mechanisms.samplers import Sampler
 
 __all__ = ["ALGORITHM", "BIN_BYTES", "MAX_BINS", "WindowConfig", "WindowState",
@@ -285,10 +285,6 @@ def debias_counts(synthetic_counts: np.ndarray, n_pad: int) -> np.ndarray:
 def manifest_fields(state: WindowState) -> Dict:
     """The privacy and debiasing facts of a release, for ``manifest.json``."""
     config = state.config
-    spent = state.ledger.spent
-    epsilon = accounting.zcdp_to_approx_dp(spent, config.delta) if spent > 0 else 0.0
-    relation = ("replace one person's whole sequence" if config.neighbor == "replace"
-                else "add or remove one person")
     return {
         "algorithm": ALGORITHM,
         "paper": "Bun, Gaboardi, Neunhoeffer, Zhang (2024), Algorithm 1",
@@ -297,14 +293,9 @@ def manifest_fields(state: WindowState) -> Dict:
         "alphabet": list(config.alphabet),
         "neighbor": config.neighbor,
         "rho": config.rho,
-        "rho_spent": spent,
         "rho_per_period": config.rho_per_update,
-        "epsilon": epsilon,
         "delta": config.delta,
-        "privacy_statement": (
-            f"{spent:.6g}-zCDP so far (of {config.rho:.6g}) for neighbouring panels that "
-            f"{relation}; "
-            f"this implies ({epsilon:.4g}, {config.delta:g})-DP; " + PUBLIC_INPUTS[config.neighbor]),
+        **privacy_fields(state.ledger.spent, config.rho, config.delta, config.neighbor),
         "noise": "discrete Gaussian",
         "noise_variance": config.noise_variance,
         "l2_sensitivity": config.l2_sensitivity,
