@@ -23,7 +23,6 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms import privhp
 from continual_synth.mechanisms.continual_privhp import ContinualPrivHPConfig
 from continual_synth.mechanisms.errors import InputError
@@ -193,8 +192,7 @@ class ContinualPrivHPJob(IncrementalJob):
         period = pending["period"]
         return {"status": "released", "period": period, "resumed": resumed,
                 "samples": pending["size"],
-                "epsilon_spent": BudgetLedger.from_dict(
-                    state["synthesizer_state"]["ledger"]).spent,
+                "epsilon_spent": self.budget_spent(state),
                 "message": f"period {period}: released synthetic points of all the points "
                            f"of periods 1..{period}"}
 

@@ -26,7 +26,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from continual_synth.mechanisms.accounting import BudgetLedger
 from continual_synth.mechanisms.errors import InputError
 from continual_synth.mechanisms.record_checks import REFUSE, Problems, check_mode
 from continual_synth.mechanisms.marginals import Domain
@@ -357,9 +356,7 @@ class TabularJob(IncrementalJob):
         period = pending["period"]
         return {"status": "released", "period": period, "resumed": resumed,
                 "rows": pending["rows"],
-                # the ledger alone (the manifest's ε spent), not the whole synthesizer state
-                "epsilon_spent": BudgetLedger.from_dict(
-                    state["synthesizer_state"]["ledger"]).spent,
+                "epsilon_spent": self.budget_spent(state),
                 "message": f"period {period}: released the synthetic table of the stream so far"
                            + (" (its increment, appended)" if pending["increment"] else "")}
 

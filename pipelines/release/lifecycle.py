@@ -857,6 +857,13 @@ class IncrementalJob:
         release just published."""
         raise NotImplementedError
 
+    @staticmethod
+    def budget_spent(state: Dict) -> float:
+        """The privacy budget ``state``'s ledger has spent (the manifest's figure), read
+        from the ledger alone, not the whole synthesizer state."""
+        from continual_synth.mechanisms.accounting import BudgetLedger
+        return BudgetLedger.from_dict(state["synthesizer_state"]["ledger"]).spent
+
 
 def _already_released(period: int) -> Dict:
     return {"status": "already-released", "period": period,
