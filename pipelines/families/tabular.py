@@ -325,7 +325,7 @@ class TabularJob(IncrementalJob):
                                                pending["emission_seed"], codes=codes))
         else:  # the shards read the model from this run's folder (private, removed)
             model_path = storage.join(run_dir, "model.json")
-            model = pending["model"]  # None: the state's model (versions of 26 Nov: a copy)
+            model = pending["model"]  # None: the state's own model is g_t
             storage.write_bytes(model_path, packed_json.dumps(
                 model if model is not None else state["synthesizer_state"]["model"]))
             tasks = model_file_tasks(period, pending["size"], model_path,
