@@ -234,24 +234,30 @@ class PanelJob(IncrementalJob):
     def check_invalid_records(self, state: Dict, mode: str, why: str = "") -> None:
         check_drop_fills(mode, state["missing_value"], why)
 
-    def compute(self, state, input_path, in_format, period, store, run_dir, beam_args,
-                invalid_records: str = REFUSE) -> Dict:
-        model, wstate = self.synthesizer(state)
+    def period_statistics(self, state, input_path, in_format, period, store, run_dir,
+                          beam_args, invalid_records):
+        """The period's panel statistics (Algorithm 1: the window histogram C^t;
+        Algorithm 2: the threshold counts z_b^t) with the panel's population, from the
+        people's history, whose next version (private) is written under ``run_dir``."""
+        model, _ = self.synthesizer(state)
         history = storage.join(run_dir, "history")
         people, statistics = _period_statistics(
             model, state, input_path, in_format, period,
             store.path(state["files"]["history"]) if period > 1 else None, history, beam_args,
             sink_for(invalid_records, parts_folder(run_dir)),
             allow_empty=period > 1 and self.empty_period_valid(state))
+        return PanelStatistics(statistics, people), {"history": store.relative(history)}
+
+    def advance(self, state, period, statistics, files, store, run_dir) -> Dict:
+        model, wstate = self.synthesizer(state)
         code_counts = state["shard_code_counts"]
-        stepped = model.step_period(wstate, period, PanelStatistics(statistics, people),
-                                state["seed"])
+        stepped = model.step_period(wstate, period, statistics, state["seed"])
         wstate = stepped.state
         plan, code_counts, emission_seed = emission_plan(
             model, stepped, state["num_shards"],
             None if code_counts is None else np.asarray(code_counts))
         new = {**state, "synthesizer_state": wstate.to_dict(),
-               "files": {**state["files"], "history": store.relative(history)},
+               "files": {**state["files"], **files},
                "pending": {"period": period, "plan": None}}
         if plan is not None:
             if "initial" in plan:

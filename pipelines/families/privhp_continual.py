@@ -145,10 +145,11 @@ class ContinualPrivHPJob(IncrementalJob):
         low, high = zip(*state["bounds"])
         return Bounds(tuple(low), tuple(high))
 
-    def compute(self, state, input_path, in_format, period, store, run_dir, beam_args,
-                invalid_records: str = REFUSE) -> Dict:
-        synthesizer, cstate = self.synthesizer(state, store)
-        config = synthesizer.config
+    def period_statistics(self, state, input_path, in_format, period, store, run_dir,
+                          beam_args, invalid_records):
+        """PrivHP's exact tree counts and sketches of the period's points (Holland et al.
+        2025, Algorithm 1, one period)."""
+        config = self.synthesizer(state)[0].config
         statistics = _period_statistics(config.structure, input_path, in_format,
                                         state["columns"], self._bounds(state), state["clip"],
                                         run_dir, beam_args, config.counted_sketch_levels,
@@ -157,13 +158,17 @@ class ContinualPrivHPJob(IncrementalJob):
                                                      period),
                                         sink=sink_for(invalid_records, parts_folder(run_dir),
                                                       also_read=True))
+        return statistics, {}
+
+    def advance(self, state, period, statistics, files, store, run_dir) -> Dict:
+        synthesizer, cstate = self.synthesizer(state, store)
         cstate, release, _ = synthesizer.step_period(cstate, period, statistics, state["seed"])
         document = cstate.to_dict()
         counters_path = storage.join(run_dir, "counters.json")
         release_dir.write_json_atomic(counters_path, {"counters": document.pop("counters")})
         tree_path = storage.join(run_dir, "tree.npz")
         save_tree(release.tree, tree_path)
-        files = {**state["files"], "counters": store.relative(counters_path),
+        files = {**state["files"], **files, "counters": store.relative(counters_path),
                  "tree": store.relative(tree_path)}
         pending = {"period": period, "size": release.size,
                    "emission_seed": release.emission_seed}

@@ -290,14 +290,19 @@ class TabularJob(IncrementalJob):
         synthesizer = TabularSynthesizer.from_config_dict(state["config"])
         return synthesizer, synthesizer.state_from_dict(state["synthesizer_state"])
 
-    def compute(self, state, input_path, in_format, period, store, run_dir, beam_args,
-                invalid_records: str = REFUSE) -> Dict:
-        synthesizer, tstate = self.synthesizer(state)
+    def period_statistics(self, state, input_path, in_format, period, store, run_dir,
+                          beam_args, invalid_records):
+        """The workload histograms of the period's new records (Kumar et al. 2024 §7.2)."""
+        synthesizer, _ = self.synthesizer(state)
         counts = _period_histograms(synthesizer, input_path, in_format, period,
                                     state["period_col"], run_dir, beam_args,
                                     sink_for(invalid_records, parts_folder(run_dir)))
-        tstate, release, _ = synthesizer.step_period(tstate, period, counts[1:], state["seed"])
-        files = dict(state["files"])
+        return counts[1:], {}
+
+    def advance(self, state, period, statistics, files, store, run_dir) -> Dict:
+        synthesizer, tstate = self.synthesizer(state)
+        tstate, release, _ = synthesizer.step_period(tstate, period, statistics, state["seed"])
+        files = {**state["files"], **files}
         rows = release.size
         if release.increment:  # sampled now: kept (private) until it is published
             path = storage.join(run_dir, "increment.npy")

@@ -46,7 +46,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from continual_synth.mechanisms.errors import InputError, StateBusy, StateError
 from continual_synth.mechanisms.record_checks import check_mode
@@ -834,7 +834,25 @@ class IncrementalJob:
         release to publish) and ``files`` naming paths under ``run_dir``; an invalid
         record refuses the period or is dropped (``invalid_records``: refuse, drop; the
         dropped records' dead-letter parts go to
-        :func:`~continual_synth.transforms.invalid_records.parts_folder` of ``run_dir``)."""
+        :func:`~continual_synth.transforms.invalid_records.parts_folder` of ``run_dir``).
+        The two halves: :meth:`period_statistics`, then :meth:`advance`."""
+        statistics, files = self.period_statistics(state, input_path, in_format, period,
+                                                   store, run_dir, beam_args, invalid_records)
+        return self.advance(state, period, statistics, files, store, run_dir)
+
+    def period_statistics(self, state: Dict, input_path: str, in_format: Optional[str],
+                          period: int, store: StateDir, run_dir: str, beam_args,
+                          invalid_records: str) -> Tuple[Any, Dict[str, str]]:
+        """The period's exact statistics from its input (a Beam pipeline; no noise), and
+        the private files it wrote under ``run_dir`` (the state's ``files`` entries they
+        replace, as paths relative to the state directory)."""
+        raise NotImplementedError
+
+    def advance(self, state: Dict, period: int, statistics: Any, files: Dict[str, str],
+                store: StateDir, run_dir: str) -> Dict:
+        """The synthesizer's step on the period's ``statistics`` (the protocol's
+        :meth:`~continual_synth.mechanisms.synthesizer.Synthesizer.step_period`: its noise,
+        its charge to the ledger): the new state, ``files`` merged in, ``pending`` set."""
         raise NotImplementedError
 
     def emit(self, state: Dict, staging_dir: str, store: StateDir, run_dir: str,
