@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from continual_synth.mechanisms import tabular
+from continual_synth.mechanisms.errors import ParameterError
 from continual_synth.mechanisms.marginals import all_workloads, workload_histograms
 from continual_synth.mechanisms.samplers import SeededSampler
 from helpers_tabular import DOMAIN, records
@@ -138,14 +139,14 @@ def test_shrunk_share_beats_both_the_counter_and_the_imputation_on_average():
     assert mse["combined"] < 0.9 * min(mse["counter"], mse["model"]), mse
 
 
-def fold(codes, epsilon, remainder="adaptive", seed=0, batch=100):
+def fold(codes, epsilon, remainder="adaptive", seed=0, batch=100, **options):
     """The proposed method (k = 2 of the 15 two-way workloads, ipf fit) over ``codes`` in
     batches: (final state, mean per-cell error of the final model's two-way marginals)."""
     workloads = tuple(all_workloads(DOMAIN, 2))
     periods = codes.shape[0] // batch
     cfg = tabular.TabularConfig(domain=DOMAIN, workloads=workloads, epsilon=epsilon,
                                 horizon=periods, selections=2, fit="ipf",
-                                remainder=remainder)
+                                remainder=remainder, **options)
     state, sampler = tabular.initial_state(cfg), SeededSampler(seed)
     for t in range(periods):
         hists = workload_histograms(codes[batch * t:batch * (t + 1)], DOMAIN, workloads)
@@ -207,5 +208,46 @@ def test_manifest_reports_the_drift_statistic_and_the_weight():
     # dataclasses.replace, the config's copy API: a config's __dict__ also holds its
     # cached properties once computed, which are no fields of its constructor
     fields = tabular.manifest_fields(dataclasses.replace(config, remainder="increment",
-                                                         selection_schedule="fixed"), state)
+                                                         selection_schedule="fixed",
+                                                         unseen_share="carried"), state)
     assert fields["remainder_drift"] is None and fields["remainder_stationary_weight"] is None
+
+
+def test_current_share_moves_the_carried_share_to_the_model_with_the_weight():
+    carried, current = np.array([0.7, 0.2, 0.1]), np.array([0.4, 0.4, 0.2])
+    np.testing.assert_allclose(tabular._current_share(carried, current, 0.0), carried)
+    np.testing.assert_allclose(tabular._current_share(carried, current, 1.0), current)
+    mixed = tabular._current_share(carried, current, 0.25)
+    np.testing.assert_allclose(mixed, 0.75 * carried + 0.25 * current)
+    assert mixed.sum() == pytest.approx(1.0)
+
+
+def test_unseen_share_defaults_to_current_with_the_adaptive_remainder_only():
+    """``unseen_share``: "current" by default with the adaptive remainder, "carried"
+    with the others, under ``--rule paper`` and in a configuration saved before the
+    option (which keeps the imputation it was run with)."""
+    workloads = tuple(all_workloads(DOMAIN, 2))
+    cfg = tabular.TabularConfig(domain=DOMAIN, workloads=workloads, epsilon=1.0, horizon=10)
+    assert cfg.unseen_share == "current"
+    assert tabular.TabularConfig(domain=DOMAIN, workloads=workloads, epsilon=1.0, horizon=10,
+                                 remainder="increment").unseen_share == "carried"
+    assert tabular.RULES["paper"]["unseen_share"] == "carried"
+    with pytest.raises(ParameterError, match="unseen_share"):
+        tabular.TabularConfig(domain=DOMAIN, workloads=workloads, epsilon=1.0, horizon=10,
+                              remainder="increment", unseen_share="current")
+    old = cfg.to_dict()
+    del old["unseen_share"]
+    assert tabular.TabularConfig.from_dict(old).unseen_share == "carried"
+
+
+def test_current_share_changes_only_exchangeable_streams():
+    """On a stream in random order (γ = 1) the unseen periods are imputed from the current
+    model and the release moves; on one sorted by every attribute (γ = 0) it is the
+    carried imputation's, to the last bit (same sampler seed: the imputation spends no
+    budget and draws no noise)."""
+    codes = records()
+    ordered = codes[np.lexsort(codes.T[::-1])]
+    for stream, changes in ((codes, True), (ordered, False)):
+        states = [fold(stream, 2.0, unseen_share=u)[0] for u in ("current", "carried")]
+        models = [s.model.probabilities(tuple(DOMAIN.names[:2])) for s in states]
+        assert (not np.allclose(*models, rtol=0, atol=1e-12)) == changes

@@ -53,7 +53,7 @@ from continual_synth.mechanisms.marginals import Domain, Workload
 __all__ = ["ALGORITHMS", "METHODS", "BIAS_CORRECTIONS", "BIAS_NOISES", "COVERAGES",
            "UTILITIES", "REMAINDERS", "COMBINES", "MARGINS", "BASELINE_STARTS",
            "SELECTION_DISCOUNTS", "MODEL_GROWTHS", "SELECTION_SCHEDULES", "WIDE_FITS",
-           "STRUCTURES", "WIDE_RATIO", "WIDE_CELLS", "WIDE_NOISE", "PAPER_SELECTIONS",
+           "STRUCTURES", "UNSEEN_SHARES", "WIDE_RATIO", "WIDE_CELLS", "WIDE_NOISE", "PAPER_SELECTIONS",
            "AUTO_SELECTIONS_MAX", "WIDE_SELECTIONS", "RULES", "DEFAULT_SELECTION_SHARES",
            "SAVED_CONFIG_DEFAULTS", "RELATION", "MAX_WORKLOAD_CELLS",
            "resolved_selection_share", "quiet_selections", "wide_regime", "auto_selections",
@@ -111,6 +111,9 @@ WIDE_FITS = ("inside", "all")
 STRUCTURES = ("informative", "measured")
 
 
+UNSEEN_SHARES = ("current", "carried")
+
+
 # wide_ratio's default: a workload's projected cell sums at most 8 noisy cells of the wide
 # set (the default: bench/results/tabular_wide_measurements.md)
 WIDE_RATIO = 8.0
@@ -149,12 +152,13 @@ RULES = {"aim": {"utility": "aim", "bias_correction": "noise+sampling", "remaind
                  "combine": "last", "refresh": 0, "baseline_start": "previous", "margins": None,
                  "selection_share": None, "selection_discount": "none",
                  "model_growth": None, "bias_noise": None, "coverage": None,
-                 "structure": None, "utility_size": None},
+                 "structure": None, "utility_size": None, "unseen_share": None},
          "paper": {"utility": "paper", "bias_correction": "paper", "remainder": "paper",
                    "combine": "average", "refresh": 0, "baseline_start": "uniform",
                    "margins": "none", "selection_share": 0.5, "selection_discount": "none",
                    "model_growth": "fixed", "bias_noise": "counter", "coverage": "none",
-                   "structure": "measured", "utility_size": "target"}}
+                   "structure": "measured", "utility_size": "target",
+                   "unseen_share": "carried"}}
 
 
 # Share s of each period's ε spent on its k selections (the rest on its k measurements).
@@ -169,7 +173,8 @@ DEFAULT_SELECTION_SHARES = {"proposed": 0.1, "baseline": 0.5}
 SAVED_CONFIG_DEFAULTS = {"margins": "none", "selection_share": 0.5, "selection_discount": "none",
                          "model_growth": "fixed", "selection_schedule": "fixed",
                          "bias_noise": "counter", "coverage": "none",
-                         "structure": "measured", "utility_size": "target"}
+                         "structure": "measured", "utility_size": "target",
+                         "unseen_share": "carried"}
 
 
 RELATION = "event-level add/remove of one record"
@@ -268,6 +273,7 @@ class TabularConfig:
     coverage: Optional[str] = None
     structure: Optional[str] = None
     utility_size: Optional[str] = None
+    unseen_share: Optional[str] = None
     wide_cells: Optional[int] = None
     wide_ratio: float = WIDE_RATIO
     wide_fit: str = "inside"
@@ -342,6 +348,12 @@ class TabularConfig:
         if self.remainder not in REMAINDERS:
             raise InputError(f"remainder must be one of {REMAINDERS}, got "
                              f"{self.remainder!r}")
+        self._resolve_choice("unseen_share", UNSEEN_SHARES,
+                             "current" if self.remainder == "adaptive" else "carried",
+                             "current", self.remainder == "adaptive",
+                             "re-imputing a workload's unseen periods from the current model "
+                             "is the adaptive remainder's (its drift test says when the "
+                             "periods are exchangeable)")
         if isinstance(self.refresh, bool) or not isinstance(self.refresh, (int, np.integer)) \
                 or not 0 <= self.refresh <= selections:
             raise ParameterError("refresh", f"must be a whole number from 0 to the selections "
@@ -633,6 +645,7 @@ class TabularConfig:
                 "selection_schedule": self.selection_schedule,
                 "bias_noise": self.bias_noise, "coverage": self.coverage,
                 "structure": self.structure, "utility_size": self.utility_size,
+                "unseen_share": self.unseen_share,
                 **({} if self.selection_ceiling == self.selections else
                    {"selection_ceiling": int(self.selection_ceiling)}),
                 **({} if self.wide_cells is None else

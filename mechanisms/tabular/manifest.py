@@ -72,6 +72,7 @@ def manifest_fields(config: TabularConfig, state: TabularState) -> Dict:
         "utility_sensitivity": config.utility_sensitivity,
         "utility_sensitivity_unsized": config.utility_sensitivity_at(False),
         "utility_size": config.utility_size,
+        "unseen_share": config.unseen_share,
         "bias_correction": config.bias_correction,
         "bias_noise": config.bias_noise,
         "coverage": config.coverage,

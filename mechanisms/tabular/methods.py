@@ -39,8 +39,9 @@ from continual_synth.mechanisms.tabular.state import (TabularRelease, TabularSta
                                                       _check_histograms, _copy_state,
                                                       check_step, period_cost)
 from continual_synth.mechanisms.tabular.remainder import (DRIFT_WARMUP, _carry_increment,
-                                                          _drift_update, _shrunk_share,
-                                                          _size_estimate, stationary_weight)
+                                                          _current_share, _drift_update,
+                                                          _shrunk_share, _size_estimate,
+                                                          stationary_weight)
 from continual_synth.mechanisms.tabular.selection import (_bias, _count_discounted,
                                                           _staleness, _utilities,
                                                           estimate_noise, period_selections,
@@ -254,6 +255,11 @@ def _step_proposed(config, new, hists, sampler, period) -> TabularRelease:
             unseen = float(new.remainders[j].sum())
             if config.remainder == "adaptive" and gamma > 0 and unseen > 0:
                 imputed = new.remainders[j] / unseen
+                if config.unseen_share == "current":   # re-imputed from g_{t−1}
+                    current = _current_share(imputed, g_prev.probabilities(workloads[j]),
+                                             gamma)
+                    values = values + unseen * (current - imputed)
+                    imputed = current
                 shrunk = _shrunk_share(value, imputed,
                                        new.counters[j].variance(new.counters[j].time))
                 values = values + gamma * unseen * (shrunk - imputed)

@@ -321,8 +321,8 @@ def add_job_options(parser: argparse.ArgumentParser, options_class: type) -> Non
 ADVANCED = frozenset({
     "--beta", "--delta", "--n-pad", "--shards", "--budget-split", "--population-share",
     "--counter", "--method", "--selections", "--selection-schedule", "--coverage",
-    "--structure", "--utility-size", "--wide-cells", "--fit", "--rule", "--margins",
-    "--selection-share", "--max-cells", "--model-growth", "--prune-k", "--sketch-width",
+    "--structure", "--utility-size", "--unseen-share", "--wide-cells", "--fit", "--rule",
+    "--margins", "--selection-share", "--max-cells", "--model-growth", "--prune-k", "--sketch-width",
     "--memory", "--sketch-depth", "--level-epsilons", "--hash-seed", "--level-stride",
     "--batch-rows"})
 

@@ -77,6 +77,12 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                              "period's measurements so far), sensitivity 1 (default for the "
                              "proposed method with --rule aim); target: at the target's own "
                              "size, sensitivity 2 (docs/tabular.md, Rules)")
+    parser.add_argument("--unseen-share", choices=["current", "carried"], default=None,
+                        help="current: where the stream reads as exchangeable, the periods "
+                             "a workload's counter did not see are imputed from the current "
+                             "model, moved toward the counter's own share (default with the "
+                             "adaptive remainder); carried: from the increment models of "
+                             "their own time (docs/tabular.md, Rules)")
     parser.add_argument("--structure", choices=["informative", "measured"], default=None,
                         help="informative: a measured pair joins the fitted model only when "
                              "its measurement departs from independence by more than its "
@@ -263,6 +269,8 @@ def synthesizer_from_args(args, input_path: Optional[str] = None, domain=None):
         options["structure"] = args.structure
     if args.utility_size is not None:
         options["utility_size"] = args.utility_size
+    if args.unseen_share is not None:
+        options["unseen_share"] = args.unseen_share
     if args.wide_cells is not None:
         options["wide_cells"] = args.wide_cells
     selections = args.selections

@@ -180,6 +180,7 @@ _TABULAR = {
     "utility_sensitivity_unsized": _public("the utility's sensitivity before any size is "
                                            "public"),
     "utility_size": _public("--utility-size"),
+    "unseen_share": _public("--unseen-share"),
     "bias_correction": _public("--rule"),
     "bias_noise": _public("--rule"),
     "coverage": _public("--coverage"),
