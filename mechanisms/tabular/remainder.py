@@ -170,17 +170,14 @@ def _current_share(carried: np.ndarray, current: np.ndarray, gamma: float) -> np
     its own time τ: right on a drifting stream (each period's batch differs, and δ_τ is the
     best estimate of ∇f_τ made then), but on an exchangeable one every batch is a sample
     of the same population, whose best estimate is the newest, and R̂_j keeps the errors
-    of the early, poorly measured models for good (on MplsStops, for workloads measured
-    in a quarter to a third of 60 periods, the carried share was 1.5-2.7 times as far
-    from the truth as the counter's own).  So where the
+    of the early, poorly measured models for good.  So where the
     drift test reads the stream as exchangeable (γ = 1) the unseen periods are imputed
     afresh from the current model g_{t−1}, which holds every measurement so far; on a
     sorted stream (γ = 0) nothing changes.  The current model alone would be a fixed
     point (a workload the model has wrong imputed from the wrong model, the ``model``
     remainder's flaw), which the James-Stein step toward the counter's share
-    (:func:`_shrunk_share`, with this share as its prior) corrects: imputing from the
-    mixture without that step raises AvgWE by up to 40 % (Adult, CCES, MplsStops; 60
-    periods of 200).  g_{t−1} is a release and the counters' outputs are post-processing of
+    (:func:`_shrunk_share`, with this share as its prior) corrects, so the step is part of
+    the rule (the effect of each: ``bench/results/aim_compare.md``).  g_{t−1} is a release and the counters' outputs are post-processing of
     their measurements: no budget."""
     return (1.0 - gamma) * carried + gamma * current
 
