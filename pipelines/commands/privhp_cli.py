@@ -140,7 +140,8 @@ class PrivHPRunOptions(InvalidRecordsOptions, OutputOptions, InputOptions,
                                  "(event-level ε)")
         parser.add_argument("--period-col", default="period",
                             help="the period column (with --horizon)")
-        parser.add_argument("--batch-rows", type=POSITIVE_INT, default=1 << 18,
+        from continual_synth.transforms.read import DEFAULT_BATCH_ROWS
+        parser.add_argument("--batch-rows", type=POSITIVE_INT, default=DEFAULT_BATCH_ROWS,
                             help="rows per Arrow batch when reading")
 
 

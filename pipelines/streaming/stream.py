@@ -58,8 +58,8 @@ folder: its data files together (hidden and ``_`` names inside are skipped, as `
 skips them), its period in the folder's name or else in their period column; a folder
 that holds no data file is rejected like an unreadable file.
 
-**Why the synthesizer's state is in the state directory, not in Beam state.** The issue
-asks for per-person history and counters in stateful DoFns keyed by shard.  Here they
+**Why the synthesizer's state is in the state directory, not in Beam state.** Per-person
+history and counters could live in stateful DoFns keyed by shard.  Here they
 stay where ``step`` keeps them — the state directory's versioned document and its
 per-shard Arrow/numpy files, updated by the sharded Beam pipelines of the step — and
 the stateful DoFn holds only the arrival buffer.  That is what makes two promises exact:
